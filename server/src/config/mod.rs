@@ -1,0 +1,186 @@
+//! Server configuration: the model ([`Config`]), the nats-server compatible command line
+//! ([`cli`]) and the nats-server config-file syntax ([`file`]).
+//!
+//! Precedence: defaults < config file (`-c`) < command-line flags, as in nats-server.
+
+pub mod cli;
+pub mod file;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Default client port.
+pub const DEFAULT_PORT: u16 = 4222;
+/// Default maximum payload (1 MiB).
+pub const DEFAULT_MAX_PAYLOAD: u32 = 1024 * 1024;
+/// Default maximum control line length.
+pub const DEFAULT_MAX_CONTROL_LINE: u32 = 4096;
+/// Default per-connection outbound buffer limit (64 MiB).
+pub const DEFAULT_MAX_PENDING: u64 = 64 * 1024 * 1024;
+/// Default maximum number of client connections.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 64 * 1024;
+
+/// Everything the server needs to start. Built by [`cli::parse`] from flags and an optional file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Client listen host (`-a`, `listen`, `host`/`net`).
+    pub host: String,
+    /// Client listen port (`-p`, `port`, `listen`).
+    pub port: u16,
+    /// Monitoring host (`http: host:port`); defaults to [`Config::host`].
+    pub http_host: Option<String>,
+    /// Monitoring port (`-m`, `http_port`, `http`); `None` disables monitoring.
+    pub http_port: Option<u16>,
+    /// Server name (`-n`, `server_name`); defaults to the server id when unset.
+    pub server_name: Option<String>,
+    /// JetStream settings.
+    pub jetstream: JetStreamConfig,
+    /// Cluster settings.
+    pub cluster: ClusterConfig,
+    /// Authentication and authorization.
+    pub auth: AuthConfig,
+    /// Largest accepted message (headers + payload) in bytes.
+    pub max_payload: u32,
+    /// Longest accepted control line in bytes.
+    pub max_control_line: u32,
+    /// Per-connection outbound bytes before the connection is a slow consumer.
+    pub max_pending: u64,
+    /// Maximum concurrent client connections.
+    pub max_connections: u32,
+    /// Interval between server PINGs to an idle client.
+    pub ping_interval: Duration,
+    /// Outstanding PINGs tolerated before `Stale Connection`.
+    pub ping_max: u32,
+    /// Longest a blocked write may take before the client is a slow consumer.
+    pub write_deadline: Duration,
+    /// Logging.
+    pub log: LogConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            host: "0.0.0.0".to_string(),
+            port: DEFAULT_PORT,
+            http_host: None,
+            http_port: None,
+            server_name: None,
+            jetstream: JetStreamConfig::default(),
+            cluster: ClusterConfig::default(),
+            auth: AuthConfig::default(),
+            max_payload: DEFAULT_MAX_PAYLOAD,
+            max_control_line: DEFAULT_MAX_CONTROL_LINE,
+            max_pending: DEFAULT_MAX_PENDING,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            ping_interval: Duration::from_secs(120),
+            ping_max: 2,
+            write_deadline: Duration::from_secs(10),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+/// JetStream settings. JetStream is always enabled in jetraft; `-js` is accepted for compatibility.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JetStreamConfig {
+    /// Where the node keeps its data (`-sd`, `jetstream { store_dir }`).
+    pub store_dir: PathBuf,
+    /// Memory-storage limit in bytes (`max_memory_store`); `None` means "75% of RAM" as in nats-server.
+    pub max_memory_store: Option<u64>,
+    /// File-storage limit in bytes (`max_file_store`); `None` means unlimited by config.
+    pub max_file_store: Option<u64>,
+}
+
+impl Default for JetStreamConfig {
+    fn default() -> Self {
+        Self { store_dir: PathBuf::from("./data"), max_memory_store: None, max_file_store: None }
+    }
+}
+
+/// Cluster settings (`--cluster_name`, `--cluster`, `--routes`, `cluster { }`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterConfig {
+    /// Cluster name; nodes only link with peers of the same name.
+    pub name: Option<String>,
+    /// Cluster listen host.
+    pub host: Option<String>,
+    /// Cluster listen port; `None` means no cluster listener (single node).
+    pub port: Option<u16>,
+    /// Peers as `host:port` (scheme `nats://` or `nats-route://` stripped), possibly including self.
+    pub routes: Vec<String>,
+}
+
+/// Authentication and authorization (`authorization { }`, `--user/--pass/--auth`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuthConfig {
+    /// Single user name.
+    pub user: Option<String>,
+    /// Single user's password; bcrypt hashes (`$2a$`, `$2b$`, `$2y$`) are verified as such.
+    pub password: Option<String>,
+    /// Token (`--auth`, `authorization { token }`); may itself be a bcrypt hash.
+    pub token: Option<String>,
+    /// Time a client has to send CONNECT when auth is required.
+    pub timeout: Duration,
+    /// Users list with optional permissions.
+    pub users: Vec<UserConfig>,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            user: None,
+            password: None,
+            token: None,
+            timeout: Duration::from_secs(2),
+            users: Vec::new(),
+        }
+    }
+}
+
+impl AuthConfig {
+    /// Whether clients must authenticate.
+    pub fn required(&self) -> bool {
+        self.user.is_some() || self.token.is_some() || !self.users.is_empty()
+    }
+}
+
+/// One entry of `authorization { users = [ ... ] }`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UserConfig {
+    /// User name.
+    pub user: String,
+    /// Password, plain or bcrypt.
+    pub password: String,
+    /// Publish/subscribe permissions; `None` allows everything.
+    pub permissions: Option<Permissions>,
+}
+
+/// Publish and subscribe permissions of a user.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Permissions {
+    /// Subjects the user may publish to.
+    pub publish: Option<SubjectPermission>,
+    /// Subjects the user may subscribe to.
+    pub subscribe: Option<SubjectPermission>,
+}
+
+/// Allow and deny lists of subjects (wildcards allowed). An empty allow list allows everything
+/// not denied; deny wins over allow. `publish: "a.>"` or `publish: ["a", "b"]` set `allow` only.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SubjectPermission {
+    /// Subjects allowed.
+    pub allow: Vec<String>,
+    /// Subjects denied.
+    pub deny: Vec<String>,
+}
+
+/// Logging settings (`-D`, `-V`, `-DV`, `-l`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LogConfig {
+    /// Debug level (`-D`).
+    pub debug: bool,
+    /// Trace level (`-V`), which logs protocol operations.
+    pub trace: bool,
+    /// Log to this file instead of stderr (`-l`, `log_file`).
+    pub file: Option<PathBuf>,
+}
