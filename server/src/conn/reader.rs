@@ -1,0 +1,301 @@
+//! The reader task of a connection: reads the socket, parses ops and acts on them.
+//!
+//! Messages published by this client are routed inline, so their order is the client's order.
+//! Writer wake-ups for the receivers are collected per read and issued once at its end.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::AsyncReadExt;
+use tokio::net::tcp::OwnedReadHalf;
+use tracing::{debug, trace};
+
+use super::{Client, CloseReason, SubRef, Subscription};
+use crate::protocol::encode;
+use crate::protocol::{ClientOp, ConnectOptions, Parser, ProtocolError};
+use crate::router::subject;
+use crate::server::{FlushSet, Server};
+
+/// Smallest free space kept in the read buffer before each read.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Per-connection protocol state owned by the reader.
+struct Session {
+    server: Arc<Server>,
+    client: Arc<Client>,
+    /// Options in force (nats-server's defaults apply before CONNECT).
+    opts: ConnectOptions,
+    connected: bool,
+    /// Whether the post-CONNECT INFO (`connect_info`) was sent after the first PING.
+    sent_connect_info: bool,
+    flush: FlushSet,
+}
+
+/// Runs the reader until the connection closes, then unregisters the client.
+pub async fn run(server: Arc<Server>, client: Arc<Client>, mut rd: OwnedReadHalf) {
+    let cfg = server.config.clone();
+    let mut parser = Parser::new(cfg.max_payload, cfg.max_control_line);
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut s = Session {
+        server: server.clone(),
+        client: client.clone(),
+        opts: ConnectOptions {
+            verbose: true,
+            pedantic: true,
+            echo: Some(true),
+            ..ConnectOptions::default()
+        },
+        connected: false,
+        sent_connect_info: false,
+        flush: Vec::new(),
+    };
+    let auth_required = server.auth.required();
+    let auth_timer = tokio::time::sleep(cfg.auth.timeout);
+    tokio::pin!(auth_timer);
+    'conn: loop {
+        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+            buf.reserve(READ_CHUNK);
+        }
+        tokio::select! {
+            () = client.closing.cancelled() => break,
+            () = &mut auth_timer, if auth_required && !s.connected => {
+                client.send_err("Authentication Timeout");
+                client.close(CloseReason::AuthTimeout);
+                break;
+            }
+            read = rd.read_buf(&mut buf) => match read {
+                Ok(0) => {
+                    client.close(CloseReason::ClientClosed);
+                    break;
+                }
+                Ok(_) => {
+                    *client.last_activity.lock() = time::OffsetDateTime::now_utc();
+                    loop {
+                        match parser.parse(&mut buf) {
+                            Ok(Some(op)) => {
+                                if let Err(reason) = s.on_op(op) {
+                                    client.close(reason);
+                                    s.wake_receivers();
+                                    break 'conn;
+                                }
+                            }
+                            Ok(None) => break,
+                            Err(e) => {
+                                s.on_protocol_error(&e);
+                                s.wake_receivers();
+                                break 'conn;
+                            }
+                        }
+                    }
+                    s.wake_receivers();
+                }
+                Err(e) => {
+                    debug!(cid = client.cid, error = %e, "read error");
+                    client.close(CloseReason::IoError);
+                    break;
+                }
+            },
+        }
+    }
+    server.remove_client(&client);
+}
+
+impl Session {
+    fn wake_receivers(&mut self) {
+        for c in self.flush.drain(..) {
+            c.notify.notify_one();
+        }
+    }
+
+    fn on_protocol_error(&self, e: &ProtocolError) {
+        debug!(cid = self.client.cid, error = %e, "protocol error");
+        if let Some(text) = e.err_text() {
+            self.client.send_err(text);
+        }
+        self.client.close(match e {
+            ProtocolError::MaxPayload => CloseReason::MaxPayload,
+            ProtocolError::MaxControlLine => CloseReason::MaxControlLine,
+            _ => CloseReason::ProtocolViolation,
+        });
+    }
+
+    fn ok(&self) {
+        if self.opts.verbose {
+            self.client.send_proto(encode::OK);
+        }
+    }
+
+    /// Handles one op; `Err` closes the connection with that reason (any `-ERR` already sent).
+    fn on_op(&mut self, op: ClientOp) -> Result<(), CloseReason> {
+        trace!(cid = self.client.cid, ?op, "<<-");
+        if !self.connected && self.server.auth.required() && !matches!(op, ClientOp::Connect(_)) {
+            self.client.send_err("Authorization Violation");
+            return Err(CloseReason::AuthViolation);
+        }
+        match op {
+            ClientOp::Connect(json) => self.on_connect(&json),
+            ClientOp::Pub { subject, reply, headers, payload } => {
+                self.on_pub(&subject, reply, headers, &payload);
+                Ok(())
+            }
+            ClientOp::Sub { subject, queue, sid } => {
+                self.on_sub(&subject, queue.as_ref(), sid);
+                Ok(())
+            }
+            ClientOp::Unsub { sid, max } => {
+                self.on_unsub(&sid, max);
+                Ok(())
+            }
+            ClientOp::Ping => {
+                self.client.send_proto(encode::PONG);
+                if self.connected && !self.sent_connect_info && self.opts.protocol.unwrap_or(0) >= 1
+                {
+                    self.sent_connect_info = true;
+                    let mut out = self.client.out.lock();
+                    encode::info(&mut out.buf, &self.server.info_for(&self.client, true));
+                }
+                Ok(())
+            }
+            ClientOp::Pong => {
+                self.client.pings_out.store(0, Ordering::Relaxed);
+                if let Some(sent) = self.client.ping_sent.lock().take() {
+                    *self.client.rtt.lock() = Some(sent.elapsed());
+                }
+                Ok(())
+            }
+            ClientOp::Ignored => Ok(()),
+        }
+    }
+
+    fn on_connect(&mut self, json: &[u8]) -> Result<(), CloseReason> {
+        // nats-server closes without -ERR on unparsable CONNECT JSON.
+        let opts = ConnectOptions::from_json(json).map_err(|_| CloseReason::ProtocolViolation)?;
+        if let Some(p) = opts.protocol {
+            if !(0..=1).contains(&p) {
+                self.client.send_err("invalid client protocol");
+                return Err(CloseReason::ProtocolViolation);
+            }
+        }
+        if opts.no_responders && !opts.headers {
+            self.client.send_err("no responders requires headers support");
+            return Err(CloseReason::ProtocolViolation);
+        }
+        let Ok(authed) = self.server.auth.authenticate(&opts) else {
+            self.client.send_err("Authorization Violation");
+            return Err(CloseReason::AuthViolation);
+        };
+        *self.client.perms.lock() = authed.perms;
+        {
+            let mut meta = self.client.meta.lock();
+            meta.name = opts.name.clone().unwrap_or_default();
+            meta.lang = opts.lang.clone().unwrap_or_default();
+            meta.version = opts.version.clone().unwrap_or_default();
+            meta.user = authed.user.unwrap_or_default();
+        }
+        self.client.headers.store(opts.headers, Ordering::Relaxed);
+        self.opts = opts;
+        self.connected = true;
+        self.ok();
+        Ok(())
+    }
+
+    fn on_pub(&mut self, subject: &Bytes, reply: Option<Bytes>, hdrs: Option<Bytes>, payload: &[u8]) {
+        let c = &self.client;
+        let size = payload.len() + hdrs.as_ref().map_or(0, Bytes::len);
+        c.stats.in_msgs.fetch_add(1, Ordering::Relaxed);
+        c.stats.in_bytes.fetch_add(size as u64, Ordering::Relaxed);
+        self.server.stats.in_msgs.fetch_add(1, Ordering::Relaxed);
+        self.server.stats.in_bytes.fetch_add(size as u64, Ordering::Relaxed);
+        let Ok(subj) = std::str::from_utf8(subject) else {
+            c.send_err("Invalid Publish Subject");
+            return;
+        };
+        if self.opts.pedantic && !subject::is_valid_literal_subject(subj) {
+            c.send_err("Invalid Publish Subject");
+            return;
+        }
+        if let Some(p) = c.perms.lock().clone() {
+            if !p.can_publish(subj) {
+                c.send_err(&format!("Permissions Violation for Publish to \"{subj}\""));
+                return;
+            }
+        }
+        self.ok();
+        let from = Some((&self.client, self.opts.echo()));
+        let delivered =
+            self.server.route(from, subj, reply.as_deref(), hdrs.as_deref(), payload, &mut self.flush);
+        if delivered == 0 && self.opts.no_responders && self.opts.headers {
+            if let Some(r) = reply.as_deref().and_then(|r| std::str::from_utf8(r).ok()) {
+                self.server.send_no_responders(&self.client, subj, r);
+            }
+        }
+    }
+
+    fn on_sub(&mut self, subject: &Bytes, queue: Option<&Bytes>, sid: Bytes) {
+        let c = &self.client;
+        let subj = match std::str::from_utf8(subject) {
+            Ok(s) if subject::is_valid_subject(s) => s,
+            _ => {
+                c.send_err("Invalid Subject");
+                return;
+            }
+        };
+        let queue = match queue.map(|q| std::str::from_utf8(q)) {
+            None => None,
+            Some(Ok(q)) => Some(q),
+            Some(Err(_)) => {
+                c.send_err("Invalid Subject");
+                return;
+            }
+        };
+        if let Some(p) = c.perms.lock().clone() {
+            if !p.can_subscribe(subj) {
+                let text = match queue {
+                    Some(q) => format!("Permissions Violation for Subscription to \"{subj}\" using queue \"{q}\""),
+                    None => format!("Permissions Violation for Subscription to \"{subj}\""),
+                };
+                c.send_err(&text);
+                return;
+            }
+        }
+        let mut subs = c.subs.lock();
+        if subs.contains_key(&sid) {
+            drop(subs);
+            self.ok();
+            return;
+        }
+        let sub = Arc::new(Subscription {
+            client: c.clone(),
+            subject: subj.to_string(),
+            queue: queue.map(str::to_string),
+            sid: sid.clone(),
+            delivered: Default::default(),
+            max: Default::default(),
+        });
+        if self.server.sublist.insert(subj, queue, SubRef(sub.clone())).is_err() {
+            drop(subs);
+            c.send_err("Invalid Subject");
+            return;
+        }
+        subs.insert(sid, sub);
+        drop(subs);
+        self.ok();
+    }
+
+    fn on_unsub(&mut self, sid: &Bytes, max: Option<u64>) {
+        let c = &self.client;
+        let sub = c.subs.lock().get(sid).cloned();
+        if let Some(sub) = sub {
+            match max {
+                Some(n) if n > sub.delivered.load(Ordering::Relaxed) => {
+                    sub.max.store(n, Ordering::Relaxed);
+                }
+                _ => {
+                    self.server.unsubscribe(c, sid);
+                }
+            }
+        }
+        self.ok();
+    }
+}

@@ -1,0 +1,102 @@
+//! The writer task of a connection: flushes the outbound buffer and runs the ping timer.
+//!
+//! Each wake-up swaps the whole outbound buffer out and writes it at once under the write
+//! deadline. When the connection is closing, whatever is queued (typically a final `-ERR`) is
+//! written with a short deadline before the socket is shut down.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
+use tracing::debug;
+
+use super::{Client, CloseReason};
+use crate::protocol::encode;
+use crate::server::Server;
+
+/// nats-server sends the first PING soon after connect to measure RTT.
+const FIRST_PING: Duration = Duration::from_secs(2);
+/// Deadline for the final flush of a closing connection.
+const CLOSE_FLUSH: Duration = Duration::from_secs(1);
+
+/// Runs the writer until the connection closes.
+pub async fn run(server: Arc<Server>, client: Arc<Client>, mut wr: OwnedWriteHalf) {
+    let cfg = server.config.clone();
+    let mut spare = BytesMut::with_capacity(64 * 1024);
+    let mut next_ping = tokio::time::Instant::now() + FIRST_PING.min(cfg.ping_interval);
+    let mut rtt_pending = true;
+    loop {
+        tokio::select! {
+            biased;
+            () = client.notify.notified() => {}
+            () = tokio::time::sleep_until(next_ping) => {
+                next_ping = tokio::time::Instant::now() + cfg.ping_interval;
+                on_ping_timer(&server, &client, rtt_pending);
+                rtt_pending = false;
+            }
+            () = client.closing.cancelled() => break,
+        }
+        if let Err(reason) = flush(&client, &mut wr, &mut spare, cfg.write_deadline).await {
+            client.close(reason);
+            break;
+        }
+    }
+    // Best effort: deliver what is queued (e.g. the final -ERR) before closing the socket.
+    let _ = flush(&client, &mut wr, &mut spare, CLOSE_FLUSH).await;
+    let _ = tokio::time::timeout(CLOSE_FLUSH, wr.shutdown()).await;
+    debug!(cid = client.cid, "writer done");
+}
+
+/// Writes everything queued. `Err` carries the reason to close the connection.
+async fn flush(
+    client: &Client,
+    wr: &mut OwnedWriteHalf,
+    spare: &mut BytesMut,
+    deadline: Duration,
+) -> Result<(), CloseReason> {
+    client.flush_scheduled.store(false, Ordering::Release);
+    {
+        let mut out = client.out.lock();
+        if out.buf.is_empty() {
+            return Ok(());
+        }
+        std::mem::swap(&mut out.buf, spare);
+        out.inflight = spare.len();
+    }
+    let res = tokio::time::timeout(deadline, wr.write_all(spare)).await;
+    spare.clear();
+    if spare.capacity() > 4 * 1024 * 1024 {
+        // Do not keep a burst-sized buffer around forever.
+        *spare = BytesMut::with_capacity(64 * 1024);
+    }
+    client.out.lock().inflight = 0;
+    match res {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(CloseReason::IoError),
+        Err(_) => Err(CloseReason::SlowConsumer),
+    }
+}
+
+/// nats-server's ping timer: PING when idle (or to measure the first RTT); close as stale when
+/// too many PINGs are unanswered.
+fn on_ping_timer(server: &Server, client: &Client, rtt_pending: bool) {
+    let idle = time::OffsetDateTime::now_utc() - *client.last_activity.lock();
+    if !(rtt_pending || idle >= server.config.ping_interval) {
+        return;
+    }
+    let out = client.pings_out.load(Ordering::Relaxed);
+    if out + 1 > server.config.ping_max {
+        debug!(cid = client.cid, "stale client connection - closing");
+        let mut buf = client.out.lock();
+        encode::err(&mut buf.buf, "Stale Connection");
+        drop(buf);
+        client.close(CloseReason::StaleConnection);
+        return;
+    }
+    client.pings_out.fetch_add(1, Ordering::Relaxed);
+    *client.ping_sent.lock() = Some(Instant::now());
+    client.out.lock().buf.extend_from_slice(encode::PING);
+}

@@ -1,0 +1,124 @@
+//! `/connz`: open and closed client connections with paging and sorting.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{Map, Value, json};
+
+use super::{Params, flag, go_duration, json_response, number, rfc3339, uptime_string};
+use crate::conn::Client;
+use crate::server::Server;
+
+/// Default page size, as in nats-server.
+const DEFAULT_LIMIT: usize = 1024;
+
+/// One row before paging: the client and, for closed ones, when and why.
+struct Row {
+    client: Arc<Client>,
+    closed: Option<(time::OffsetDateTime, &'static str)>,
+}
+
+/// `GET /connz?offset&limit&subs&state&cid&sort`.
+pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> Response {
+    let offset = number(&q, "offset", 0);
+    let limit = match number(&q, "limit", DEFAULT_LIMIT) {
+        0 => DEFAULT_LIMIT,
+        n => n,
+    };
+    let subs = flag(&q, "subs") || q.get("subs").is_some_and(|v| v == "detail");
+    let state = q.get("state").map_or("open", String::as_str);
+    let cid_filter = q.get("cid").and_then(|v| v.parse::<u64>().ok());
+
+    let mut rows: Vec<Row> = Vec::new();
+    if matches!(state, "open" | "any" | "all") {
+        rows.extend(s.clients.read().values().map(|c| Row { client: c.clone(), closed: None }));
+    }
+    if matches!(state, "closed" | "any" | "all") {
+        rows.extend(s.closed.lock().iter().map(|c| Row {
+            client: c.client.clone(),
+            closed: Some((c.stop, c.reason.as_str())),
+        }));
+    }
+    if let Some(cid) = cid_filter {
+        rows.retain(|r| r.client.cid == cid);
+    }
+    let sort = q.get("sort").map_or("cid", String::as_str);
+    sort_rows(&mut rows, sort);
+    let total = rows.len();
+    let page: Vec<Value> =
+        rows.iter().skip(offset).take(limit).map(|r| connection(r, subs)).collect();
+    let body = json!({
+        "server_id": s.server_id,
+        "now": rfc3339(time::OffsetDateTime::now_utc()),
+        "num_connections": page.len(),
+        "total": total,
+        "offset": offset,
+        "limit": limit,
+        "connections": page,
+    });
+    json_response(StatusCode::OK, &body)
+}
+
+fn sort_rows(rows: &mut [Row], sort: &str) {
+    let stat = |r: &Row, f: fn(&Client) -> u64| f(&r.client);
+    match sort {
+        "msgs_to" => rows.sort_by_key(|r| std::cmp::Reverse(stat(r, |c| c.stats.out_msgs.load(Ordering::Relaxed)))),
+        "msgs_from" => rows.sort_by_key(|r| std::cmp::Reverse(stat(r, |c| c.stats.in_msgs.load(Ordering::Relaxed)))),
+        "bytes_to" => rows.sort_by_key(|r| std::cmp::Reverse(stat(r, |c| c.stats.out_bytes.load(Ordering::Relaxed)))),
+        "bytes_from" => rows.sort_by_key(|r| std::cmp::Reverse(stat(r, |c| c.stats.in_bytes.load(Ordering::Relaxed)))),
+        "subs" => rows.sort_by_key(|r| std::cmp::Reverse(r.client.subs.lock().len())),
+        "pending" => rows.sort_by_key(|r| std::cmp::Reverse(r.client.pending_bytes())),
+        "start" => rows.sort_by_key(|r| r.client.start),
+        _ => rows.sort_by_key(|r| r.client.cid),
+    }
+}
+
+fn connection(r: &Row, with_subs: bool) -> Value {
+    let c = &r.client;
+    let now = time::OffsetDateTime::now_utc();
+    let last = *c.last_activity.lock();
+    let meta = c.meta.lock().clone();
+    let end = r.closed.map_or(now, |(stop, _)| stop);
+    let mut m = Map::new();
+    m.insert("cid".into(), json!(c.cid));
+    m.insert("kind".into(), json!("Client"));
+    m.insert("type".into(), json!("nats"));
+    m.insert("ip".into(), json!(c.addr.ip().to_string()));
+    m.insert("port".into(), json!(c.addr.port()));
+    m.insert("start".into(), json!(rfc3339(c.start)));
+    m.insert("last_activity".into(), json!(rfc3339(last)));
+    if let Some((stop, reason)) = r.closed {
+        m.insert("stop".into(), json!(rfc3339(stop)));
+        m.insert("reason".into(), json!(reason));
+    }
+    let rtt = c.rtt.lock().map(go_duration).unwrap_or_else(|| "0s".to_string());
+    m.insert("rtt".into(), json!(rtt));
+    m.insert("uptime".into(), json!(uptime_string((end - c.start).unsigned_abs())));
+    m.insert("idle".into(), json!(uptime_string((end - last).unsigned_abs())));
+    m.insert("pending_bytes".into(), json!(c.pending_bytes()));
+    m.insert("in_msgs".into(), json!(c.stats.in_msgs.load(Ordering::Relaxed)));
+    m.insert("out_msgs".into(), json!(c.stats.out_msgs.load(Ordering::Relaxed)));
+    m.insert("in_bytes".into(), json!(c.stats.in_bytes.load(Ordering::Relaxed)));
+    m.insert("out_bytes".into(), json!(c.stats.out_bytes.load(Ordering::Relaxed)));
+    let subs: Vec<String> = c.subs.lock().values().map(|s| s.subject.clone()).collect();
+    m.insert("subscriptions".into(), json!(subs.len()));
+    if !meta.name.is_empty() {
+        m.insert("name".into(), json!(meta.name));
+    }
+    if !meta.lang.is_empty() {
+        m.insert("lang".into(), json!(meta.lang));
+    }
+    if !meta.version.is_empty() {
+        m.insert("version".into(), json!(meta.version));
+    }
+    if !meta.user.is_empty() {
+        m.insert("authorized_user".into(), json!(meta.user));
+    }
+    if with_subs && !subs.is_empty() {
+        m.insert("subscriptions_list".into(), json!(subs));
+    }
+    Value::Object(m)
+}

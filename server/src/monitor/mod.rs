@@ -1,0 +1,117 @@
+//! The monitoring HTTP server (`-m`): `/healthz`, `/varz`, `/connz`, `/subsz`, `/metrics` and
+//! the stub endpoints exporters probe. JSON keys and shapes follow nats-server (spec section 2):
+//! pretty-printed with two-space indent, `Content-Type: application/json` and
+//! `Access-Control-Allow-Origin: *`.
+
+mod connz;
+mod format;
+mod healthz;
+mod subsz;
+mod varz;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+use crate::server::{Server, StartError};
+
+pub use format::{go_duration, rfc3339, uptime_string};
+
+/// Query parameters, as given.
+type Params = Query<HashMap<String, String>>;
+
+/// Binds the monitoring listener and serves it until shutdown; returns the bound address.
+pub async fn serve(server: Arc<Server>, host: &str, port: u16) -> Result<SocketAddr, StartError> {
+    let addr = format!("{host}:{port}");
+    let listener = TcpListener::bind(&addr)
+        .await
+        .map_err(|source| StartError::Bind { what: "monitoring", addr: addr.clone(), source })?;
+    let bound =
+        listener.local_addr().map_err(|source| StartError::Bind { what: "monitoring", addr, source })?;
+    let app = Router::new()
+        .route("/", get(index))
+        .route("/healthz", get(healthz::handler))
+        .route("/varz", get(varz::handler))
+        .route("/connz", get(connz::handler))
+        .route("/subsz", get(subsz::handler))
+        .route("/subscriptionsz", get(subsz::handler))
+        .route("/metrics", get(crate::metrics::handler))
+        .route("/routez", get(routez))
+        .route("/leafz", get(leafz))
+        .route("/gatewayz", get(gatewayz))
+        .route("/accountz", get(accountz))
+        .route("/accstatz", get(accstatz))
+        .with_state(server.clone());
+    let shutdown = server.shutdown.clone();
+    server.tasks.spawn(async move {
+        let _ = axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await;
+    });
+    Ok(bound)
+}
+
+/// A pretty-printed JSON response with nats-server's headers.
+pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
+    let text = serde_json::to_string_pretty(body).unwrap_or_else(|_| "{}".to_string());
+    let mut resp = (status, text).into_response();
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    resp
+}
+
+/// Reads a boolean flag the way nats-server does (`true`/`1`).
+pub(crate) fn flag(q: &HashMap<String, String>, name: &str) -> bool {
+    q.get(name).is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+}
+
+/// Reads a non-negative integer parameter; bad or negative input gives the default.
+pub(crate) fn number(q: &HashMap<String, String>, name: &str, default: usize) -> usize {
+    q.get(name).and_then(|v| v.parse::<usize>().ok()).unwrap_or(default)
+}
+
+async fn index(State(s): State<Arc<Server>>) -> Html<String> {
+    let links = ["varz", "connz", "subsz", "healthz", "metrics", "routez", "leafz", "gatewayz", "accountz"];
+    let items: String = links.iter().map(|l| format!("<li><a href=\"/{l}\">/{l}</a></li>")).collect();
+    Html(format!(
+        "<html><head><title>jetraft</title></head><body><h1>jetraft {}</h1>\
+         <p>server {} ({})</p><ul>{items}</ul></body></html>",
+        env!("CARGO_PKG_VERSION"),
+        s.server_name,
+        s.server_id
+    ))
+}
+
+fn now() -> String {
+    rfc3339(time::OffsetDateTime::now_utc())
+}
+
+async fn routez(State(s): State<Arc<Server>>, _q: Params) -> Response {
+    let body = json!({"server_id": s.server_id, "server_name": s.server_name, "now": now(), "num_routes": 0, "routes": []});
+    json_response(StatusCode::OK, &body)
+}
+
+async fn leafz(State(s): State<Arc<Server>>, _q: Params) -> Response {
+    json_response(StatusCode::OK, &json!({"server_id": s.server_id, "now": now(), "leafnodes": 0, "leafs": []}))
+}
+
+async fn gatewayz(State(s): State<Arc<Server>>, _q: Params) -> Response {
+    let body = json!({"server_id": s.server_id, "now": now(), "outbound_gateways": {}, "inbound_gateways": {}});
+    json_response(StatusCode::OK, &body)
+}
+
+async fn accountz(State(s): State<Arc<Server>>, _q: Params) -> Response {
+    let body = json!({"server_id": s.server_id, "now": now(), "system_account": "$SYS", "accounts": ["$SYS", "$G"]});
+    json_response(StatusCode::OK, &body)
+}
+
+async fn accstatz(State(s): State<Arc<Server>>, _q: Params) -> Response {
+    json_response(StatusCode::OK, &json!({"server_id": s.server_id, "now": now(), "account_statz": []}))
+}

@@ -1,0 +1,76 @@
+//! `/subsz`: interest-index statistics and, with `subs=1`, the subscriptions.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{Map, Value, json};
+
+use super::{Params, flag, json_response, number, rfc3339};
+use crate::router::subject;
+use crate::server::Server;
+
+/// Default page size.
+const DEFAULT_LIMIT: usize = 1024;
+
+/// `GET /subsz?subs&offset&limit&test`.
+pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> Response {
+    let st = s.sublist.stats();
+    let offset = number(&q, "offset", 0);
+    let limit = match number(&q, "limit", DEFAULT_LIMIT) {
+        0 => DEFAULT_LIMIT,
+        n => n,
+    };
+    let mut body = json!({
+        "server_id": s.server_id,
+        "now": rfc3339(time::OffsetDateTime::now_utc()),
+        "num_subscriptions": st.num_subscriptions,
+        "num_cache": st.num_cache,
+        "num_inserts": st.num_inserts,
+        "num_removes": st.num_removes,
+        "num_matches": st.num_matches,
+        "cache_hit_rate": st.cache_hit_rate,
+        "max_fanout": st.max_fanout,
+        "avg_fanout": st.avg_fanout,
+    });
+    let test = q.get("test").filter(|t| subject::is_valid_literal_subject(t));
+    if flag(&q, "subs") || test.is_some() {
+        let mut all = s.sublist.all();
+        if let Some(t) = test {
+            all.retain(|(pattern, _, _)| subject::matches(pattern, t));
+        }
+        all.sort_by_key(|(_, _, sub)| (sub.0.client.cid, sub.0.sid.clone()));
+        let total = all.len();
+        let list: Vec<Value> = all
+            .iter()
+            .skip(offset)
+            .take(limit)
+            .map(|(subj, queue, sub)| {
+                let mut m = Map::new();
+                m.insert("account".into(), json!("$G"));
+                m.insert("account_tag".into(), json!("$G"));
+                m.insert("subject".into(), json!(subj));
+                if let Some(q) = queue {
+                    m.insert("qgroup".into(), json!(q.as_ref()));
+                }
+                m.insert("sid".into(), json!(String::from_utf8_lossy(&sub.0.sid)));
+                m.insert("msgs".into(), json!(sub.0.delivered.load(Ordering::Relaxed)));
+                m.insert("cid".into(), json!(sub.0.client.cid));
+                Value::Object(m)
+            })
+            .collect();
+        if let Value::Object(m) = &mut body {
+            m.insert("total".into(), json!(total));
+            m.insert("offset".into(), json!(offset));
+            m.insert("limit".into(), json!(limit));
+            m.insert("subscriptions_list".into(), json!(list));
+        }
+    } else if let Value::Object(m) = &mut body {
+        m.insert("total".into(), json!(0));
+        m.insert("offset".into(), json!(offset));
+        m.insert("limit".into(), json!(limit));
+    }
+    json_response(StatusCode::OK, &body)
+}

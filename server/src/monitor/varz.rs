@@ -1,0 +1,107 @@
+//! `/varz`: server configuration and counters.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::{Params, json_response, rfc3339, uptime_string};
+use crate::server::{API_LEVEL, NATS_VERSION, Server};
+
+/// `GET /varz`.
+pub(super) async fn handler(State(s): State<Arc<Server>>, _q: Params) -> Response {
+    json_response(StatusCode::OK, &varz(&s))
+}
+
+/// Builds the `/varz` document.
+pub(crate) fn varz(s: &Server) -> Value {
+    let c = &s.config;
+    let st = &s.stats;
+    let http_port = s.http_addr.lock().map_or(0, |a| a.port());
+    let subscriptions = s.sublist.count();
+    let connections = s.clients.read().len();
+    let mem = resident_memory_bytes();
+    let max_memory = c.jetstream.max_memory_store.unwrap_or(0);
+    let max_storage = c.jetstream.max_file_store.unwrap_or(0);
+    let store_dir = c.jetstream.store_dir.display().to_string();
+    json!({
+        "server_id": s.server_id,
+        "server_name": s.server_name,
+        "version": NATS_VERSION,
+        "proto": 1,
+        "git_commit": "",
+        "go": format!("jetraft {}", env!("CARGO_PKG_VERSION")),
+        "host": c.host,
+        "port": s.client_addr.port(),
+        "auth_required": s.auth.required(),
+        "max_connections": c.max_connections,
+        "ping_interval": c.ping_interval.as_nanos() as u64,
+        "ping_max": c.ping_max,
+        "http_host": c.http_host.clone().unwrap_or_else(|| c.host.clone()),
+        "http_port": http_port,
+        "http_base_path": "",
+        "https_port": 0,
+        "auth_timeout": c.auth.timeout.as_secs_f64(),
+        "max_control_line": c.max_control_line,
+        "max_payload": c.max_payload,
+        "max_pending": c.max_pending,
+        "cluster": {"name": c.cluster.name.clone().unwrap_or_default(), "addr": c.cluster.host.clone().unwrap_or_default(), "cluster_port": c.cluster.port.unwrap_or(0)},
+        "gateway": {},
+        "leaf": {},
+        "mqtt": {},
+        "websocket": {},
+        "jetstream": {
+            "config": {
+                "max_memory": max_memory,
+                "max_storage": max_storage,
+                "store_dir": store_dir,
+                "sync_interval": 0,
+                "strict": true,
+            },
+            "stats": {
+                "memory": 0, "storage": 0, "reserved_memory": 0, "reserved_storage": 0,
+                "accounts": 1, "ha_assets": 0,
+                "api": {"level": API_LEVEL, "total": 0, "errors": 0},
+            },
+            "limits": {},
+        },
+        "tls_timeout": 2.0,
+        "write_deadline": c.write_deadline.as_nanos() as u64,
+        "start": rfc3339(s.start),
+        "now": rfc3339(time::OffsetDateTime::now_utc()),
+        "uptime": uptime_string(s.uptime()),
+        "mem": mem,
+        "cores": std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+        "gomaxprocs": std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+        "cpu": 0.0,
+        "connections": connections,
+        "total_connections": st.total_connections.load(Ordering::Relaxed),
+        "routes": 0,
+        "remotes": 0,
+        "leafnodes": 0,
+        "in_msgs": st.in_msgs.load(Ordering::Relaxed),
+        "out_msgs": st.out_msgs.load(Ordering::Relaxed),
+        "in_bytes": st.in_bytes.load(Ordering::Relaxed),
+        "out_bytes": st.out_bytes.load(Ordering::Relaxed),
+        "slow_consumers": st.slow_consumers.load(Ordering::Relaxed),
+        "stale_connections": st.stale_connections.load(Ordering::Relaxed),
+        "stalled_clients": 0,
+        "subscriptions": subscriptions,
+        "http_req_stats": {},
+        "config_load_time": rfc3339(s.start),
+        "system_account": "$SYS",
+        "slow_consumer_stats": {"clients": st.slow_consumers.load(Ordering::Relaxed), "routes": 0, "gateways": 0, "leafs": 0},
+        "stale_connection_stats": {"clients": st.stale_connections.load(Ordering::Relaxed), "routes": 0, "gateways": 0, "leafs": 0},
+    })
+}
+
+/// Resident set size from `/proc/self/statm` (0 where unavailable).
+fn resident_memory_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
+        .map_or(0, |pages| pages * 4096)
+}

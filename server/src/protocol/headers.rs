@@ -1,0 +1,38 @@
+//! NATS header blocks (ADR-4): `NATS/1.0[ status[ description]]\r\n(Name: value\r\n)*\r\n`.
+
+/// Builds a status-only header block such as `NATS/1.0 503\r\n\r\n` with extra header lines.
+pub fn status_block(status: u16, description: Option<&str>, extra: &[(&str, &str)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(b"NATS/1.0 ");
+    out.extend_from_slice(status.to_string().as_bytes());
+    if let Some(d) = description {
+        out.push(b' ');
+        out.extend_from_slice(d.as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+    for (k, v) in extra {
+        out.extend_from_slice(k.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_responders_block_matches_nats_server() {
+        let b = status_block(503, None, &[("Nats-Subject", "nobody.here")]);
+        assert_eq!(b, b"NATS/1.0 503\r\nNats-Subject: nobody.here\r\n\r\n");
+        assert_eq!(b.len(), 32 + "nobody.here".len());
+    }
+
+    #[test]
+    fn description_follows_status() {
+        assert_eq!(status_block(404, Some("No Messages"), &[]), b"NATS/1.0 404 No Messages\r\n\r\n");
+    }
+}

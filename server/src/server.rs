@@ -1,0 +1,431 @@
+//! The running server: listeners, the client registry, message routing and shutdown.
+//!
+//! [`Server::start`] binds the client (and monitoring) listeners and returns a
+//! [`ServerHandle`]. Tests can run a server in-process this way; the `jetraft` binary does the
+//! same from `main.rs`.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+use rand::Rng;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+use crate::auth::Authenticator;
+use crate::config::Config;
+use crate::conn::{Client, CloseReason, SubRef, Subscription, reader, writer};
+use crate::protocol::encode::{self, ServerInfo};
+use crate::protocol::headers;
+use crate::router::sublist::Sublist;
+
+/// The nats-server version whose client-visible behaviour jetraft implements.
+pub const NATS_VERSION: &str = "2.11.0";
+/// JetStream API level advertised in INFO.
+pub const API_LEVEL: u32 = 1;
+/// Closed connections remembered for `/connz?state=closed`.
+const CLOSED_CONNS_KEPT: usize = 1000;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A listener could not bind.
+    #[error("bind {what} listener on {addr}")]
+    Bind {
+        /// Which listener.
+        what: &'static str,
+        /// Address tried.
+        addr: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The data directory could not be created.
+    #[error("create store dir {path}")]
+    StoreDir {
+        /// Directory tried.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Server-wide counters (monotonic unless noted).
+#[derive(Debug, Default)]
+pub struct ServerStats {
+    /// Messages received from clients.
+    pub in_msgs: AtomicU64,
+    /// Payload bytes received from clients.
+    pub in_bytes: AtomicU64,
+    /// Messages delivered to clients.
+    pub out_msgs: AtomicU64,
+    /// Payload bytes delivered to clients.
+    pub out_bytes: AtomicU64,
+    /// Connections accepted since start.
+    pub total_connections: AtomicU64,
+    /// Connections closed as slow consumers.
+    pub slow_consumers: AtomicU64,
+    /// Connections closed as stale.
+    pub stale_connections: AtomicU64,
+}
+
+/// A connection that has ended, for `/connz?state=closed`.
+#[derive(Debug, Clone)]
+pub struct ClosedConn {
+    /// The connection's state at close.
+    pub client: Arc<Client>,
+    /// When it closed.
+    pub stop: time::OffsetDateTime,
+    /// Why it closed.
+    pub reason: CloseReason,
+}
+
+/// Shared server state.
+#[derive(Debug)]
+pub struct Server {
+    /// Effective configuration.
+    pub config: Arc<Config>,
+    /// Unique server id (56 chars starting with `N`, like nats-server's).
+    pub server_id: String,
+    /// Server name (the id when not configured).
+    pub server_name: String,
+    /// The interest index.
+    pub sublist: Sublist<SubRef>,
+    /// Open connections by cid.
+    pub clients: RwLock<HashMap<u64, Arc<Client>>>,
+    /// Recently closed connections, oldest first.
+    pub closed: Mutex<VecDeque<ClosedConn>>,
+    /// Counters.
+    pub stats: ServerStats,
+    /// Credential checks.
+    pub auth: Authenticator,
+    /// Wall-clock start time.
+    pub start: time::OffsetDateTime,
+    /// Monotonic start time (for uptime).
+    pub start_instant: Instant,
+    /// Cancelled on shutdown; parent of every connection's token.
+    pub shutdown: CancellationToken,
+    /// Bound client address.
+    pub client_addr: SocketAddr,
+    /// Bound monitoring address, if enabled.
+    pub http_addr: Mutex<Option<SocketAddr>>,
+    /// Tasks to wait for at shutdown.
+    pub tasks: TaskTracker,
+    next_cid: AtomicU64,
+}
+
+/// Deliveries that still need a writer wake-up, collected per read batch.
+pub type FlushSet = Vec<Arc<Client>>;
+
+/// A running server.
+#[derive(Debug)]
+pub struct ServerHandle {
+    /// The shared state.
+    pub server: Arc<Server>,
+}
+
+impl ServerHandle {
+    /// Starts a graceful shutdown: stop accepting, close connections, wait for tasks.
+    pub async fn shutdown(&self) {
+        let s = &self.server;
+        info!("server shutting down");
+        s.shutdown.cancel();
+        s.tasks.close();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), s.tasks.wait()).await;
+        info!("server exiting");
+    }
+}
+
+impl Server {
+    /// Binds the listeners and starts serving.
+    pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
+        let config = Arc::new(config);
+        std::fs::create_dir_all(&config.jetstream.store_dir).map_err(|source| {
+            StartError::StoreDir { path: config.jetstream.store_dir.display().to_string(), source }
+        })?;
+        let addr = format!("{}:{}", config.host, config.port);
+        let listener = TcpListener::bind(&addr)
+            .await
+            .map_err(|source| StartError::Bind { what: "client", addr: addr.clone(), source })?;
+        let client_addr = listener
+            .local_addr()
+            .map_err(|source| StartError::Bind { what: "client", addr, source })?;
+        let server_id = new_server_id();
+        let server = Arc::new(Server {
+            server_name: config.server_name.clone().unwrap_or_else(|| server_id.clone()),
+            server_id,
+            auth: Authenticator::new(&config.auth),
+            config: config.clone(),
+            sublist: Sublist::new(),
+            clients: RwLock::new(HashMap::new()),
+            closed: Mutex::new(VecDeque::new()),
+            stats: ServerStats::default(),
+            start: time::OffsetDateTime::now_utc(),
+            start_instant: Instant::now(),
+            shutdown: CancellationToken::new(),
+            client_addr,
+            http_addr: Mutex::new(None),
+            tasks: TaskTracker::new(),
+            next_cid: AtomicU64::new(1),
+        });
+        if let Some(port) = config.http_port {
+            let host = config.http_host.clone().unwrap_or_else(|| config.host.clone());
+            let bound = crate::monitor::serve(server.clone(), &host, port).await?;
+            *server.http_addr.lock() = Some(bound);
+            info!(addr = %bound, "starting http monitor");
+        }
+        info!(
+            version = NATS_VERSION,
+            name = %server.server_name,
+            id = %server.server_id,
+            "starting jetraft {}",
+            env!("CARGO_PKG_VERSION")
+        );
+        info!(addr = %client_addr, "listening for client connections");
+        info!("server is ready");
+        let s = server.clone();
+        server.tasks.spawn(async move { s.accept_loop(listener).await });
+        Ok(ServerHandle { server })
+    }
+
+    async fn accept_loop(self: Arc<Self>, listener: TcpListener) {
+        loop {
+            tokio::select! {
+                () = self.shutdown.cancelled() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((sock, addr)) => self.clone().on_accept(sock, addr),
+                    Err(e) => {
+                        // EMFILE and friends: back off instead of spinning.
+                        warn!(error = %e, "accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
+                },
+            }
+        }
+    }
+
+    fn on_accept(self: Arc<Self>, sock: TcpStream, addr: SocketAddr) {
+        let _ = sock.set_nodelay(true);
+        let cid = self.next_cid.fetch_add(1, Ordering::Relaxed);
+        self.stats.total_connections.fetch_add(1, Ordering::Relaxed);
+        let client = Arc::new(Client::new(cid, addr, self.config.max_pending, &self.shutdown));
+        {
+            let mut out = client.out.lock();
+            encode::info(&mut out.buf, &self.info_for(&client, false));
+        }
+        let too_many = {
+            let mut clients = self.clients.write();
+            let full = clients.len() >= self.config.max_connections as usize;
+            if !full {
+                clients.insert(cid, client.clone());
+            }
+            full
+        };
+        debug!(cid, %addr, "client connection created");
+        if too_many {
+            client.send_err("maximum connections exceeded");
+            client.close(CloseReason::MaxConnections);
+        }
+        let (rd, wr) = sock.into_split();
+        let s = self.clone();
+        let c = client.clone();
+        self.tasks.spawn(writer::run(s, c, wr));
+        if !too_many {
+            let s = self.clone();
+            self.tasks.spawn(reader::run(s, client, rd));
+        }
+    }
+
+    /// The INFO a client sees; `connect_info` marks the one sent after the first PONG.
+    pub fn info_for(&self, client: &Client, connect_info: bool) -> ServerInfo {
+        ServerInfo {
+            server_id: self.server_id.clone(),
+            server_name: self.server_name.clone(),
+            version: NATS_VERSION.to_string(),
+            proto: 1,
+            git_commit: String::new(),
+            go: format!("jetraft {}", env!("CARGO_PKG_VERSION")),
+            host: self.config.host.clone(),
+            port: self.client_addr.port(),
+            headers: true,
+            auth_required: self.auth.required(),
+            max_payload: self.config.max_payload,
+            jetstream: true,
+            client_id: client.cid,
+            client_ip: client.addr.ip().to_string(),
+            connect_urls: Vec::new(),
+            cluster: self.config.cluster.name.clone(),
+            api_lvl: API_LEVEL,
+            ldm: false,
+            connect_info,
+            remote_account: connect_info.then(|| "$G".to_string()),
+        }
+    }
+
+    /// Removes a closed client and its subscriptions, and records it for `/connz`.
+    pub fn remove_client(&self, client: &Arc<Client>) {
+        let subs: Vec<Arc<Subscription>> = client.subs.lock().drain().map(|(_, s)| s).collect();
+        for sub in subs {
+            self.sublist.remove(&sub.subject, sub.queue.as_deref(), &SubRef(sub.clone()));
+        }
+        if self.clients.write().remove(&client.cid).is_none() {
+            return;
+        }
+        let reason = client.close_reason.lock().unwrap_or(CloseReason::ClientClosed);
+        match reason {
+            CloseReason::SlowConsumer => {
+                self.stats.slow_consumers.fetch_add(1, Ordering::Relaxed);
+                warn!(cid = client.cid, addr = %client.addr, "slow consumer detected, connection closed");
+            }
+            CloseReason::StaleConnection => {
+                self.stats.stale_connections.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        debug!(cid = client.cid, reason = reason.as_str(), "client connection closed");
+        let mut closed = self.closed.lock();
+        if closed.len() >= CLOSED_CONNS_KEPT {
+            closed.pop_front();
+        }
+        closed.push_back(ClosedConn {
+            client: client.clone(),
+            stop: time::OffsetDateTime::now_utc(),
+            reason,
+        });
+    }
+
+    /// Routes a message to every matching subscription (one member per queue group). Returns
+    /// the number of deliveries. `from` is the publishing client (for echo suppression).
+    pub fn route(
+        &self,
+        from: Option<(&Arc<Client>, bool)>,
+        subject: &str,
+        reply: Option<&[u8]>,
+        hdrs: Option<&[u8]>,
+        payload: &[u8],
+        flush: &mut FlushSet,
+    ) -> usize {
+        let result = self.sublist.match_subject(subject);
+        let mut delivered = 0;
+        let skip = |sub: &Subscription| match from {
+            Some((c, echo)) => !echo && Arc::ptr_eq(&sub.client, c),
+            None => false,
+        };
+        for sub in &result.plain {
+            if !skip(&sub.0) && self.deliver(&sub.0, subject, reply, hdrs, payload, flush) {
+                delivered += 1;
+            }
+        }
+        for group in &result.queues {
+            let n = group.members.len();
+            if n == 0 {
+                continue;
+            }
+            let start = rand::rng().random_range(0..n);
+            for i in 0..n {
+                let sub = &group.members[(start + i) % n].0;
+                if skip(sub) || sub.client.is_closed() {
+                    continue;
+                }
+                if self.deliver(sub, subject, reply, hdrs, payload, flush) {
+                    delivered += 1;
+                    break;
+                }
+            }
+        }
+        if delivered > 0 {
+            self.stats.out_msgs.fetch_add(delivered as u64, Ordering::Relaxed);
+            let size = (payload.len() + hdrs.map_or(0, <[u8]>::len)) as u64;
+            self.stats.out_bytes.fetch_add(size * delivered as u64, Ordering::Relaxed);
+        }
+        delivered
+    }
+
+    fn deliver(
+        &self,
+        sub: &Arc<Subscription>,
+        subject: &str,
+        reply: Option<&[u8]>,
+        hdrs: Option<&[u8]>,
+        payload: &[u8],
+        flush: &mut FlushSet,
+    ) -> bool {
+        let client = &sub.client;
+        if let Some(p) = client.perms.lock().as_ref() {
+            if p.has_subscribe_deny() && p.deliver_denied(subject) {
+                return false;
+            }
+        }
+        let max = sub.max.load(Ordering::Relaxed);
+        let n = sub.delivered.fetch_add(1, Ordering::Relaxed) + 1;
+        if max > 0 && n > max {
+            return false;
+        }
+        let ok = client.queue_msg(subject.as_bytes(), &sub.sid, reply, hdrs, payload);
+        if ok && client.schedule_flush() {
+            flush.push(client.clone());
+        }
+        if max > 0 && n == max {
+            self.unsubscribe(client, &sub.sid);
+        }
+        ok
+    }
+
+    /// Removes one subscription of `client`.
+    pub fn unsubscribe(&self, client: &Client, sid: &Bytes) -> bool {
+        let Some(sub) = client.subs.lock().remove(sid) else { return false };
+        self.sublist.remove(&sub.subject, sub.queue.as_deref(), &SubRef(sub.clone()));
+        true
+    }
+
+    /// Sends the no-responders status (503) to the publisher's own subscription matching
+    /// `reply`, as nats-server does.
+    pub fn send_no_responders(&self, client: &Arc<Client>, subject: &str, reply: &str) {
+        let result = self.sublist.match_subject(reply);
+        let own = result
+            .plain
+            .iter()
+            .chain(result.queues.iter().flat_map(|g| g.members.iter()))
+            .find(|s| Arc::ptr_eq(&s.0.client, client));
+        if let Some(sub) = own {
+            let hdr = headers::status_block(503, None, &[("Nats-Subject", subject)]);
+            if client.queue_msg(reply.as_bytes(), &sub.0.sid, None, Some(&hdr), b"") {
+                client.wake_writer();
+            }
+        }
+    }
+
+    /// Server uptime.
+    pub fn uptime(&self) -> std::time::Duration {
+        self.start_instant.elapsed()
+    }
+}
+
+/// A random 56-character id in nats-server's style (`N` + base32 alphabet).
+fn new_server_id() -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+    let mut rng = rand::rng();
+    std::iter::once('N')
+        .chain((0..55).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_ids_look_like_nats_server_ids() {
+        let id = new_server_id();
+        assert_eq!(id.len(), 56);
+        assert!(id.starts_with('N'));
+        assert_ne!(id, new_server_id());
+    }
+}
