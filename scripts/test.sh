@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The whole test suite, as `make test` and CI run it:
+#   setup -> fmt -> clippy -> build -> cargo nextest (unit, protocol, integration) -> nats-py tier.
+# Everything builds in the dev profile, once, into the persistent target dir (.cargo/config.toml).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "setup"
+./scripts/setup.sh
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "cargo build"
+cargo build --workspace --all-targets --locked
+target="$(./scripts/target-dir.sh)"
+export JETRAFT_BIN="$target/debug/jetraft"
+
+step "rust tests"
+if command -v cargo-nextest >/dev/null 2>&1; then
+  cargo nextest run --workspace --locked --no-fail-fast
+else
+  cargo test --workspace --locked --no-fail-fast
+fi
+
+step "python tests (nats-py)"
+.venv/bin/python -m pytest -q tests/python
