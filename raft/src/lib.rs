@@ -73,7 +73,10 @@ impl RaftTiming {
     /// Checks that followers hear at least three heartbeats before their earliest election.
     pub fn validate(&self) -> Result<(), TimingError> {
         if self.election_min >= self.election_max {
-            return Err(TimingError::ElectionRange { min: self.election_min, max: self.election_max });
+            return Err(TimingError::ElectionRange {
+                min: self.election_min,
+                max: self.election_max,
+            });
         }
         if self.heartbeat * 3 > self.election_min {
             return Err(TimingError::HeartbeatTooSlow {
@@ -96,8 +99,14 @@ mod tests {
 
     #[test]
     fn slow_heartbeat_is_refused() {
-        let t = RaftTiming { heartbeat: Duration::from_millis(600), ..RaftTiming::default() };
-        assert!(matches!(t.validate(), Err(TimingError::HeartbeatTooSlow { .. })));
+        let t = RaftTiming {
+            heartbeat: Duration::from_millis(600),
+            ..RaftTiming::default()
+        };
+        assert!(matches!(
+            t.validate(),
+            Err(TimingError::HeartbeatTooSlow { .. })
+        ));
     }
 
     #[test]
@@ -107,7 +116,10 @@ mod tests {
             election_max: Duration::from_secs(2),
             ..RaftTiming::default()
         };
-        assert!(matches!(t.validate(), Err(TimingError::ElectionRange { .. })));
+        assert!(matches!(
+            t.validate(),
+            Err(TimingError::ElectionRange { .. })
+        ));
     }
 
     #[test]

@@ -45,11 +45,17 @@ impl Authenticator {
             .users
             .iter()
             .map(|u| {
-                let perms = u.permissions.as_ref().map(|p| Arc::new(UserPermissions::new(p)));
+                let perms = u
+                    .permissions
+                    .as_ref()
+                    .map(|p| Arc::new(UserPermissions::new(p)));
                 (u.user.clone(), (u.password.clone(), perms))
             })
             .collect();
-        Self { config: config.clone(), users }
+        Self {
+            config: config.clone(),
+            users,
+        }
     }
 
     /// Whether clients must authenticate.
@@ -64,19 +70,28 @@ impl Authenticator {
         }
         if let Some(token) = &self.config.token {
             let given = opts.auth_token.as_deref().ok_or(AuthError)?;
-            return if secret_matches(token, given) { Ok(Authenticated::default()) } else { Err(AuthError) };
+            return if secret_matches(token, given) {
+                Ok(Authenticated::default())
+            } else {
+                Err(AuthError)
+            };
         }
         let user = opts.user.as_deref().ok_or(AuthError)?;
         let pass = opts.pass.as_deref().unwrap_or("");
-        if let (Some(u), Some(p)) = (&self.config.user, &self.config.password) {
-            if u == user && secret_matches(p, pass) {
-                return Ok(Authenticated { user: Some(user.to_string()), perms: None });
-            }
+        if let (Some(u), Some(p)) = (&self.config.user, &self.config.password)
+            && u == user
+            && secret_matches(p, pass)
+        {
+            return Ok(Authenticated {
+                user: Some(user.to_string()),
+                perms: None,
+            });
         }
         match self.users.get(user) {
-            Some((p, perms)) if secret_matches(p, pass) => {
-                Ok(Authenticated { user: Some(user.to_string()), perms: perms.clone() })
-            }
+            Some((p, perms)) if secret_matches(p, pass) => Ok(Authenticated {
+                user: Some(user.to_string()),
+                perms: perms.clone(),
+            }),
             _ => Err(AuthError),
         }
     }
@@ -92,7 +107,9 @@ fn secret_matches(configured: &str, given: &str) -> bool {
 }
 
 fn is_bcrypt(s: &str) -> bool {
-    ["$2a$", "$2b$", "$2x$", "$2y$"].iter().any(|p| s.starts_with(p))
+    ["$2a$", "$2b$", "$2x$", "$2y$"]
+        .iter()
+        .any(|p| s.starts_with(p))
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -122,7 +139,9 @@ impl UserPermissions {
 
     /// Whether the user may publish to the literal `subject`.
     pub fn can_publish(&self, subject_: &str) -> bool {
-        let Some(perm) = &self.publish else { return true };
+        let Some(perm) = &self.publish else {
+            return true;
+        };
         if let Some(v) = self.pub_cache.lock().get(subject_) {
             return *v;
         }
@@ -139,7 +158,9 @@ impl UserPermissions {
 
     /// Whether the user may subscribe to `subject_` (possibly a wildcard).
     pub fn can_subscribe(&self, subject_: &str) -> bool {
-        let Some(perm) = &self.subscribe else { return true };
+        let Some(perm) = &self.subscribe else {
+            return true;
+        };
         let allowed =
             perm.allow.is_empty() || perm.allow.iter().any(|a| subject::is_subset(subject_, a));
         allowed && !perm.deny.iter().any(|d| subject::is_subset(subject_, d))
@@ -182,9 +203,16 @@ mod tests {
 
     #[test]
     fn token_must_match() {
-        let a = Authenticator::new(&AuthConfig { token: Some("s3cr3t".into()), ..Default::default() });
+        let a = Authenticator::new(&AuthConfig {
+            token: Some("s3cr3t".into()),
+            ..Default::default()
+        });
         assert!(a.authenticate(&connect(None, None, Some("s3cr3t"))).is_ok());
-        assert_eq!(a.authenticate(&connect(None, None, Some("nope"))).unwrap_err(), AuthError);
+        assert_eq!(
+            a.authenticate(&connect(None, None, Some("nope")))
+                .unwrap_err(),
+            AuthError
+        );
         assert!(a.authenticate(&connect(None, None, None)).is_err());
     }
 
@@ -196,22 +224,43 @@ mod tests {
             password: Some(hash),
             ..Default::default()
         });
-        assert!(a.authenticate(&connect(Some("u"), Some("pw"), None)).is_ok());
-        assert!(a.authenticate(&connect(Some("u"), Some("bad"), None)).is_err());
-        assert!(a.authenticate(&connect(Some("x"), Some("pw"), None)).is_err());
+        assert!(
+            a.authenticate(&connect(Some("u"), Some("pw"), None))
+                .is_ok()
+        );
+        assert!(
+            a.authenticate(&connect(Some("u"), Some("bad"), None))
+                .is_err()
+        );
+        assert!(
+            a.authenticate(&connect(Some("x"), Some("pw"), None))
+                .is_err()
+        );
     }
 
     #[test]
     fn users_list_carries_permissions() {
         let perms = Permissions {
-            publish: Some(SubjectPermission { allow: vec!["a.>".into()], deny: vec!["a.secret".into()] }),
-            subscribe: Some(SubjectPermission { allow: vec![], deny: vec!["private.>".into()] }),
+            publish: Some(SubjectPermission {
+                allow: vec!["a.>".into()],
+                deny: vec!["a.secret".into()],
+            }),
+            subscribe: Some(SubjectPermission {
+                allow: vec![],
+                deny: vec!["private.>".into()],
+            }),
         };
         let a = Authenticator::new(&AuthConfig {
-            users: vec![UserConfig { user: "bob".into(), password: "pw".into(), permissions: Some(perms) }],
+            users: vec![UserConfig {
+                user: "bob".into(),
+                password: "pw".into(),
+                permissions: Some(perms),
+            }],
             ..Default::default()
         });
-        let ok = a.authenticate(&connect(Some("bob"), Some("pw"), None)).unwrap();
+        let ok = a
+            .authenticate(&connect(Some("bob"), Some("pw"), None))
+            .unwrap();
         let p = ok.perms.unwrap();
         assert!(p.can_publish("a.b"));
         assert!(p.can_publish("a.b")); // cached
@@ -229,7 +278,10 @@ mod tests {
     fn wildcard_subscription_must_lie_inside_allow() {
         let p = UserPermissions::new(&Permissions {
             publish: None,
-            subscribe: Some(SubjectPermission { allow: vec!["foo.*".into()], deny: vec![] }),
+            subscribe: Some(SubjectPermission {
+                allow: vec!["foo.*".into()],
+                deny: vec![],
+            }),
         });
         assert!(p.can_subscribe("foo.bar"));
         assert!(p.can_subscribe("foo.*"));

@@ -26,7 +26,12 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
     N: for<'a> FormatFields<'a> + 'static,
 {
-    fn format_event(&self, ctx: &FmtContext<'_, S, N>, mut w: Writer<'_>, event: &Event<'_>) -> fmt::Result {
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut w: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
         let now = time::OffsetDateTime::now_utc();
         let level = match *event.metadata().level() {
             Level::ERROR => "ERR",
@@ -72,9 +77,13 @@ pub fn init(cfg: &LogConfig) -> Result<(), LogError> {
     };
     let default = format!("{level},openraft=warn,h2=warn,hyper=warn,tower=warn");
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let fmt = NatsFormat { pid: std::process::id() };
-    let builder =
-        tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).event_format(fmt);
+    let fmt = NatsFormat {
+        pid: std::process::id(),
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .event_format(fmt);
     match &cfg.file {
         Some(path) => {
             let file = open_log(path)?;
@@ -92,5 +101,8 @@ fn open_log(path: &Path) -> Result<std::fs::File, LogError> {
         .create(true)
         .append(true)
         .open(path)
-        .map_err(|source| LogError { path: path.display().to_string(), source })
+        .map_err(|source| LogError {
+            path: path.display().to_string(),
+            source,
+        })
 }

@@ -10,7 +10,11 @@ fn main() -> std::process::ExitCode {
     let config = match cli::parse(&args) {
         Ok(CliOutcome::Run(cfg)) => *cfg,
         Ok(CliOutcome::Version) => {
-            println!("jetraft: v{} (nats-server {} compatible)", env!("CARGO_PKG_VERSION"), jetraft_server::server::NATS_VERSION);
+            println!(
+                "jetraft: v{} (nats-server {} compatible)",
+                env!("CARGO_PKG_VERSION"),
+                jetraft_server::server::NATS_VERSION
+            );
             return std::process::ExitCode::SUCCESS;
         }
         Ok(CliOutcome::Help) => {

@@ -72,7 +72,11 @@ fn sync(s: &Server) {
 /// `GET /metrics` in the Prometheus text format.
 pub(crate) async fn handler(State(s): State<Arc<Server>>) -> Response {
     let Some(handle) = install() else {
-        return (StatusCode::SERVICE_UNAVAILABLE, "metrics recorder unavailable").into_response();
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "metrics recorder unavailable",
+        )
+            .into_response();
     };
     sync(&s);
     handle.run_upkeep();

@@ -148,18 +148,30 @@ impl Server {
     pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         let config = Arc::new(config);
         std::fs::create_dir_all(&config.jetstream.store_dir).map_err(|source| {
-            StartError::StoreDir { path: config.jetstream.store_dir.display().to_string(), source }
+            StartError::StoreDir {
+                path: config.jetstream.store_dir.display().to_string(),
+                source,
+            }
         })?;
         let addr = format!("{}:{}", config.host, config.port);
         let listener = TcpListener::bind(&addr)
             .await
-            .map_err(|source| StartError::Bind { what: "client", addr: addr.clone(), source })?;
-        let client_addr = listener
-            .local_addr()
-            .map_err(|source| StartError::Bind { what: "client", addr, source })?;
+            .map_err(|source| StartError::Bind {
+                what: "client",
+                addr: addr.clone(),
+                source,
+            })?;
+        let client_addr = listener.local_addr().map_err(|source| StartError::Bind {
+            what: "client",
+            addr,
+            source,
+        })?;
         let server_id = new_server_id();
         let server = Arc::new(Server {
-            server_name: config.server_name.clone().unwrap_or_else(|| server_id.clone()),
+            server_name: config
+                .server_name
+                .clone()
+                .unwrap_or_else(|| server_id.clone()),
             server_id,
             auth: Authenticator::new(&config.auth),
             config: config.clone(),
@@ -176,7 +188,10 @@ impl Server {
             next_cid: AtomicU64::new(1),
         });
         if let Some(port) = config.http_port {
-            let host = config.http_host.clone().unwrap_or_else(|| config.host.clone());
+            let host = config
+                .http_host
+                .clone()
+                .unwrap_or_else(|| config.host.clone());
             let bound = crate::monitor::serve(server.clone(), &host, port).await?;
             *server.http_addr.lock() = Some(bound);
             info!(addr = %bound, "starting http monitor");
@@ -191,7 +206,9 @@ impl Server {
         info!(addr = %client_addr, "listening for client connections");
         info!("server is ready");
         let s = server.clone();
-        server.tasks.spawn(async move { s.accept_loop(listener).await });
+        server
+            .tasks
+            .spawn(async move { s.accept_loop(listener).await });
         Ok(ServerHandle { server })
     }
 
@@ -215,7 +232,12 @@ impl Server {
         let _ = sock.set_nodelay(true);
         let cid = self.next_cid.fetch_add(1, Ordering::Relaxed);
         self.stats.total_connections.fetch_add(1, Ordering::Relaxed);
-        let client = Arc::new(Client::new(cid, addr, self.config.max_pending, &self.shutdown));
+        let client = Arc::new(Client::new(
+            cid,
+            addr,
+            self.config.max_pending,
+            &self.shutdown,
+        ));
         {
             let mut out = client.out.lock();
             encode::info(&mut out.buf, &self.info_for(&client, false));
@@ -273,12 +295,16 @@ impl Server {
     pub fn remove_client(&self, client: &Arc<Client>) {
         let subs: Vec<Arc<Subscription>> = client.subs.lock().drain().map(|(_, s)| s).collect();
         for sub in subs {
-            self.sublist.remove(&sub.subject, sub.queue.as_deref(), &SubRef(sub.clone()));
+            self.sublist
+                .remove(&sub.subject, sub.queue.as_deref(), &SubRef(sub.clone()));
         }
         if self.clients.write().remove(&client.cid).is_none() {
             return;
         }
-        let reason = client.close_reason.lock().unwrap_or(CloseReason::ClientClosed);
+        let reason = client
+            .close_reason
+            .lock()
+            .unwrap_or(CloseReason::ClientClosed);
         match reason {
             CloseReason::SlowConsumer => {
                 self.stats.slow_consumers.fetch_add(1, Ordering::Relaxed);
@@ -289,7 +315,11 @@ impl Server {
             }
             _ => {}
         }
-        debug!(cid = client.cid, reason = reason.as_str(), "client connection closed");
+        debug!(
+            cid = client.cid,
+            reason = reason.as_str(),
+            "client connection closed"
+        );
         let mut closed = self.closed.lock();
         if closed.len() >= CLOSED_CONNS_KEPT {
             closed.pop_front();
@@ -341,9 +371,13 @@ impl Server {
             }
         }
         if delivered > 0 {
-            self.stats.out_msgs.fetch_add(delivered as u64, Ordering::Relaxed);
+            self.stats
+                .out_msgs
+                .fetch_add(delivered as u64, Ordering::Relaxed);
             let size = (payload.len() + hdrs.map_or(0, <[u8]>::len)) as u64;
-            self.stats.out_bytes.fetch_add(size * delivered as u64, Ordering::Relaxed);
+            self.stats
+                .out_bytes
+                .fetch_add(size * delivered as u64, Ordering::Relaxed);
         }
         delivered
     }
@@ -358,10 +392,11 @@ impl Server {
         flush: &mut FlushSet,
     ) -> bool {
         let client = &sub.client;
-        if let Some(p) = client.perms.lock().as_ref() {
-            if p.has_subscribe_deny() && p.deliver_denied(subject) {
-                return false;
-            }
+        if let Some(p) = client.permissions()
+            && p.has_subscribe_deny()
+            && p.deliver_denied(subject)
+        {
+            return false;
         }
         let max = sub.max.load(Ordering::Relaxed);
         let n = sub.delivered.fetch_add(1, Ordering::Relaxed) + 1;
@@ -380,8 +415,11 @@ impl Server {
 
     /// Removes one subscription of `client`.
     pub fn unsubscribe(&self, client: &Client, sid: &Bytes) -> bool {
-        let Some(sub) = client.subs.lock().remove(sid) else { return false };
-        self.sublist.remove(&sub.subject, sub.queue.as_deref(), &SubRef(sub.clone()));
+        let Some(sub) = client.subs.lock().remove(sid) else {
+            return false;
+        };
+        self.sublist
+            .remove(&sub.subject, sub.queue.as_deref(), &SubRef(sub.clone()));
         true
     }
 

@@ -56,7 +56,9 @@ pub struct Db {
 
 impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Db").field("path", &self.inner.path()).finish()
+        f.debug_struct("Db")
+            .field("path", &self.inner.path())
+            .finish()
     }
 }
 
@@ -69,9 +71,14 @@ impl Db {
         let cfs = ColumnFamily::ALL
             .iter()
             .map(|cf| ColumnFamilyDescriptor::new(cf.name(), Options::default()));
-        let inner = DB::open_cf_descriptors(&opts, path, cfs)
-            .map_err(|source| StorageError::Open { path: path.to_path_buf(), source })?;
-        Ok(Self { inner: Arc::new(inner) })
+        let inner =
+            DB::open_cf_descriptors(&opts, path, cfs).map_err(|source| StorageError::Open {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
     }
 
     /// Writes `(cf, key, value)` triples atomically and fsyncs the WAL before returning.
@@ -92,10 +99,12 @@ impl Db {
     }
 
     fn cf(&self, cf: ColumnFamily) -> Result<Arc<rocksdb::BoundColumnFamily<'_>>, StorageError> {
-        self.inner.cf_handle(cf.name()).ok_or(StorageError::Corrupt {
-            cf: cf.name(),
-            detail: "column family missing".to_string(),
-        })
+        self.inner
+            .cf_handle(cf.name())
+            .ok_or(StorageError::Corrupt {
+                cf: cf.name(),
+                detail: "column family missing".to_string(),
+            })
     }
 }
 
@@ -110,12 +119,21 @@ mod tests {
         let key = prefixed_u64(7, 42);
         {
             let db = Db::open(dir.path()).unwrap();
-            db.put_synced(&[(ColumnFamily::Msgs, &key, b"hello"), (ColumnFamily::SmMeta, b"g", b"1")])
-                .unwrap();
+            db.put_synced(&[
+                (ColumnFamily::Msgs, &key, b"hello"),
+                (ColumnFamily::SmMeta, b"g", b"1"),
+            ])
+            .unwrap();
         }
         let db = Db::open(dir.path()).unwrap();
-        assert_eq!(db.get(ColumnFamily::Msgs, &key).unwrap().as_deref(), Some(&b"hello"[..]));
+        assert_eq!(
+            db.get(ColumnFamily::Msgs, &key).unwrap().as_deref(),
+            Some(&b"hello"[..])
+        );
         assert_eq!(db.get(ColumnFamily::RaftLog, &key).unwrap(), None);
-        assert_eq!(db.get(ColumnFamily::SmMeta, b"g").unwrap().as_deref(), Some(&b"1"[..]));
+        assert_eq!(
+            db.get(ColumnFamily::SmMeta, b"g").unwrap().as_deref(),
+            Some(&b"1"[..])
+        );
     }
 }

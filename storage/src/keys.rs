@@ -18,7 +18,10 @@ pub fn decode_prefixed_u64(key: &[u8]) -> Option<(u64, u64)> {
         return None;
     }
     let (p, i) = key.split_at(8);
-    Some((u64::from_be_bytes(p.try_into().ok()?), u64::from_be_bytes(i.try_into().ok()?)))
+    Some((
+        u64::from_be_bytes(p.try_into().ok()?),
+        u64::from_be_bytes(i.try_into().ok()?),
+    ))
 }
 
 #[cfg(test)]

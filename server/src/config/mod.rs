@@ -93,7 +93,11 @@ pub struct JetStreamConfig {
 
 impl Default for JetStreamConfig {
     fn default() -> Self {
-        Self { store_dir: PathBuf::from("./data"), max_memory_store: None, max_file_store: None }
+        Self {
+            store_dir: PathBuf::from("./data"),
+            max_memory_store: None,
+            max_file_store: None,
+        }
     }
 }
 

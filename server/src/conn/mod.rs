@@ -165,6 +165,8 @@ pub struct Client {
     pub headers: AtomicBool,
     /// Permissions of the authenticated user (`None`: everything allowed).
     pub perms: Mutex<Option<Arc<UserPermissions>>>,
+    /// Fast-path flag: `perms` is set (checked before taking the lock on every message).
+    pub restricted: AtomicBool,
     /// Server PINGs without a PONG.
     pub pings_out: AtomicU32,
     /// When the last server PING was sent (for RTT).
@@ -195,6 +197,7 @@ impl Client {
             meta: Mutex::new(ClientMeta::default()),
             headers: AtomicBool::new(false),
             perms: Mutex::new(None),
+            restricted: AtomicBool::new(false),
             pings_out: AtomicU32::new(0),
             ping_sent: Mutex::new(None),
             rtt: Mutex::new(None),
@@ -246,7 +249,11 @@ impl Client {
         if self.is_closed() {
             return false;
         }
-        let headers = if self.headers.load(Ordering::Relaxed) { headers } else { None };
+        let headers = if self.headers.load(Ordering::Relaxed) {
+            headers
+        } else {
+            None
+        };
         let mut out = self.out.lock();
         if out.buf.len() + out.inflight > self.max_pending {
             drop(out);
@@ -273,6 +280,20 @@ impl Client {
     pub fn wake_writer(&self) {
         self.flush_scheduled.store(true, Ordering::Release);
         self.notify.notify_one();
+    }
+
+    /// Installs the user's permissions (or none).
+    pub fn set_permissions(&self, perms: Option<Arc<UserPermissions>>) {
+        self.restricted.store(perms.is_some(), Ordering::Release);
+        *self.perms.lock() = perms;
+    }
+
+    /// The user's permissions, if restricted.
+    pub fn permissions(&self) -> Option<Arc<UserPermissions>> {
+        if !self.restricted.load(Ordering::Acquire) {
+            return None;
+        }
+        self.perms.lock().clone()
     }
 
     /// Bytes queued and in flight.

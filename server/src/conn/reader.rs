@@ -135,11 +135,20 @@ impl Session {
         }
         match op {
             ClientOp::Connect(json) => self.on_connect(&json),
-            ClientOp::Pub { subject, reply, headers, payload } => {
+            ClientOp::Pub {
+                subject,
+                reply,
+                headers,
+                payload,
+            } => {
                 self.on_pub(&subject, reply, headers, &payload);
                 Ok(())
             }
-            ClientOp::Sub { subject, queue, sid } => {
+            ClientOp::Sub {
+                subject,
+                queue,
+                sid,
+            } => {
                 self.on_sub(&subject, queue.as_ref(), sid);
                 Ok(())
             }
@@ -171,21 +180,22 @@ impl Session {
     fn on_connect(&mut self, json: &[u8]) -> Result<(), CloseReason> {
         // nats-server closes without -ERR on unparsable CONNECT JSON.
         let opts = ConnectOptions::from_json(json).map_err(|_| CloseReason::ProtocolViolation)?;
-        if let Some(p) = opts.protocol {
-            if !(0..=1).contains(&p) {
-                self.client.send_err("invalid client protocol");
-                return Err(CloseReason::ProtocolViolation);
-            }
+        if let Some(p) = opts.protocol
+            && !(0..=1).contains(&p)
+        {
+            self.client.send_err("invalid client protocol");
+            return Err(CloseReason::ProtocolViolation);
         }
         if opts.no_responders && !opts.headers {
-            self.client.send_err("no responders requires headers support");
+            self.client
+                .send_err("no responders requires headers support");
             return Err(CloseReason::ProtocolViolation);
         }
         let Ok(authed) = self.server.auth.authenticate(&opts) else {
             self.client.send_err("Authorization Violation");
             return Err(CloseReason::AuthViolation);
         };
-        *self.client.perms.lock() = authed.perms;
+        self.client.set_permissions(authed.perms);
         {
             let mut meta = self.client.meta.lock();
             meta.name = opts.name.clone().unwrap_or_default();
@@ -200,13 +210,22 @@ impl Session {
         Ok(())
     }
 
-    fn on_pub(&mut self, subject: &Bytes, reply: Option<Bytes>, hdrs: Option<Bytes>, payload: &[u8]) {
+    fn on_pub(
+        &mut self,
+        subject: &Bytes,
+        reply: Option<Bytes>,
+        hdrs: Option<Bytes>,
+        payload: &[u8],
+    ) {
         let c = &self.client;
         let size = payload.len() + hdrs.as_ref().map_or(0, Bytes::len);
         c.stats.in_msgs.fetch_add(1, Ordering::Relaxed);
         c.stats.in_bytes.fetch_add(size as u64, Ordering::Relaxed);
         self.server.stats.in_msgs.fetch_add(1, Ordering::Relaxed);
-        self.server.stats.in_bytes.fetch_add(size as u64, Ordering::Relaxed);
+        self.server
+            .stats
+            .in_bytes
+            .fetch_add(size as u64, Ordering::Relaxed);
         let Ok(subj) = std::str::from_utf8(subject) else {
             c.send_err("Invalid Publish Subject");
             return;
@@ -215,20 +234,28 @@ impl Session {
             c.send_err("Invalid Publish Subject");
             return;
         }
-        if let Some(p) = c.perms.lock().clone() {
-            if !p.can_publish(subj) {
-                c.send_err(&format!("Permissions Violation for Publish to \"{subj}\""));
-                return;
-            }
+        if let Some(p) = c.permissions()
+            && !p.can_publish(subj)
+        {
+            c.send_err(&format!("Permissions Violation for Publish to \"{subj}\""));
+            return;
         }
         self.ok();
         let from = Some((&self.client, self.opts.echo()));
-        let delivered =
-            self.server.route(from, subj, reply.as_deref(), hdrs.as_deref(), payload, &mut self.flush);
-        if delivered == 0 && self.opts.no_responders && self.opts.headers {
-            if let Some(r) = reply.as_deref().and_then(|r| std::str::from_utf8(r).ok()) {
-                self.server.send_no_responders(&self.client, subj, r);
-            }
+        let delivered = self.server.route(
+            from,
+            subj,
+            reply.as_deref(),
+            hdrs.as_deref(),
+            payload,
+            &mut self.flush,
+        );
+        if delivered == 0
+            && self.opts.no_responders
+            && self.opts.headers
+            && let Some(r) = reply.as_deref().and_then(|r| std::str::from_utf8(r).ok())
+        {
+            self.server.send_no_responders(&self.client, subj, r);
         }
     }
 
@@ -249,15 +276,17 @@ impl Session {
                 return;
             }
         };
-        if let Some(p) = c.perms.lock().clone() {
-            if !p.can_subscribe(subj) {
-                let text = match queue {
-                    Some(q) => format!("Permissions Violation for Subscription to \"{subj}\" using queue \"{q}\""),
-                    None => format!("Permissions Violation for Subscription to \"{subj}\""),
-                };
-                c.send_err(&text);
-                return;
-            }
+        if let Some(p) = c.permissions()
+            && !p.can_subscribe(subj)
+        {
+            let text = match queue {
+                Some(q) => format!(
+                    "Permissions Violation for Subscription to \"{subj}\" using queue \"{q}\""
+                ),
+                None => format!("Permissions Violation for Subscription to \"{subj}\""),
+            };
+            c.send_err(&text);
+            return;
         }
         let mut subs = c.subs.lock();
         if subs.contains_key(&sid) {
@@ -273,7 +302,12 @@ impl Session {
             delivered: Default::default(),
             max: Default::default(),
         });
-        if self.server.sublist.insert(subj, queue, SubRef(sub.clone())).is_err() {
+        if self
+            .server
+            .sublist
+            .insert(subj, queue, SubRef(sub.clone()))
+            .is_err()
+        {
             drop(subs);
             c.send_err("Invalid Subject");
             return;

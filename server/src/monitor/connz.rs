@@ -34,7 +34,10 @@ pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> R
 
     let mut rows: Vec<Row> = Vec::new();
     if matches!(state, "open" | "any" | "all") {
-        rows.extend(s.clients.read().values().map(|c| Row { client: c.clone(), closed: None }));
+        rows.extend(s.clients.read().values().map(|c| Row {
+            client: c.clone(),
+            closed: None,
+        }));
     }
     if matches!(state, "closed" | "any" | "all") {
         rows.extend(s.closed.lock().iter().map(|c| Row {
@@ -48,8 +51,12 @@ pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> R
     let sort = q.get("sort").map_or("cid", String::as_str);
     sort_rows(&mut rows, sort);
     let total = rows.len();
-    let page: Vec<Value> =
-        rows.iter().skip(offset).take(limit).map(|r| connection(r, subs)).collect();
+    let page: Vec<Value> = rows
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|r| connection(r, subs))
+        .collect();
     let body = json!({
         "server_id": s.server_id,
         "now": rfc3339(time::OffsetDateTime::now_utc()),
@@ -65,10 +72,18 @@ pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> R
 fn sort_rows(rows: &mut [Row], sort: &str) {
     let stat = |r: &Row, f: fn(&Client) -> u64| f(&r.client);
     match sort {
-        "msgs_to" => rows.sort_by_key(|r| std::cmp::Reverse(stat(r, |c| c.stats.out_msgs.load(Ordering::Relaxed)))),
-        "msgs_from" => rows.sort_by_key(|r| std::cmp::Reverse(stat(r, |c| c.stats.in_msgs.load(Ordering::Relaxed)))),
-        "bytes_to" => rows.sort_by_key(|r| std::cmp::Reverse(stat(r, |c| c.stats.out_bytes.load(Ordering::Relaxed)))),
-        "bytes_from" => rows.sort_by_key(|r| std::cmp::Reverse(stat(r, |c| c.stats.in_bytes.load(Ordering::Relaxed)))),
+        "msgs_to" => rows.sort_by_key(|r| {
+            std::cmp::Reverse(stat(r, |c| c.stats.out_msgs.load(Ordering::Relaxed)))
+        }),
+        "msgs_from" => rows.sort_by_key(|r| {
+            std::cmp::Reverse(stat(r, |c| c.stats.in_msgs.load(Ordering::Relaxed)))
+        }),
+        "bytes_to" => rows.sort_by_key(|r| {
+            std::cmp::Reverse(stat(r, |c| c.stats.out_bytes.load(Ordering::Relaxed)))
+        }),
+        "bytes_from" => rows.sort_by_key(|r| {
+            std::cmp::Reverse(stat(r, |c| c.stats.in_bytes.load(Ordering::Relaxed)))
+        }),
         "subs" => rows.sort_by_key(|r| std::cmp::Reverse(r.client.subs.lock().len())),
         "pending" => rows.sort_by_key(|r| std::cmp::Reverse(r.client.pending_bytes())),
         "start" => rows.sort_by_key(|r| r.client.start),
@@ -94,15 +109,37 @@ fn connection(r: &Row, with_subs: bool) -> Value {
         m.insert("stop".into(), json!(rfc3339(stop)));
         m.insert("reason".into(), json!(reason));
     }
-    let rtt = c.rtt.lock().map(go_duration).unwrap_or_else(|| "0s".to_string());
+    let rtt = c
+        .rtt
+        .lock()
+        .map(go_duration)
+        .unwrap_or_else(|| "0s".to_string());
     m.insert("rtt".into(), json!(rtt));
-    m.insert("uptime".into(), json!(uptime_string((end - c.start).unsigned_abs())));
-    m.insert("idle".into(), json!(uptime_string((end - last).unsigned_abs())));
+    m.insert(
+        "uptime".into(),
+        json!(uptime_string((end - c.start).unsigned_abs())),
+    );
+    m.insert(
+        "idle".into(),
+        json!(uptime_string((end - last).unsigned_abs())),
+    );
     m.insert("pending_bytes".into(), json!(c.pending_bytes()));
-    m.insert("in_msgs".into(), json!(c.stats.in_msgs.load(Ordering::Relaxed)));
-    m.insert("out_msgs".into(), json!(c.stats.out_msgs.load(Ordering::Relaxed)));
-    m.insert("in_bytes".into(), json!(c.stats.in_bytes.load(Ordering::Relaxed)));
-    m.insert("out_bytes".into(), json!(c.stats.out_bytes.load(Ordering::Relaxed)));
+    m.insert(
+        "in_msgs".into(),
+        json!(c.stats.in_msgs.load(Ordering::Relaxed)),
+    );
+    m.insert(
+        "out_msgs".into(),
+        json!(c.stats.out_msgs.load(Ordering::Relaxed)),
+    );
+    m.insert(
+        "in_bytes".into(),
+        json!(c.stats.in_bytes.load(Ordering::Relaxed)),
+    );
+    m.insert(
+        "out_bytes".into(),
+        json!(c.stats.out_bytes.load(Ordering::Relaxed)),
+    );
     let subs: Vec<String> = c.subs.lock().values().map(|s| s.subject.clone()).collect();
     m.insert("subscriptions".into(), json!(subs.len()));
     if !meta.name.is_empty() {

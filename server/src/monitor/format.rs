@@ -7,7 +7,9 @@ use std::time::Duration;
 pub fn rfc3339(t: time::OffsetDateTime) -> String {
     let t = t.to_offset(time::UtcOffset::UTC);
     let fmt = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]");
-    let Ok(mut s) = t.format(&fmt) else { return "0001-01-01T00:00:00Z".to_string() };
+    let Ok(mut s) = t.format(&fmt) else {
+        return "0001-01-01T00:00:00Z".to_string();
+    };
     let nanos = t.nanosecond();
     if nanos > 0 {
         let digits = format!("{nanos:09}");
@@ -57,7 +59,10 @@ pub fn go_duration(d: Duration) -> String {
     let total_secs = ns / 1_000_000_000;
     let frac_ns = ns % 1_000_000_000;
     let (h, m, s) = (total_secs / 3600, (total_secs % 3600) / 60, total_secs % 60);
-    let secs = trim_fraction(u128::from(s as u64) * 1_000_000_000 + frac_ns, 1_000_000_000);
+    let secs = trim_fraction(
+        u128::from(s as u64) * 1_000_000_000 + frac_ns,
+        1_000_000_000,
+    );
     if h > 0 {
         format!("{h}h{m}m{secs}s")
     } else if m > 0 {

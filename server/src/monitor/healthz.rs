@@ -51,4 +51,3 @@ pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> R
     }
     json_response(StatusCode::OK, &json!({"status": "ok"}))
 }
-

@@ -33,9 +33,16 @@ pub async fn serve(server: Arc<Server>, host: &str, port: u16) -> Result<SocketA
     let addr = format!("{host}:{port}");
     let listener = TcpListener::bind(&addr)
         .await
-        .map_err(|source| StartError::Bind { what: "monitoring", addr: addr.clone(), source })?;
-    let bound =
-        listener.local_addr().map_err(|source| StartError::Bind { what: "monitoring", addr, source })?;
+        .map_err(|source| StartError::Bind {
+            what: "monitoring",
+            addr: addr.clone(),
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(|source| StartError::Bind {
+        what: "monitoring",
+        addr,
+        source,
+    })?;
     let app = Router::new()
         .route("/", get(index))
         .route("/healthz", get(healthz::handler))
@@ -52,7 +59,9 @@ pub async fn serve(server: Arc<Server>, host: &str, port: u16) -> Result<SocketA
         .with_state(server.clone());
     let shutdown = server.shutdown.clone();
     server.tasks.spawn(async move {
-        let _ = axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await;
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown.cancelled_owned())
+            .await;
     });
     Ok(bound)
 }
@@ -62,24 +71,38 @@ pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
     let text = serde_json::to_string_pretty(body).unwrap_or_else(|_| "{}".to_string());
     let mut resp = (status, text).into_response();
     let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
     resp
 }
 
 /// Reads a boolean flag the way nats-server does (`true`/`1`).
 pub(crate) fn flag(q: &HashMap<String, String>, name: &str) -> bool {
-    q.get(name).is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+    q.get(name)
+        .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
 }
 
 /// Reads a non-negative integer parameter; bad or negative input gives the default.
 pub(crate) fn number(q: &HashMap<String, String>, name: &str, default: usize) -> usize {
-    q.get(name).and_then(|v| v.parse::<usize>().ok()).unwrap_or(default)
+    q.get(name)
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(default)
 }
 
 async fn index(State(s): State<Arc<Server>>) -> Html<String> {
-    let links = ["varz", "connz", "subsz", "healthz", "metrics", "routez", "leafz", "gatewayz", "accountz"];
-    let items: String = links.iter().map(|l| format!("<li><a href=\"/{l}\">/{l}</a></li>")).collect();
+    let links = [
+        "varz", "connz", "subsz", "healthz", "metrics", "routez", "leafz", "gatewayz", "accountz",
+    ];
+    let items: String = links
+        .iter()
+        .map(|l| format!("<li><a href=\"/{l}\">/{l}</a></li>"))
+        .collect();
     Html(format!(
         "<html><head><title>jetraft</title></head><body><h1>jetraft {}</h1>\
          <p>server {} ({})</p><ul>{items}</ul></body></html>",
@@ -99,7 +122,10 @@ async fn routez(State(s): State<Arc<Server>>, _q: Params) -> Response {
 }
 
 async fn leafz(State(s): State<Arc<Server>>, _q: Params) -> Response {
-    json_response(StatusCode::OK, &json!({"server_id": s.server_id, "now": now(), "leafnodes": 0, "leafs": []}))
+    json_response(
+        StatusCode::OK,
+        &json!({"server_id": s.server_id, "now": now(), "leafnodes": 0, "leafs": []}),
+    )
 }
 
 async fn gatewayz(State(s): State<Arc<Server>>, _q: Params) -> Response {
@@ -113,5 +139,8 @@ async fn accountz(State(s): State<Arc<Server>>, _q: Params) -> Response {
 }
 
 async fn accstatz(State(s): State<Arc<Server>>, _q: Params) -> Response {
-    json_response(StatusCode::OK, &json!({"server_id": s.server_id, "now": now(), "account_statz": []}))
+    json_response(
+        StatusCode::OK,
+        &json!({"server_id": s.server_id, "now": now(), "account_statz": []}),
+    )
 }

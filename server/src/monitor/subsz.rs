@@ -35,7 +35,9 @@ pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> R
         "max_fanout": st.max_fanout,
         "avg_fanout": st.avg_fanout,
     });
-    let test = q.get("test").filter(|t| subject::is_valid_literal_subject(t));
+    let test = q
+        .get("test")
+        .filter(|t| subject::is_valid_literal_subject(t));
     if flag(&q, "subs") || test.is_some() {
         let mut all = s.sublist.all();
         if let Some(t) = test {
@@ -56,7 +58,10 @@ pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> R
                     m.insert("qgroup".into(), json!(q.as_ref()));
                 }
                 m.insert("sid".into(), json!(String::from_utf8_lossy(&sub.0.sid)));
-                m.insert("msgs".into(), json!(sub.0.delivered.load(Ordering::Relaxed)));
+                m.insert(
+                    "msgs".into(),
+                    json!(sub.0.delivered.load(Ordering::Relaxed)),
+                );
                 m.insert("cid".into(), json!(sub.0.client.cid));
                 Value::Object(m)
             })

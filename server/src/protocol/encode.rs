@@ -88,7 +88,9 @@ pub fn msg(
     payload: &[u8],
 ) {
     let hlen = headers.map_or(0, <[u8]>::len);
-    buf.reserve(subject.len() + sid.len() + reply.map_or(0, <[u8]>::len) + hlen + payload.len() + 48);
+    buf.reserve(
+        subject.len() + sid.len() + reply.map_or(0, <[u8]>::len) + hlen + payload.len() + 48,
+    );
     buf.put_slice(if headers.is_some() { b"HMSG " } else { b"MSG " });
     buf.put_slice(subject);
     buf.put_u8(b' ');
@@ -136,7 +138,14 @@ mod tests {
         let mut b = BytesMut::new();
         msg(&mut b, b"foo", b"1", None, None, b"hello");
         msg(&mut b, b"foo", b"22", Some(b"_INBOX.x"), None, b"");
-        msg(&mut b, b"foo", b"3", None, Some(b"NATS/1.0\r\nA: b\r\n\r\n"), b"hi");
+        msg(
+            &mut b,
+            b"foo",
+            b"3",
+            None,
+            Some(b"NATS/1.0\r\nA: b\r\n\r\n"),
+            b"hi",
+        );
         assert_eq!(
             &b[..],
             &b"MSG foo 1 5\r\nhello\r\nMSG foo 22 _INBOX.x 0\r\n\r\nHMSG foo 3 18 20\r\nNATS/1.0\r\nA: b\r\n\r\nhi\r\n"[..]

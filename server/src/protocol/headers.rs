@@ -33,6 +33,9 @@ mod tests {
 
     #[test]
     fn description_follows_status() {
-        assert_eq!(status_block(404, Some("No Messages"), &[]), b"NATS/1.0 404 No Messages\r\n\r\n");
+        assert_eq!(
+            status_block(404, Some("No Messages"), &[]),
+            b"NATS/1.0 404 No Messages\r\n\r\n"
+        );
     }
 }

@@ -47,8 +47,9 @@ impl ProtocolError {
 }
 
 /// Operation names a client may send, upper case.
-const OPS: [&[u8]; 10] =
-    [b"CONNECT", b"PUB", b"HPUB", b"SUB", b"UNSUB", b"PING", b"PONG", b"INFO", b"+OK", b"-ERR"];
+const OPS: [&[u8]; 10] = [
+    b"CONNECT", b"PUB", b"HPUB", b"SUB", b"UNSUB", b"PING", b"PONG", b"INFO", b"+OK", b"-ERR",
+];
 
 /// A parsed control line waiting for its payload.
 #[derive(Debug)]
@@ -101,7 +102,10 @@ impl Parser {
     /// With no newline yet: fail early on an unknown op or an over-long line, as nats-server's
     /// byte-at-a-time state machine does.
     fn check_partial_line(&self, buf: &BytesMut) -> Result<(), ProtocolError> {
-        let name_end = buf.iter().position(|b| *b == b' ' || *b == b'\t').unwrap_or(buf.len());
+        let name_end = buf
+            .iter()
+            .position(|b| *b == b' ' || *b == b'\t')
+            .unwrap_or(buf.len());
         let name = &buf[..name_end];
         let complete = name_end < buf.len();
         let known = name.is_empty()
@@ -121,7 +125,10 @@ impl Parser {
     }
 
     fn parse_line(&mut self, line: Bytes) -> Result<Option<ClientOp>, ProtocolError> {
-        let name_end = line.iter().position(|b| *b == b' ' || *b == b'\t').unwrap_or(line.len());
+        let name_end = line
+            .iter()
+            .position(|b| *b == b' ' || *b == b'\t')
+            .unwrap_or(line.len());
         let name = &line[..name_end];
         let rest = line.slice(name_end..);
         let upper = |op: &[u8]| name.eq_ignore_ascii_case(op);
@@ -159,7 +166,10 @@ impl Parser {
 
     fn parse_pub_args(&mut self, rest: &Bytes, headers: bool) -> Result<(), ProtocolError> {
         let args = split_args(rest);
-        let bad = |detail| ProtocolError::BadArgs { op: if headers { "HPUB" } else { "PUB" }, detail };
+        let bad = |detail| ProtocolError::BadArgs {
+            op: if headers { "HPUB" } else { "PUB" },
+            detail,
+        };
         let (subject, reply, sizes) = match (headers, args.len()) {
             (false, 2) => (&args[0], None, &args[1..]),
             (false, 3) => (&args[0], Some(&args[1]), &args[2..]),
@@ -190,7 +200,9 @@ impl Parser {
     }
 
     fn parse_payload(&mut self, buf: &mut BytesMut) -> Result<Option<ClientOp>, ProtocolError> {
-        let Some(p) = &self.pending else { return Ok(None) };
+        let Some(p) = &self.pending else {
+            return Ok(None);
+        };
         let need = p.total_len + 2;
         if buf.len() < need {
             // Fail as soon as a wrong terminator byte is visible.
@@ -202,11 +214,22 @@ impl Parser {
         if &buf[p.total_len..need] != b"\r\n" {
             return Err(ProtocolError::UnknownOp);
         }
-        let Some(p) = self.pending.take() else { return Ok(None) };
+        let Some(p) = self.pending.take() else {
+            return Ok(None);
+        };
         let mut body = buf.split_to(p.total_len).freeze();
         buf.advance(2);
-        let headers = if p.header_len > 0 { Some(body.split_to(p.header_len)) } else { None };
-        Ok(Some(ClientOp::Pub { subject: p.subject, reply: p.reply, headers, payload: body }))
+        let headers = if p.header_len > 0 {
+            Some(body.split_to(p.header_len))
+        } else {
+            None
+        };
+        Ok(Some(ClientOp::Pub {
+            subject: p.subject,
+            reply: p.reply,
+            headers,
+            payload: body,
+        }))
     }
 }
 
@@ -214,22 +237,40 @@ fn parse_sub_args(rest: &Bytes) -> Result<ClientOp, ProtocolError> {
     let args = split_args(rest);
     let mut it = args.into_iter();
     match (it.next(), it.next(), it.next(), it.next()) {
-        (Some(subject), Some(sid), None, None) => Ok(ClientOp::Sub { subject, queue: None, sid }),
-        (Some(subject), Some(queue), Some(sid), None) => {
-            Ok(ClientOp::Sub { subject, queue: Some(queue), sid })
-        }
-        _ => Err(ProtocolError::BadArgs { op: "SUB", detail: "wrong number of arguments" }),
+        (Some(subject), Some(sid), None, None) => Ok(ClientOp::Sub {
+            subject,
+            queue: None,
+            sid,
+        }),
+        (Some(subject), Some(queue), Some(sid), None) => Ok(ClientOp::Sub {
+            subject,
+            queue: Some(queue),
+            sid,
+        }),
+        _ => Err(ProtocolError::BadArgs {
+            op: "SUB",
+            detail: "wrong number of arguments",
+        }),
     }
 }
 
 fn parse_unsub_args(rest: &Bytes) -> Result<ClientOp, ProtocolError> {
     let args = split_args(rest);
-    let bad = |detail| ProtocolError::BadArgs { op: "UNSUB", detail };
+    let bad = |detail| ProtocolError::BadArgs {
+        op: "UNSUB",
+        detail,
+    };
     match args.as_slice() {
-        [sid] => Ok(ClientOp::Unsub { sid: sid.clone(), max: None }),
+        [sid] => Ok(ClientOp::Unsub {
+            sid: sid.clone(),
+            max: None,
+        }),
         [sid, max] => {
             let max = parse_size(max).ok_or(bad("bad max"))? as u64;
-            Ok(ClientOp::Unsub { sid: sid.clone(), max: Some(max) })
+            Ok(ClientOp::Unsub {
+                sid: sid.clone(),
+                max: Some(max),
+            })
         }
         _ => Err(bad("wrong number of arguments")),
     }

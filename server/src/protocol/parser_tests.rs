@@ -28,7 +28,12 @@ fn parse_chunks(chunks: &[&[u8]]) -> Result<Vec<ClientOp>, ProtocolError> {
 }
 
 fn publ(subject: &str, reply: Option<&str>, headers: Option<&str>, payload: &str) -> ClientOp {
-    ClientOp::Pub { subject: b(subject), reply: reply.map(b), headers: headers.map(b), payload: b(payload) }
+    ClientOp::Pub {
+        subject: b(subject),
+        reply: reply.map(b),
+        headers: headers.map(b),
+        payload: b(payload),
+    }
 }
 
 #[test]
@@ -43,10 +48,24 @@ HPUB foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\nHPUB foo r 0 2\r\nhi\r\nINFO {}\r\n+OK\r
             ClientOp::Connect(b("{\"verbose\":false}")),
             ClientOp::Ping,
             ClientOp::Pong,
-            ClientOp::Sub { subject: b("foo"), queue: None, sid: b("1") },
-            ClientOp::Sub { subject: b("foo"), queue: Some(b("q")), sid: b("2") },
-            ClientOp::Unsub { sid: b("1"), max: None },
-            ClientOp::Unsub { sid: b("2"), max: Some(5) },
+            ClientOp::Sub {
+                subject: b("foo"),
+                queue: None,
+                sid: b("1")
+            },
+            ClientOp::Sub {
+                subject: b("foo"),
+                queue: Some(b("q")),
+                sid: b("2")
+            },
+            ClientOp::Unsub {
+                sid: b("1"),
+                max: None
+            },
+            ClientOp::Unsub {
+                sid: b("2"),
+                max: Some(5)
+            },
             publ("foo", None, None, "hello"),
             publ("foo", Some("bar"), None, ""),
             publ("foo", None, Some("NATS/1.0\r\n\r\n"), "hi"),
@@ -65,7 +84,11 @@ fn ops_are_case_insensitive_and_tabs_separate() {
         ops,
         vec![
             publ("foo.tab", None, None, "hi"),
-            ClientOp::Sub { subject: b("foo.tab"), queue: None, sid: b("7") },
+            ClientOp::Sub {
+                subject: b("foo.tab"),
+                queue: None,
+                sid: b("7")
+            },
             ClientOp::Ping
         ]
     );
@@ -73,12 +96,18 @@ fn ops_are_case_insensitive_and_tabs_separate() {
 
 #[test]
 fn bare_newline_ends_a_control_line() {
-    assert_eq!(parse_all(b"PUB foo 3\nabc\r\n").unwrap(), vec![publ("foo", None, None, "abc")]);
+    assert_eq!(
+        parse_all(b"PUB foo 3\nabc\r\n").unwrap(),
+        vec![publ("foo", None, None, "abc")]
+    );
 }
 
 #[test]
 fn ping_tolerates_trailing_characters() {
-    assert_eq!(parse_all(b"PING foo\r\nPINGX\r\n").unwrap(), vec![ClientOp::Ping, ClientOp::Ping]);
+    assert_eq!(
+        parse_all(b"PING foo\r\nPINGX\r\n").unwrap(),
+        vec![ClientOp::Ping, ClientOp::Ping]
+    );
 }
 
 #[test]
@@ -101,7 +130,10 @@ fn one_byte_at_a_time() {
     let chunks: Vec<&[u8]> = input.chunks(1).collect();
     assert_eq!(
         parse_chunks(&chunks).unwrap(),
-        vec![publ("x", None, Some("NATS/1.0\r\n\r\n"), "hello"), publ("y", None, None, "")]
+        vec![
+            publ("x", None, Some("NATS/1.0\r\n\r\n"), "hello"),
+            publ("y", None, None, "")
+        ]
     );
 }
 
@@ -110,7 +142,10 @@ fn unknown_op_is_rejected_before_the_newline() {
     let mut p = Parser::new(1024, 4096);
     let mut buf = BytesMut::from(&b"FOO"[..]);
     assert_eq!(p.parse(&mut buf), Err(ProtocolError::UnknownOp));
-    assert_eq!(ProtocolError::UnknownOp.err_text(), Some("Unknown Protocol Operation"));
+    assert_eq!(
+        ProtocolError::UnknownOp.err_text(),
+        Some("Unknown Protocol Operation")
+    );
 }
 
 #[test]
@@ -130,7 +165,10 @@ fn complete_unknown_op_is_rejected() {
 
 #[test]
 fn wrong_payload_terminator_is_unknown_op() {
-    assert_eq!(parse_all(b"PUB foo 3\r\nabcd\r\n"), Err(ProtocolError::UnknownOp));
+    assert_eq!(
+        parse_all(b"PUB foo 3\r\nabcd\r\n"),
+        Err(ProtocolError::UnknownOp)
+    );
 }
 
 #[test]
@@ -168,7 +206,10 @@ fn argument_errors_close_without_err_text() {
         b"HPUB a 3\r\n",
     ] {
         let err = parse_all(input).unwrap_err();
-        assert!(matches!(err, ProtocolError::BadArgs { .. }), "{input:?} gave {err:?}");
+        assert!(
+            matches!(err, ProtocolError::BadArgs { .. }),
+            "{input:?} gave {err:?}"
+        );
         assert_eq!(err.err_text(), None);
     }
 }
