@@ -1,0 +1,385 @@
+//! From parsed entries to [`Config`]: which keys jetraft reads, their aliases and their types.
+//!
+//! Rules:
+//! - Keys match case-insensitively. Entries apply in file order, so a later key wins.
+//! - Unknown keys at the top level and in `jetstream { }` and `cluster { }` are ignored: a
+//!   nats-server config has many settings jetraft does not implement.
+//! - Settings that would grant access if ignored are refused instead: `accounts` and operator
+//!   (JWT) mode, `cluster { authorization }`, and any key inside `authorization { }`, a user, or
+//!   permissions that jetraft does not implement (nats-server also rejects unknown keys there).
+//! - A known key with a value of the wrong type or out of range is an error at the value.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::addr;
+use super::error::ConfigError;
+use super::syntax::{Entry, Node, Value};
+use super::value::parse_bool;
+use crate::config::{
+    AuthConfig, ClusterConfig, Config, JetStreamConfig, Permissions, SubjectPermission, UserConfig,
+};
+
+/// Applies top-level entries to `cfg`.
+pub(super) fn apply_entries(entries: &[Entry], cfg: &mut Config) -> Result<(), ConfigError> {
+    let defaults = Config::default();
+    for Entry { key, node, .. } in entries {
+        let key = key.as_str();
+        match key.to_ascii_lowercase().as_str() {
+            "listen" => {
+                let (host, port) = listen(node, key)?;
+                if let Some(host) = host {
+                    cfg.host = host;
+                }
+                cfg.port = addr::client_port(port).map_err(|why| node.invalid(why))?;
+            }
+            "port" => {
+                cfg.port = addr::client_port(node.integer(key)?).map_err(|why| node.invalid(why))?
+            }
+            "host" | "net" => cfg.host = node.string(key)?,
+            "http" => {
+                let (host, port) = listen(node, key)?;
+                if host.is_some() {
+                    cfg.http_host = host;
+                }
+                cfg.http_port = addr::optional_port(port).map_err(|why| node.invalid(why))?;
+            }
+            "http_port" | "monitor_port" => {
+                cfg.http_port =
+                    addr::optional_port(node.integer(key)?).map_err(|why| node.invalid(why))?;
+            }
+            "server_name" => cfg.server_name = Some(name_without_spaces(node, key)?),
+            "jetstream" => jetstream(node, key, &mut cfg.jetstream)?,
+            "store_dir" | "storedir" => cfg.jetstream.store_dir = PathBuf::from(node.string(key)?),
+            "cluster" => cluster(node, key, &mut cfg.cluster)?,
+            "authorization" => cfg.auth = authorization(node, key)?,
+            "max_payload" => cfg.max_payload = bounded_size(node, key, i32::MAX.into())?,
+            "max_control_line" => cfg.max_control_line = bounded_size(node, key, i32::MAX.into())?,
+            "max_pending" => cfg.max_pending = bounded_size(node, key, i64::MAX)?,
+            "max_connections" | "max_conn" => {
+                cfg.max_connections = bounded_size(node, key, u32::MAX.into())?
+            }
+            "ping_interval" => {
+                cfg.ping_interval = or_default(node.duration(key)?, defaults.ping_interval)
+            }
+            "ping_max" => {
+                let n: u32 = bounded(node, key, node.integer(key)?, u32::MAX.into())?;
+                cfg.ping_max = if n == 0 { defaults.ping_max } else { n };
+            }
+            "write_deadline" => {
+                cfg.write_deadline = or_default(node.duration(key)?, defaults.write_deadline)
+            }
+            "debug" => cfg.log.debug = node.boolean(key)?,
+            "trace" => cfg.log.trace = node.boolean(key)?,
+            "log_file" | "logfile" => cfg.log.file = Some(PathBuf::from(node.string(key)?)),
+            "accounts" | "operator" | "operators" | "trusted" | "trusted_keys" | "resolver" => {
+                return Err(unsupported(
+                    node,
+                    key,
+                    "use authorization { users = [...] } instead",
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// `listen`-style values: a port (`4222`), `host:port`, `:port` or `[v6]:port`.
+/// The host is `None` when not given.
+fn listen(node: &Node, key: &str) -> Result<(Option<String>, i64), ConfigError> {
+    if let Ok(port) = node.integer(key) {
+        return Ok((None, port));
+    }
+    let (Value::Bare(text) | Value::Quoted(text)) = &node.value else {
+        return Err(node.expected("a port or host:port", key));
+    };
+    let (host, port) =
+        addr::split_host_port(text).map_err(|why| node.invalid(format!("{key:?}: {why}")))?;
+    let port = addr::port_number(&port).map_err(|why| node.invalid(format!("{key:?}: {why}")))?;
+    Ok(((!host.is_empty()).then_some(host), port))
+}
+
+/// A size (or count) in `0..=max`, converted to the field's type.
+fn bounded_size<T: TryFrom<i64>>(node: &Node, key: &str, max: i64) -> Result<T, ConfigError> {
+    bounded(node, key, node.size(key)?, max)
+}
+
+/// `n` in `0..=max`, converted to the field's type.
+fn bounded<T: TryFrom<i64>>(node: &Node, key: &str, n: i64, max: i64) -> Result<T, ConfigError> {
+    if n < 0 {
+        return Err(node.invalid(format!("{key:?} can not be negative, got {n}")));
+    }
+    if n > max {
+        return Err(node.invalid(format!("{key:?} value {n} is too big (at most {max})")));
+    }
+    T::try_from(n).map_err(|_| node.invalid(format!("{key:?} value {n} is out of range")))
+}
+
+/// nats-server treats a zero interval as "use the default".
+fn or_default(d: Duration, default: Duration) -> Duration {
+    if d.is_zero() { default } else { d }
+}
+
+/// A server or cluster name; nats-server rejects names with spaces.
+fn name_without_spaces(node: &Node, key: &str) -> Result<String, ConfigError> {
+    let name = node.string(key)?;
+    if name.contains(' ') {
+        return Err(node.invalid(format!("{key:?} can not contain spaces, got {name:?}")));
+    }
+    Ok(name)
+}
+
+/// A setting jetraft refuses rather than ignores.
+fn unsupported(node: &Node, key: &str, hint: &str) -> ConfigError {
+    node.invalid(format!("{key:?} is not supported by jetraft; {hint}"))
+}
+
+/// `jetstream: true|enabled|disabled|...` or `jetstream { ... }`. JetStream is always on in
+/// jetraft, so the switch forms are accepted and have no effect.
+fn jetstream(node: &Node, key: &str, js: &mut JetStreamConfig) -> Result<(), ConfigError> {
+    let switch = |s: &str| {
+        let s = s.to_ascii_lowercase();
+        matches!(s.as_str(), "enabled" | "enable" | "disabled" | "disable")
+    };
+    match &node.value {
+        Value::Bare(s) if parse_bool(s).is_some() || switch(s) => Ok(()),
+        Value::Quoted(s) if switch(s) => Ok(()),
+        Value::Map(entries) => {
+            for Entry { key, node, .. } in entries {
+                let key = key.as_str();
+                match key.to_ascii_lowercase().as_str() {
+                    "store_dir" | "store" | "storedir" => {
+                        js.store_dir = PathBuf::from(node.string(key)?)
+                    }
+                    "max_memory_store" | "max_mem_store" | "max_mem" => {
+                        js.max_memory_store = store_limit(node, key)?
+                    }
+                    "max_file_store" | "max_file" => js.max_file_store = store_limit(node, key)?,
+                    "enabled" | "enable" => {
+                        node.boolean(key)?;
+                    }
+                    _ => {}
+                }
+            }
+            Ok(())
+        }
+        _ => Err(node.expected("true, \"enabled\" or a block { ... }", key)),
+    }
+}
+
+/// A JetStream storage limit; negative (nats-server's -1) means "not set".
+fn store_limit(node: &Node, key: &str) -> Result<Option<u64>, ConfigError> {
+    Ok(u64::try_from(node.size(key)?).ok())
+}
+
+/// `cluster { name, listen, host, port, routes }`.
+fn cluster(node: &Node, key: &str, cluster: &mut ClusterConfig) -> Result<(), ConfigError> {
+    for Entry { key, node, .. } in node.entries(key)? {
+        let key = key.as_str();
+        match key.to_ascii_lowercase().as_str() {
+            "name" => cluster.name = Some(name_without_spaces(node, key)?),
+            "listen" => {
+                let (host, port) = listen(node, key)?;
+                if host.is_some() {
+                    cluster.host = host;
+                }
+                cluster.port = addr::optional_port(port).map_err(|why| node.invalid(why))?;
+            }
+            "host" | "net" => cluster.host = Some(node.string(key)?),
+            "port" => {
+                cluster.port =
+                    addr::optional_port(node.integer(key)?).map_err(|why| node.invalid(why))?
+            }
+            "routes" => {
+                let mut routes = Vec::new();
+                for item in node.items(key)? {
+                    let url = item.string(key)?;
+                    routes.push(addr::route(&url).map_err(|why| item.invalid(why))?);
+                }
+                cluster.routes = routes;
+            }
+            "authorization" => {
+                return Err(unsupported(node, key, "jetraft routes do not authenticate"));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// `authorization { user, password, token, timeout, users }`, replacing any earlier block.
+fn authorization(node: &Node, key: &str) -> Result<AuthConfig, ConfigError> {
+    let mut auth = AuthConfig::default();
+    for Entry {
+        key,
+        node,
+        used_as_variable,
+        ..
+    } in node.entries(key)?
+    {
+        let key = key.as_str();
+        match key.to_ascii_lowercase().as_str() {
+            "user" | "username" => auth.user = Some(node.string(key)?),
+            "pass" | "password" => auth.password = Some(node.string(key)?),
+            "token" => auth.token = Some(node.string(key)?),
+            "timeout" => {
+                auth.timeout = or_default(node.duration(key)?, AuthConfig::default().timeout)
+            }
+            "users" => {
+                auth.users = node
+                    .items(key)?
+                    .iter()
+                    .map(|u| user(u, key))
+                    .collect::<Result<_, _>>()?;
+            }
+            _ if *used_as_variable => {}
+            _ => {
+                return Err(unsupported(
+                    node,
+                    key,
+                    "refusing to ignore an authorization setting",
+                ));
+            }
+        }
+    }
+    if !auth.users.is_empty() && auth.user.is_some() {
+        return Err(
+            node.invalid("can not have a single user/pass and a users array in \"authorization\"")
+        );
+    }
+    if !auth.users.is_empty() && auth.token.is_some() {
+        return Err(node.invalid("can not have a token and a users array in \"authorization\""));
+    }
+    Ok(auth)
+}
+
+/// One `{ user, password, permissions }` of `users = [ ... ]`.
+fn user(node: &Node, key: &str) -> Result<UserConfig, ConfigError> {
+    let mut user = UserConfig::default();
+    let mut named = false;
+    for Entry {
+        key,
+        node,
+        used_as_variable,
+        ..
+    } in node.entries(key)?
+    {
+        let key = key.as_str();
+        match key.to_ascii_lowercase().as_str() {
+            "user" | "username" => {
+                user.user = node.string(key)?;
+                named = true;
+            }
+            "pass" | "password" => user.password = node.string(key)?,
+            "permission" | "permissions" | "authorization" => {
+                user.permissions = Some(permissions(node, key)?)
+            }
+            _ if *used_as_variable => {}
+            _ => return Err(unsupported(node, key, "refusing to ignore a user setting")),
+        }
+    }
+    if !named {
+        return Err(node.invalid("user entry requires a \"user\""));
+    }
+    Ok(user)
+}
+
+/// `permissions { publish, subscribe }`.
+fn permissions(node: &Node, key: &str) -> Result<Permissions, ConfigError> {
+    let mut perms = Permissions::default();
+    for Entry {
+        key,
+        node,
+        used_as_variable,
+        ..
+    } in node.entries(key)?
+    {
+        let key = key.as_str();
+        match key.to_ascii_lowercase().as_str() {
+            "pub" | "publish" | "import" => perms.publish = subject_permission(node, key, false)?,
+            "sub" | "subscribe" | "export" => {
+                perms.subscribe = subject_permission(node, key, true)?
+            }
+            _ if *used_as_variable => {}
+            _ => return Err(unsupported(node, key, "refusing to ignore a permission")),
+        }
+    }
+    Ok(perms)
+}
+
+/// `"a.>"`, `["a", "b"]` (allow only) or `{ allow: ..., deny: ... }`; an empty block is `None`.
+fn subject_permission(
+    node: &Node,
+    key: &str,
+    queue: bool,
+) -> Result<Option<SubjectPermission>, ConfigError> {
+    let Value::Map(entries) = &node.value else {
+        return Ok(Some(SubjectPermission {
+            allow: subjects(node, key, queue)?,
+            deny: Vec::new(),
+        }));
+    };
+    if entries.is_empty() {
+        return Ok(None);
+    }
+    let mut perm = SubjectPermission::default();
+    for Entry {
+        key,
+        node,
+        used_as_variable,
+        ..
+    } in entries
+    {
+        let key = key.as_str();
+        match key.to_ascii_lowercase().as_str() {
+            "allow" => perm.allow = subjects(node, key, queue)?,
+            "deny" => perm.deny = subjects(node, key, queue)?,
+            _ if *used_as_variable => {}
+            _ => return Err(node.invalid(format!("unknown key {key:?} in subject permissions; only \"allow\" and \"deny\" are permitted"))),
+        }
+    }
+    Ok(Some(perm))
+}
+
+/// A subject or an array of subjects, each checked.
+fn subjects(node: &Node, key: &str, queue: bool) -> Result<Vec<String>, ConfigError> {
+    let nodes = match &node.value {
+        Value::Array(items) => items.as_slice(),
+        Value::Map(_) => return Err(node.expected("a subject or an array of subjects", key)),
+        _ => std::slice::from_ref(node),
+    };
+    let mut out = Vec::with_capacity(nodes.len());
+    for item in nodes {
+        let subject = item.string(key)?;
+        if !valid_permission_subject(&subject, queue) {
+            return Err(item.invalid(format!("{subject:?} in {key:?} is not a valid subject")));
+        }
+        out.push(subject);
+    }
+    Ok(out)
+}
+
+/// A subject (wildcards allowed); for subscribe, also `subject queue`.
+fn valid_permission_subject(s: &str, queue: bool) -> bool {
+    let mut parts = s.split(' ');
+    let subject = parts.next().unwrap_or_default();
+    match (parts.next(), parts.next()) {
+        (None, _) => valid_subject(subject),
+        (Some(group), None) if queue => valid_subject(subject) && valid_subject(group),
+        _ => false,
+    }
+}
+
+/// Non-empty tokens separated by `.`; `*` and `>` only as whole tokens, `>` only last.
+fn valid_subject(s: &str) -> bool {
+    let tokens: Vec<&str> = s.split('.').collect();
+    let last = tokens.len() - 1;
+    !s.is_empty()
+        && tokens.iter().enumerate().all(|(i, t)| {
+            !t.is_empty()
+                && !t.chars().any(char::is_whitespace)
+                && (*t == ">" && i == last || !t.contains('>'))
+                && (*t == "*" || !t.contains('*'))
+        })
+}
