@@ -22,7 +22,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::SUCCESS;
         }
         Err(e) => {
-            eprintln!("jetraft: {e}");
+            eprintln!("jetraft: {:#}", anyhow::Error::from(e));
             return std::process::ExitCode::from(1);
         }
     };

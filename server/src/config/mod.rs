@@ -6,6 +6,8 @@
 pub mod cli;
 pub mod file;
 
+pub use file::ConfigError;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
