@@ -32,12 +32,14 @@ pub async fn run(server: Arc<Server>, client: Arc<Client>, mut wr: OwnedWriteHal
         tokio::select! {
             biased;
             () = client.notify.notified() => {}
-            () = tokio::time::sleep_until(next_ping) => {
-                next_ping = tokio::time::Instant::now() + cfg.ping_interval;
-                on_ping_timer(&server, &client, rtt_pending);
-                rtt_pending = false;
-            }
+            () = tokio::time::sleep_until(next_ping) => {}
             () = client.closing.cancelled() => break,
+        }
+        // Checked after every wake-up, so a constantly busy writer still runs its ping timer.
+        if tokio::time::Instant::now() >= next_ping {
+            next_ping = tokio::time::Instant::now() + cfg.ping_interval;
+            on_ping_timer(&server, &client, rtt_pending);
+            rtt_pending = false;
         }
         if let Err(reason) = flush(&client, &mut wr, &mut spare, cfg.write_deadline).await {
             client.close(reason);
