@@ -216,6 +216,11 @@ impl RawClient {
         let want = || format!("\"{}\"", escape_bytes(exact));
         let mut matched = 0;
         loop {
+            if matched == exact.len() {
+                self.buf.advance(matched);
+                self.pay_pongs().await;
+                return;
+            }
             let at_boundary = matched == 0 || exact[..matched].ends_with(b"\r\n");
             if at_boundary && !exact[matched..].starts_with(PING) && !self.skip_pings_at(matched) {
                 if !self.fill(deadline, &want).await {
@@ -237,12 +242,10 @@ impl RawClient {
                     break;
                 }
             }
-            if matched == exact.len() {
-                self.buf.advance(matched);
-                self.pay_pongs().await;
-                return;
-            }
-            if matched == self.buf.len() && !self.fill(deadline, &want).await {
+            if matched < exact.len()
+                && matched == self.buf.len()
+                && !self.fill(deadline, &want).await
+            {
                 self.panic_closed(&want());
             }
         }
@@ -456,5 +459,64 @@ impl RawClient {
     /// Local port of this connection (to find it in `/connz`).
     pub fn local_port(&self) -> u16 {
         self.stream.local_addr().map(|a| a.port()).unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// A fake server that writes `script` in pieces and returns what the client sent.
+    async fn fake_server(script: Vec<&'static [u8]>) -> (String, tokio::task::JoinHandle<Vec<u8>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let task = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            for piece in script {
+                s.write_all(piece).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            s.shutdown().await.unwrap();
+            let mut got = Vec::new();
+            let _ = tokio::time::timeout(Duration::from_secs(2), s.read_to_end(&mut got)).await;
+            got
+        });
+        (addr, task)
+    }
+
+    #[tokio::test]
+    async fn server_pings_between_expected_ops_are_answered_and_skipped() {
+        let (addr, server) = fake_server(vec![
+            b"PI",
+            b"NG\r\nMSG a 1 2\r\nhi\r\nPING\r\n",
+            b"PONG\r\nMSG b 1 0\r\n\r\n",
+        ])
+        .await;
+        let mut c = RawClient::connect(&addr).await;
+        c.expect_bytes(b"MSG a 1 2\r\nhi\r\nPONG\r\n").await;
+        let m = c.read_msg().await;
+        assert_eq!((m.subject.as_str(), m.payload.len()), ("b", 0));
+        c.assert_closed(Duration::from_secs(2)).await;
+        drop(c);
+        assert_eq!(server.await.unwrap(), b"PONG\r\nPONG\r\n");
+    }
+
+    #[tokio::test]
+    async fn read_msg_parses_msg_and_hmsg_with_reply() {
+        let (addr, _server) = fake_server(vec![
+            b"MSG s 7 r 3\r\nabc\r\nHMSG t 8 12 14\r\nNATS/1.0\r\n\r\nxy\r\n",
+        ])
+        .await;
+        let mut c = RawClient::connect(&addr).await;
+        let m = c.read_msg().await;
+        assert_eq!(m.reply.as_deref(), Some("r"));
+        assert_eq!(m.payload, b"abc");
+        let h = c.read_msg().await;
+        assert_eq!((h.sid.as_str(), h.reply.as_deref()), ("8", None));
+        assert_eq!(h.headers.as_deref(), Some(&b"NATS/1.0\r\n\r\n"[..]));
+        assert_eq!(h.payload, b"xy");
     }
 }
