@@ -183,6 +183,31 @@ async fn connz_lists_client_connections_with_details() {
     assert_eq!(c["subscriptions"], 2);
     assert_eq!(c["in_msgs"], 2);
     assert_eq!(c["in_bytes"], 2);
+    for key in ["start", "last_activity", "uptime", "idle"] {
+        assert!(c[key].as_str().is_some(), "{key} is a string: {c}");
+    }
+    assert!(
+        c.get("subscriptions_list").is_none(),
+        "listed only with subs=1: {c}"
+    );
+
+    // With subs=1 each connection lists its subscriptions as plain subject strings.
+    let with_subs = json(&srv, "/connz?subs=1").await;
+    let c = with_subs["connections"]
+        .as_array()
+        .expect("connections array")
+        .iter()
+        .find(|c| c["name"] == "connz-probe")
+        .expect("connz-probe listed")
+        .clone();
+    let mut subs: Vec<&str> = c["subscriptions_list"]
+        .as_array()
+        .unwrap_or_else(|| panic!("subscriptions_list: {c}"))
+        .iter()
+        .map(|s| s.as_str().expect("subject string"))
+        .collect();
+    subs.sort_unstable();
+    assert_eq!(subs, ["connz.a", "connz.b"]);
     assert_clean_log(&srv);
 }
 

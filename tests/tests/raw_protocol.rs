@@ -857,6 +857,29 @@ async fn unanswered_server_pings_close_with_stale_connection() {
 }
 
 #[tokio::test]
+async fn server_pings_only_after_connect_and_first_ping_comes_after_about_two_seconds() {
+    let srv = start_default().await;
+    let mut c = RawClient::connect_to(&srv).await;
+    c.answer_pings(false);
+    c.read_info().await;
+    // Nothing is sent to a client that has not sent CONNECT.
+    c.expect_silence(Duration::from_millis(2600)).await;
+    c.send("CONNECT {\"verbose\":false}\r\n").await;
+    let connected = tokio::time::Instant::now();
+    // First PING (RTT measurement) after ~2 s (+ up to 20% jitter), even on a busy connection.
+    c.expect_bytes_within(b"PING\r\n", Duration::from_secs(5))
+        .await;
+    let waited = connected.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1500) && waited <= Duration::from_secs(4),
+        "first server PING after {waited:?}"
+    );
+    c.send("PONG\r\n").await;
+    c.ping_pong().await;
+    assert_clean_log(&srv);
+}
+
+#[tokio::test]
 async fn answered_server_pings_keep_the_connection_alive() {
     let srv = start(ServerOptions::with_config(
         "ping_interval: \"1s\"\nping_max: 1\n",
