@@ -242,6 +242,7 @@ impl Server {
             let mut out = client.out.lock();
             encode::info(&mut out.buf, &self.info_for(&client, false));
         }
+        client.wake_writer();
         let too_many = {
             let mut clients = self.clients.write();
             let full = clients.len() >= self.config.max_connections as usize;

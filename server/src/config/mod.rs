@@ -49,6 +49,8 @@ pub struct Config {
     pub max_pending: u64,
     /// Maximum concurrent client connections.
     pub max_connections: u32,
+    /// Maximum subscriptions per connection (0: unlimited).
+    pub max_subscriptions: u32,
     /// Interval between server PINGs to an idle client.
     pub ping_interval: Duration,
     /// Outstanding PINGs tolerated before `Stale Connection`.
@@ -74,6 +76,7 @@ impl Default for Config {
             max_control_line: DEFAULT_MAX_CONTROL_LINE,
             max_pending: DEFAULT_MAX_PENDING,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_subscriptions: 0,
             ping_interval: Duration::from_secs(120),
             ping_max: 2,
             write_deadline: Duration::from_secs(10),

@@ -163,6 +163,8 @@ pub struct Client {
     pub meta: Mutex<ClientMeta>,
     /// The client negotiated headers (HMSG).
     pub headers: AtomicBool,
+    /// CONNECT was accepted (server PINGs start only then).
+    pub connected: AtomicBool,
     /// Permissions of the authenticated user (`None`: everything allowed).
     pub perms: Mutex<Option<Arc<UserPermissions>>>,
     /// Fast-path flag: `perms` is set (checked before taking the lock on every message).
@@ -196,6 +198,7 @@ impl Client {
             stats: ClientStats::default(),
             meta: Mutex::new(ClientMeta::default()),
             headers: AtomicBool::new(false),
+            connected: AtomicBool::new(false),
             perms: Mutex::new(None),
             restricted: AtomicBool::new(false),
             pings_out: AtomicU32::new(0),

@@ -17,6 +17,9 @@ use crate::protocol::{ClientOp, ConnectOptions, Parser, ProtocolError};
 use crate::router::subject;
 use crate::server::{FlushSet, Server};
 
+/// Reply subjects a client may not use (JetStream acks, service imports, gateway replies).
+const RESERVED_REPLY_PREFIXES: [&[u8]; 3] = [b"$JS.ACK.", b"_R_.", b"$GNR."];
+
 /// Smallest free space kept in the read buffer before each read.
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -141,6 +144,11 @@ impl Session {
                 headers,
                 payload,
             } => {
+                if headers.is_some() && !self.opts.headers {
+                    // nats-server closes without -ERR: "message headers not supported".
+                    return Err(CloseReason::ProtocolViolation);
+                }
+                let headers = headers.filter(|h| !h.is_empty());
                 self.on_pub(&subject, reply, headers, &payload);
                 Ok(())
             }
@@ -207,6 +215,9 @@ impl Session {
         self.opts = opts;
         self.connected = true;
         self.ok();
+        // Wake the writer so it starts the ping timer.
+        self.client.connected.store(true, Ordering::Release);
+        self.client.wake_writer();
         Ok(())
     }
 
@@ -231,7 +242,16 @@ impl Session {
             return;
         };
         if self.opts.pedantic && !subject::is_valid_literal_subject(subj) {
+            // nats-server reports it and still delivers.
             c.send_err("Invalid Publish Subject");
+        }
+        if let Some(r) = reply.as_deref()
+            && RESERVED_REPLY_PREFIXES.iter().any(|p| r.starts_with(p))
+        {
+            let r = String::from_utf8_lossy(r);
+            c.send_err(&format!(
+                "Permissions Violation for Publish with Reply of \"{r}\""
+            ));
             return;
         }
         if let Some(p) = c.permissions()
@@ -292,6 +312,12 @@ impl Session {
         if subs.contains_key(&sid) {
             drop(subs);
             self.ok();
+            return;
+        }
+        let max_subs = self.server.config.max_subscriptions as usize;
+        if max_subs > 0 && subs.len() >= max_subs {
+            drop(subs);
+            c.send_err("maximum subscriptions exceeded");
             return;
         }
         let sub = Arc::new(Subscription {

@@ -26,7 +26,10 @@ const CLOSE_FLUSH: Duration = Duration::from_secs(1);
 pub async fn run(server: Arc<Server>, client: Arc<Client>, mut wr: OwnedWriteHalf) {
     let cfg = server.config.clone();
     let mut spare = BytesMut::with_capacity(64 * 1024);
-    let mut next_ping = tokio::time::Instant::now() + FIRST_PING.min(cfg.ping_interval);
+    // No PINGs before CONNECT; the first one comes FIRST_PING after it (to measure RTT).
+    let far = || tokio::time::Instant::now() + Duration::from_secs(86400);
+    let mut next_ping = far();
+    let mut connected = false;
     let mut rtt_pending = true;
     loop {
         tokio::select! {
@@ -34,6 +37,10 @@ pub async fn run(server: Arc<Server>, client: Arc<Client>, mut wr: OwnedWriteHal
             () = client.notify.notified() => {}
             () = tokio::time::sleep_until(next_ping) => {}
             () = client.closing.cancelled() => break,
+        }
+        if !connected && client.connected.load(Ordering::Acquire) {
+            connected = true;
+            next_ping = tokio::time::Instant::now() + FIRST_PING.min(cfg.ping_interval);
         }
         // Checked after every wake-up, so a constantly busy writer still runs its ping timer.
         if tokio::time::Instant::now() >= next_ping {

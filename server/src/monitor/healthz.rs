@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::json;
 
-use super::{Params, flag, json_response};
+use super::{Params, compact_json_response, flag};
 use crate::server::Server;
 
 /// `GET /healthz[?js-enabled-only|js-server-only|js-meta-only|account&stream&consumer|details]`.
@@ -19,7 +19,7 @@ pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> R
         } else {
             json!({"status": "error", "error": text})
         };
-        json_response(status, &body)
+        compact_json_response(status, &body)
     };
     let has = |k: &str| q.get(k).is_some_and(|v| !v.is_empty());
     if (has("stream") || has("consumer")) && !has("account") {
@@ -36,7 +36,7 @@ pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> R
         );
     }
     if s.shutdown.is_cancelled() {
-        return json_response(
+        return compact_json_response(
             StatusCode::SERVICE_UNAVAILABLE,
             &json!({"status": "unavailable", "error": "server is shutting down"}),
         );
@@ -49,5 +49,5 @@ pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> R
             &format!("JetStream stream '{}' could not be found", stream),
         );
     }
-    json_response(StatusCode::OK, &json!({"status": "ok"}))
+    compact_json_response(StatusCode::OK, &json!({"status": "ok"}))
 }

@@ -69,6 +69,18 @@ pub async fn serve(server: Arc<Server>, host: &str, port: u16) -> Result<SocketA
 /// A pretty-printed JSON response with nats-server's headers.
 pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
     let text = serde_json::to_string_pretty(body).unwrap_or_else(|_| "{}".to_string());
+    text_json_response(status, text)
+}
+
+/// A compact JSON response (nats-server does not indent `/healthz`).
+pub(crate) fn compact_json_response(status: StatusCode, body: &Value) -> Response {
+    text_json_response(
+        status,
+        serde_json::to_string(body).unwrap_or_else(|_| "{}".to_string()),
+    )
+}
+
+fn text_json_response(status: StatusCode, text: String) -> Response {
     let mut resp = (status, text).into_response();
     let h = resp.headers_mut();
     h.insert(

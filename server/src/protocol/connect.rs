@@ -2,15 +2,17 @@
 
 use serde::Deserialize;
 
-/// Options from a client's `CONNECT` JSON. Unknown fields are ignored and `null` means absent.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+/// Options from a client's `CONNECT` JSON. Unknown fields are ignored. As in nats-server the
+/// JSON is applied over the defaults (`verbose`, `pedantic` and `echo` on), and `null` leaves a
+/// field at its default.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(default)]
 pub struct ConnectOptions {
     /// Acknowledge every op with `+OK`.
-    #[serde(deserialize_with = "null_false")]
+    #[serde(deserialize_with = "null_true")]
     pub verbose: bool,
     /// Strict checking (e.g. publish subjects must be literal).
-    #[serde(deserialize_with = "null_false")]
+    #[serde(deserialize_with = "null_true")]
     pub pedantic: bool,
     /// Deliver the connection's own publishes to its subscriptions.
     pub echo: Option<bool>,
@@ -37,6 +39,30 @@ pub struct ConnectOptions {
     /// TLS was required by the client.
     #[serde(deserialize_with = "null_false")]
     pub tls_required: bool,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        Self {
+            verbose: true,
+            pedantic: true,
+            echo: None,
+            headers: false,
+            no_responders: false,
+            protocol: None,
+            name: None,
+            lang: None,
+            version: None,
+            user: None,
+            pass: None,
+            auth_token: None,
+            tls_required: false,
+        }
+    }
+}
+
+fn null_true<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Ok(Option::<bool>::deserialize(d)?.unwrap_or(true))
 }
 
 fn null_false<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
@@ -69,9 +95,11 @@ mod tests {
     }
 
     #[test]
-    fn empty_object_gets_defaults() {
+    fn empty_object_gets_nats_server_defaults() {
         let c = ConnectOptions::from_json(b"{}").unwrap();
-        assert!(!c.verbose && c.echo() && !c.headers);
+        assert!(c.verbose && c.pedantic && c.echo() && !c.headers);
+        let c = ConnectOptions::from_json(br#"{"verbose":null,"headers":null}"#).unwrap();
+        assert!(c.verbose && !c.headers);
     }
 
     #[test]

@@ -17,7 +17,8 @@ pub use parser::{Parser, ProtocolError};
 pub enum ClientOp {
     /// `CONNECT {json}`; the JSON is parsed by [`ConnectOptions::from_json`].
     Connect(Bytes),
-    /// `PUB` or `HPUB`. `headers` is `None` for `PUB` and for `HPUB` with header length 0.
+    /// `PUB` or `HPUB`. `headers` is `None` for `PUB` and `Some` (possibly empty, for a header
+    /// length of 0) for `HPUB`.
     Pub {
         /// Subject published to.
         subject: Bytes,

@@ -56,6 +56,7 @@ const OPS: [&[u8]; 10] = [
 struct PendingPub {
     subject: Bytes,
     reply: Option<Bytes>,
+    is_hpub: bool,
     header_len: usize,
     total_len: usize,
 }
@@ -193,6 +194,7 @@ impl Parser {
         self.pending = Some(PendingPub {
             subject: subject.clone(),
             reply: reply.cloned(),
+            is_hpub: headers,
             header_len,
             total_len,
         });
@@ -219,11 +221,7 @@ impl Parser {
         };
         let mut body = buf.split_to(p.total_len).freeze();
         buf.advance(2);
-        let headers = if p.header_len > 0 {
-            Some(body.split_to(p.header_len))
-        } else {
-            None
-        };
+        let headers = p.is_hpub.then(|| body.split_to(p.header_len));
         Ok(Some(ClientOp::Pub {
             subject: p.subject,
             reply: p.reply,

@@ -69,7 +69,7 @@ HPUB foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\nHPUB foo r 0 2\r\nhi\r\nINFO {}\r\n+OK\r
             publ("foo", None, None, "hello"),
             publ("foo", Some("bar"), None, ""),
             publ("foo", None, Some("NATS/1.0\r\n\r\n"), "hi"),
-            publ("foo", Some("r"), None, "hi"),
+            publ("foo", Some("r"), Some(""), "hi"),
             ClientOp::Ignored,
             ClientOp::Ignored,
             ClientOp::Ignored,

@@ -56,6 +56,9 @@ pub(super) fn apply_entries(entries: &[Entry], cfg: &mut Config) -> Result<(), C
             "max_payload" => cfg.max_payload = bounded_size(node, key, i32::MAX.into())?,
             "max_control_line" => cfg.max_control_line = bounded_size(node, key, i32::MAX.into())?,
             "max_pending" => cfg.max_pending = bounded_size(node, key, i64::MAX)?,
+            "max_subscriptions" | "max_subs" => {
+                cfg.max_subscriptions = bounded_size(node, key, u32::MAX.into())?
+            }
             "max_connections" | "max_conn" => {
                 cfg.max_connections = bounded_size(node, key, u32::MAX.into())?
             }
