@@ -1,0 +1,170 @@
+//! Hand-written command-line parsing for `jetraft-bench` (`--key value` or `--key=value`).
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+
+/// Usage text printed for `--help` and on argument errors.
+pub(crate) const USAGE: &str = "\
+jetraft-bench: NATS core load generator (async-nats), in the spirit of `nats bench`.
+
+USAGE:
+    jetraft-bench pubsub [--url URL] [--msgs N] [--size BYTES] [--timeout SECS]
+    jetraft-bench reqrep [--url URL] [--count N] [--size BYTES] [--timeout SECS]
+
+BENCHMARKS:
+    pubsub   one publisher connection, one subscriber connection on the same subject; measures
+             what the subscriber receives from its first to its last (N-th) message.
+    reqrep   one responder connection (echo), one requester doing N sequential requests
+             (after a short warm-up); measures per-request latency.
+
+OPTIONS:
+    --url URL        server URL                  [default: nats://127.0.0.1:4222]
+    --msgs N         pubsub: messages to send    [default: 1000000]
+    --count N        reqrep: requests to time    [default: 10000]
+    --size BYTES     payload size                [default: 128]
+    --timeout SECS   bound on the whole run      [default: 120]
+    -h, --help       this text
+
+OUTPUT:
+    human-readable progress on stderr; exactly one machine-readable line on stdout:
+    RESULT pubsub msgs=.. size=.. elapsed_s=.. msgs_per_sec=.. mb_per_sec=.. pub_msgs_per_sec=..
+    RESULT reqrep count=.. size=.. p50_us=.. p90_us=.. p99_us=.. max_us=.. rps=..
+    (MB = 10^6 bytes; payload bytes only.)
+";
+
+/// Which benchmark to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bench {
+    /// One publisher, one subscriber: throughput.
+    PubSub,
+    /// Sequential request/reply: latency.
+    ReqRep,
+}
+
+/// Parsed command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Args {
+    /// The benchmark.
+    pub(crate) bench: Bench,
+    /// Server URL.
+    pub(crate) url: String,
+    /// Messages the publisher sends (pubsub).
+    pub(crate) msgs: u64,
+    /// Timed requests (reqrep).
+    pub(crate) count: u64,
+    /// Payload size in bytes.
+    pub(crate) size: usize,
+    /// Bound on the whole run.
+    pub(crate) timeout: Duration,
+}
+
+/// What the command line asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Command {
+    /// Print usage and exit successfully.
+    Help,
+    /// Run a benchmark.
+    Run(Args),
+}
+
+/// Parses `argv` without the program name.
+pub(crate) fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Command> {
+    let mut it = argv.into_iter();
+    let bench = match it.next().as_deref() {
+        None | Some("-h" | "--help" | "help") => return Ok(Command::Help),
+        Some("pubsub") => Bench::PubSub,
+        Some("reqrep") => Bench::ReqRep,
+        Some(other) => bail!("unknown benchmark {other:?} (expected pubsub or reqrep)"),
+    };
+    let mut args = Args {
+        bench,
+        url: "nats://127.0.0.1:4222".to_string(),
+        msgs: 1_000_000,
+        count: 10_000,
+        size: 128,
+        timeout: Duration::from_secs(120),
+    };
+    while let Some(arg) = it.next() {
+        if arg == "-h" || arg == "--help" {
+            return Ok(Command::Help);
+        }
+        let Some(flag) = arg.strip_prefix("--") else {
+            bail!("unexpected argument {arg:?}");
+        };
+        let (key, value) = match flag.split_once('=') {
+            Some((k, v)) => (k.to_string(), v.to_string()),
+            None => {
+                let v = it.next().ok_or_else(|| anyhow!("--{flag} needs a value"))?;
+                (flag.to_string(), v)
+            }
+        };
+        match key.as_str() {
+            "url" => args.url = value,
+            "msgs" => args.msgs = number(&key, &value)?,
+            "count" => args.count = number(&key, &value)?,
+            "size" => {
+                args.size = usize::try_from(number(&key, &value)?)
+                    .context("--size does not fit in memory")?;
+            }
+            "timeout" => args.timeout = Duration::from_secs(number(&key, &value)?),
+            _ => bail!("unknown option --{key}"),
+        }
+    }
+    match bench {
+        // Throughput is measured from the first to the last message: that needs two.
+        Bench::PubSub if args.msgs < 2 => bail!("--msgs must be at least 2"),
+        Bench::ReqRep if args.count == 0 => bail!("--count must be at least 1"),
+        _ => {}
+    }
+    if args.timeout.is_zero() {
+        bail!("--timeout must be at least 1 second");
+    }
+    Ok(Command::Run(args))
+}
+
+/// A non-negative integer; `_` separators are allowed (`1_000_000`).
+fn number(key: &str, value: &str) -> Result<u64> {
+    value
+        .replace('_', "")
+        .parse()
+        .with_context(|| format!("--{key}: {value:?} is not a non-negative integer"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<Command> {
+        parse(s.split_whitespace().map(str::to_string))
+    }
+
+    #[test]
+    fn parses_both_forms_and_defaults() {
+        let Command::Run(a) = p("pubsub --msgs 1_000 --size=64 --url nats://h:1").unwrap() else {
+            panic!("expected run");
+        };
+        assert_eq!(
+            (a.bench, a.msgs, a.size, a.url.as_str()),
+            (Bench::PubSub, 1000, 64, "nats://h:1")
+        );
+        assert_eq!(a.timeout, Duration::from_secs(120));
+        let Command::Run(a) = p("reqrep").unwrap() else {
+            panic!("expected run")
+        };
+        assert_eq!((a.bench, a.count, a.size), (Bench::ReqRep, 10_000, 128));
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        assert!(p("pubsub --msgs").is_err());
+        assert!(p("pubsub --msgs x").is_err());
+        assert!(p("pubsub --msgs 1").is_err());
+        assert!(p("reqrep --count 0").is_err());
+        assert!(p("reqrep --timeout 0").is_err());
+        assert!(p("pubsub --nope 1").is_err());
+        assert!(p("fly").is_err());
+        assert_eq!(p("").unwrap(), Command::Help);
+        assert_eq!(p("reqrep --help").unwrap(), Command::Help);
+    }
+}
