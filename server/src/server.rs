@@ -121,8 +121,28 @@ pub struct Server {
     next_cid: AtomicU64,
 }
 
-/// Deliveries that still need a writer wake-up, collected per read batch.
-pub type FlushSet = Vec<Arc<Client>>;
+/// Receivers touched by one read batch of a producer: writers to wake once at the end of the
+/// batch, and receivers so far behind that the producer should pause for them.
+#[derive(Debug, Default)]
+pub struct FlushSet {
+    /// Writers to wake.
+    pub wake: Vec<Arc<Client>>,
+    /// Receivers above their stall threshold.
+    pub stalled: Vec<Arc<Client>>,
+}
+
+impl FlushSet {
+    fn record(&mut self, client: &Arc<Client>, pending: usize) {
+        if client.schedule_flush() {
+            self.wake.push(client.clone());
+        }
+        if pending > client.stall_threshold()
+            && !self.stalled.iter().any(|c| Arc::ptr_eq(c, client))
+        {
+            self.stalled.push(client.clone());
+        }
+    }
+}
 
 /// A running server.
 #[derive(Debug)]
@@ -404,14 +424,14 @@ impl Server {
         if max > 0 && n > max {
             return false;
         }
-        let ok = client.queue_msg(subject.as_bytes(), &sub.sid, reply, hdrs, payload);
-        if ok && client.schedule_flush() {
-            flush.push(client.clone());
+        let queued = client.queue_msg(subject.as_bytes(), &sub.sid, reply, hdrs, payload);
+        if let Some(pending) = queued {
+            flush.record(client, pending);
         }
         if max > 0 && n == max {
             self.unsubscribe(client, &sub.sid);
         }
-        ok
+        queued.is_some()
     }
 
     /// Removes one subscription of `client`.
@@ -435,7 +455,10 @@ impl Server {
             .find(|s| Arc::ptr_eq(&s.0.client, client));
         if let Some(sub) = own {
             let hdr = headers::status_block(503, None, &[("Nats-Subject", subject)]);
-            if client.queue_msg(reply.as_bytes(), &sub.0.sid, None, Some(&hdr), b"") {
+            if client
+                .queue_msg(reply.as_bytes(), &sub.0.sid, None, Some(&hdr), b"")
+                .is_some()
+            {
                 client.wake_writer();
             }
         }

@@ -149,6 +149,8 @@ pub struct Client {
     pub out: Mutex<OutBuf>,
     /// Wakes the writer.
     pub notify: Notify,
+    /// Signalled by the writer after each flush, for producers stalled on this client.
+    pub drained: Notify,
     /// Set while a writer wake-up is scheduled.
     pub flush_scheduled: AtomicBool,
     /// Cancelled when the connection must close.
@@ -191,6 +193,7 @@ impl Client {
             start: now,
             out: Mutex::new(OutBuf::default()),
             notify: Notify::new(),
+            drained: Notify::new(),
             flush_scheduled: AtomicBool::new(false),
             closing: parent.child_token(),
             close_reason: Mutex::new(None),
@@ -238,9 +241,9 @@ impl Client {
         self.wake_writer();
     }
 
-    /// Encodes a message for `sid` into the outbound buffer. Returns `false` when the client is
-    /// (or just became) a slow consumer and the message was dropped. The caller wakes the
-    /// writer, usually once per batch via [`Client::schedule_flush`].
+    /// Encodes a message for `sid` into the outbound buffer. Returns the bytes now pending, or
+    /// `None` when the client is (or just became) a slow consumer and the message was dropped.
+    /// The caller wakes the writer, usually once per batch via [`Client::schedule_flush`].
     pub fn queue_msg(
         &self,
         subject: &[u8],
@@ -248,9 +251,9 @@ impl Client {
         reply: Option<&[u8]>,
         headers: Option<&[u8]>,
         payload: &[u8],
-    ) -> bool {
+    ) -> Option<usize> {
         if self.is_closed() {
-            return false;
+            return None;
         }
         let headers = if self.headers.load(Ordering::Relaxed) {
             headers
@@ -261,16 +264,23 @@ impl Client {
         if out.buf.len() + out.inflight > self.max_pending {
             drop(out);
             self.close(CloseReason::SlowConsumer);
-            return false;
+            return None;
         }
         encode::msg(&mut out.buf, subject, sid, reply, headers, payload);
+        let pending = out.buf.len() + out.inflight;
         drop(out);
         self.stats.out_msgs.fetch_add(1, Ordering::Relaxed);
         self.stats.out_bytes.fetch_add(
             (payload.len() + headers.map_or(0, <[u8]>::len)) as u64,
             Ordering::Relaxed,
         );
-        true
+        Some(pending)
+    }
+
+    /// Pending bytes above which producers pause for this client to drain (back-pressure
+    /// before the hard `max_pending` limit, as nats-server stalls producers).
+    pub fn stall_threshold(&self) -> usize {
+        self.max_pending / 2
     }
 
     /// Marks a writer wake-up as scheduled; returns `true` if the caller must call

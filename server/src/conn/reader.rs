@@ -20,6 +20,9 @@ use crate::server::{FlushSet, Server};
 /// Reply subjects a client may not use (JetStream acks, service imports, gateway replies).
 const RESERVED_REPLY_PREFIXES: [&[u8]; 3] = [b"$JS.ACK.", b"_R_.", b"$GNR."];
 
+/// Longest a producer pauses per read batch for slow receivers to drain.
+const STALL_MAX: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Smallest free space kept in the read buffer before each read.
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -51,7 +54,7 @@ pub async fn run(server: Arc<Server>, client: Arc<Client>, mut rd: OwnedReadHalf
         },
         connected: false,
         sent_connect_info: false,
-        flush: Vec::new(),
+        flush: FlushSet::default(),
     };
     let auth_required = server.auth.required();
     let auth_timer = tokio::time::sleep(cfg.auth.timeout);
@@ -92,6 +95,7 @@ pub async fn run(server: Arc<Server>, client: Arc<Client>, mut rd: OwnedReadHalf
                         }
                     }
                     s.wake_receivers();
+                    s.wait_for_stalled().await;
                 }
                 Err(e) => {
                     debug!(cid = client.cid, error = %e, "read error");
@@ -106,8 +110,36 @@ pub async fn run(server: Arc<Server>, client: Arc<Client>, mut rd: OwnedReadHalf
 
 impl Session {
     fn wake_receivers(&mut self) {
-        for c in self.flush.drain(..) {
+        for c in self.flush.wake.drain(..) {
             c.notify.notify_one();
+        }
+    }
+
+    /// Back-pressure: pause this producer while receivers it just fed are above their stall
+    /// threshold, for at most [`STALL_MAX`] per read batch. A receiver that never drains is
+    /// closed by its own writer (write deadline) or by `max_pending`.
+    async fn wait_for_stalled(&mut self) {
+        if self.flush.stalled.is_empty() {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + STALL_MAX;
+        for rc in std::mem::take(&mut self.flush.stalled) {
+            loop {
+                let drained = rc.drained.notified();
+                tokio::pin!(drained);
+                drained.as_mut().enable();
+                if rc.is_closed() || rc.pending_bytes() <= rc.stall_threshold() {
+                    break;
+                }
+                if tokio::time::timeout_at(deadline, drained).await.is_err() {
+                    debug!(
+                        cid = self.client.cid,
+                        receiver = rc.cid,
+                        "producer was stalled"
+                    );
+                    return;
+                }
+            }
         }
     }
 

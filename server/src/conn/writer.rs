@@ -56,6 +56,7 @@ pub async fn run(server: Arc<Server>, client: Arc<Client>, mut wr: OwnedWriteHal
     // Best effort: deliver what is queued (e.g. the final -ERR) before closing the socket.
     let _ = flush(&client, &mut wr, &mut spare, CLOSE_FLUSH).await;
     let _ = tokio::time::timeout(CLOSE_FLUSH, wr.shutdown()).await;
+    client.drained.notify_waiters();
     debug!(cid = client.cid, "writer done");
 }
 
@@ -82,6 +83,7 @@ async fn flush(
         *spare = BytesMut::with_capacity(64 * 1024);
     }
     client.out.lock().inflight = 0;
+    client.drained.notify_waiters();
     match res {
         Ok(Ok(())) => Ok(()),
         Ok(Err(_)) => Err(CloseReason::IoError),
