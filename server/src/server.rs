@@ -173,19 +173,8 @@ impl Server {
                 source,
             }
         })?;
-        let addr = format!("{}:{}", config.host, config.port);
-        let listener = TcpListener::bind(&addr)
-            .await
-            .map_err(|source| StartError::Bind {
-                what: "client",
-                addr: addr.clone(),
-                source,
-            })?;
-        let client_addr = listener.local_addr().map_err(|source| StartError::Bind {
-            what: "client",
-            addr,
-            source,
-        })?;
+        let (listener, client_addr) =
+            bind("client", &format!("{}:{}", config.host, config.port)).await?;
         let server_id = new_server_id();
         let server = Arc::new(Server {
             server_name: config
@@ -468,6 +457,21 @@ impl Server {
     pub fn uptime(&self) -> std::time::Duration {
         self.start_instant.elapsed()
     }
+}
+
+/// Binds a listener and reports the address it got (port 0 picks a free port).
+pub(crate) async fn bind(
+    what: &'static str,
+    addr: &str,
+) -> Result<(TcpListener, SocketAddr), StartError> {
+    let err = |source| StartError::Bind {
+        what,
+        addr: addr.to_string(),
+        source,
+    };
+    let listener = TcpListener::bind(addr).await.map_err(err)?;
+    let bound = listener.local_addr().map_err(err)?;
+    Ok((listener, bound))
 }
 
 /// A random 56-character id in nats-server's style (`N` + base32 alphabet).

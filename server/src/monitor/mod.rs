@@ -19,7 +19,6 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 
 use crate::server::{Server, StartError};
 
@@ -30,19 +29,7 @@ type Params = Query<HashMap<String, String>>;
 
 /// Binds the monitoring listener and serves it until shutdown; returns the bound address.
 pub async fn serve(server: Arc<Server>, host: &str, port: u16) -> Result<SocketAddr, StartError> {
-    let addr = format!("{host}:{port}");
-    let listener = TcpListener::bind(&addr)
-        .await
-        .map_err(|source| StartError::Bind {
-            what: "monitoring",
-            addr: addr.clone(),
-            source,
-        })?;
-    let bound = listener.local_addr().map_err(|source| StartError::Bind {
-        what: "monitoring",
-        addr,
-        source,
-    })?;
+    let (listener, bound) = crate::server::bind("monitoring", &format!("{host}:{port}")).await?;
     let app = Router::new()
         .route("/", get(index))
         .route("/healthz", get(healthz::handler))
