@@ -21,6 +21,9 @@ if ((${#need[@]})); then
   fi
 fi
 
+# RocksDB's C++ is compiled once per machine into a cache the build links against.
+./scripts/rocksdb-lib.sh
+
 [ "${1:-}" = "--system-only" ] && exit 0
 
 # The cargo target dir lives outside the clone (see .cargo/config.toml).
