@@ -73,3 +73,30 @@ fn every_crate_has_crate_docs() {
         );
     }
 }
+
+#[test]
+fn cached_rocksdb_library_matches_the_locked_crate() {
+    let lock = std::fs::read_to_string(workspace().join("Cargo.lock")).expect("Cargo.lock");
+    let version = lock
+        .split("[[package]]")
+        .find(|p| p.contains("name = \"librocksdb-sys\""))
+        .and_then(|p| p.lines().find_map(|l| l.strip_prefix("version = \"")))
+        .and_then(|v| v.strip_suffix('"'))
+        .expect("librocksdb-sys is locked");
+    let rocksdb = version
+        .split('+')
+        .nth(1)
+        .expect("version carries the RocksDB version");
+    let dir = format!("rocksdb-{rocksdb}");
+    let config = std::fs::read_to_string(workspace().join(".cargo/config.toml")).expect("config");
+    assert!(
+        config.contains(&dir),
+        ".cargo/config.toml must point ROCKSDB_LIB_DIR at {dir}"
+    );
+    let script =
+        std::fs::read_to_string(workspace().join("scripts/rocksdb-lib.sh")).expect("script");
+    assert!(
+        script.contains(&format!("version={rocksdb}")),
+        "scripts/rocksdb-lib.sh must build {rocksdb}"
+    );
+}
