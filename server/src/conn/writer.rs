@@ -27,7 +27,7 @@ pub async fn run(server: Arc<Server>, client: Arc<Client>, mut wr: OwnedWriteHal
     let cfg = server.config.clone();
     let mut spare = BytesMut::with_capacity(64 * 1024);
     // No PINGs before CONNECT; the first one comes FIRST_PING after it (to measure RTT).
-    let far = || tokio::time::Instant::now() + Duration::from_secs(86400);
+    let far = || after(Duration::from_secs(86400));
     let mut next_ping = far();
     let mut connected = false;
     let mut rtt_pending = true;
@@ -40,11 +40,11 @@ pub async fn run(server: Arc<Server>, client: Arc<Client>, mut wr: OwnedWriteHal
         }
         if !connected && client.connected.load(Ordering::Acquire) {
             connected = true;
-            next_ping = tokio::time::Instant::now() + FIRST_PING.min(cfg.ping_interval);
+            next_ping = after(FIRST_PING.min(cfg.ping_interval));
         }
         // Checked after every wake-up, so a constantly busy writer still runs its ping timer.
         if tokio::time::Instant::now() >= next_ping {
-            next_ping = tokio::time::Instant::now() + cfg.ping_interval;
+            next_ping = after(cfg.ping_interval);
             on_ping_timer(&server, &client, rtt_pending);
             rtt_pending = false;
         }
@@ -58,6 +58,11 @@ pub async fn run(server: Arc<Server>, client: Arc<Client>, mut wr: OwnedWriteHal
     let _ = tokio::time::timeout(CLOSE_FLUSH, wr.shutdown()).await;
     client.drained.notify_waiters();
     debug!(cid = client.cid, "writer done");
+}
+
+/// `now + d`, saturating at a day so absurd configured intervals cannot overflow the clock.
+fn after(d: Duration) -> tokio::time::Instant {
+    tokio::time::Instant::now() + d.min(Duration::from_secs(86400))
 }
 
 /// Writes everything queued. `Err` carries the reason to close the connection.
