@@ -76,7 +76,7 @@ pub(crate) fn varz(s: &Server) -> Value {
         "mem": mem,
         "cores": std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
         "gomaxprocs": std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
-        "cpu": 0.0,
+        "cpu": cpu_percent(s.uptime()),
         "connections": connections,
         "total_connections": st.total_connections.load(Ordering::Relaxed),
         "routes": 0,
@@ -96,6 +96,33 @@ pub(crate) fn varz(s: &Server) -> Value {
         "slow_consumer_stats": {"clients": st.slow_consumers.load(Ordering::Relaxed), "routes": 0, "gateways": 0, "leafs": 0},
         "stale_connection_stats": {"clients": st.stale_connections.load(Ordering::Relaxed), "routes": 0, "gateways": 0, "leafs": 0},
     })
+}
+
+/// Average CPU use of the process since start, in percent of one core (from `/proc/self/stat`;
+/// 0 where unavailable).
+fn cpu_percent(uptime: std::time::Duration) -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // `rest` starts at field 3, so utime (14) is index 11 and stime (15) index 12.
+    let cpu_secs = (ticks(11) + ticks(12)) / 100.0;
+    let secs = uptime.as_secs_f64();
+    if secs <= 0.0 {
+        0.0
+    } else {
+        (cpu_secs / secs * 1000.0).round() / 10.0
+    }
 }
 
 /// Resident set size from `/proc/self/statm` (0 where unavailable).
