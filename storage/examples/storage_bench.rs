@@ -16,10 +16,11 @@ use jetraft_storage::stream::{StoredMsg, StreamStore, StreamUid};
 use openraft::entry::RaftEntry;
 use openraft::impls::leader_id_adv::LeaderId;
 use openraft::storage::{IOFlushed, RaftLogStorage};
+use openraft::type_config::TypeConfigExt;
 use openraft::type_config::alias::{LogIdOf, VoteOf};
 use openraft::{EntryPayload, LogId, RaftTypeConfig};
 
-openraft::declare_raft_types!(Bench: D = Vec<u8>, R = ());
+openraft::declare_raft_types!(Bench);
 
 /// Blank and normal entries only; enough for the benchmark.
 struct BenchCodec;
@@ -39,7 +40,10 @@ fn get_u64(b: &[u8], at: usize) -> Result<u64, String> {
 
 fn get_log_id(b: &[u8]) -> Result<LogIdOf<Bench>, String> {
     Ok(LogId::new(
-        LeaderId { term: get_u64(b, 0)?, node_id: get_u64(b, 8)? },
+        LeaderId {
+            term: get_u64(b, 0)?,
+            node_id: get_u64(b, 8)?,
+        },
         get_u64(b, 16)?,
     ))
 }
@@ -50,7 +54,7 @@ impl LogCodec<Bench> for BenchCodec {
         match &entry.payload {
             EntryPayload::Normal(d) => {
                 out.push(1);
-                out.extend_from_slice(d);
+                out.extend_from_slice(d.as_bytes());
             }
             _ => out.push(0),
         }
@@ -58,7 +62,10 @@ impl LogCodec<Bench> for BenchCodec {
     fn decode_entry(b: &[u8]) -> Result<<Bench as RaftTypeConfig>::Entry, String> {
         let id = get_log_id(b)?;
         Ok(match b.get(24) {
-            Some(1) => <Bench as RaftTypeConfig>::Entry::new_normal(id, b[25..].to_vec()),
+            Some(1) => {
+                let d = String::from_utf8(b[25..].to_vec()).map_err(|e| e.to_string())?;
+                <Bench as RaftTypeConfig>::Entry::new_normal(id, d)
+            }
             _ => <Bench as RaftTypeConfig>::Entry::new_blank(id),
         })
     }
@@ -69,7 +76,10 @@ impl LogCodec<Bench> for BenchCodec {
     }
     fn decode_vote(b: &[u8]) -> Result<VoteOf<Bench>, String> {
         Ok(openraft::impls::Vote {
-            leader_id: LeaderId { term: get_u64(b, 0)?, node_id: get_u64(b, 8)? },
+            leader_id: LeaderId {
+                term: get_u64(b, 0)?,
+                node_id: get_u64(b, 8)?,
+            },
             committed: b.get(16) == Some(&1),
         })
     }
@@ -101,10 +111,18 @@ async fn durable_appends(db: &Db, writer: &LogWriter, writers: u64, secs: f64) -
         tasks.push(tokio::spawn(async move {
             let mut index = 1;
             while !stop.load(Ordering::Relaxed) {
-                let id = LogId::new(LeaderId { term: 1, node_id: 1 }, index);
-                let e = <Bench as RaftTypeConfig>::Entry::new_normal(id, vec![7u8; 128]);
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                log.append([e], IOFlushed::signal(tx)).await.expect("append");
+                let id = LogId::new(
+                    LeaderId {
+                        term: 1,
+                        node_id: 1,
+                    },
+                    index,
+                );
+                let e = <Bench as RaftTypeConfig>::Entry::new_normal(id, "p".repeat(128));
+                let (tx, rx) = Bench::oneshot();
+                log.append([e], IOFlushed::signal(tx))
+                    .await
+                    .expect("append");
                 rx.await.expect("callback").expect("durable");
                 done.fetch_add(1, Ordering::Relaxed);
                 index += 1;
@@ -164,7 +182,11 @@ async fn main() {
     println!("|---|---|---|");
     for writers in [1, 16, 256] {
         let (rate, syncs) = durable_appends(&db, &writer, writers, secs).await;
-        row(&format!("durable 128 B appends, {writers} writers (fsync on)"), rate, "appends/s");
+        row(
+            &format!("durable 128 B appends, {writers} writers (fsync on)"),
+            rate,
+            "appends/s",
+        );
         row(&format!("WAL fsyncs, {writers} writers"), syncs, "fsyncs/s");
     }
 
@@ -172,9 +194,15 @@ async fn main() {
     let mut stream = RocksStreamStore::open(db.clone(), StreamUid(1)).expect("stream");
     let t0 = Instant::now();
     for seq in 1..=n {
-        stream.store_msg(&message(seq, format!("kv.{seq}"))).expect("store");
+        stream
+            .store_msg(&message(seq, format!("kv.{seq}")))
+            .expect("store");
     }
-    row("rocks stream store_msg (unsynced, 100k distinct subjects)", n as f64 / t0.elapsed().as_secs_f64(), "msgs/s");
+    row(
+        "rocks stream store_msg (unsynced, 100k distinct subjects)",
+        n as f64 / t0.elapsed().as_secs_f64(),
+        "msgs/s",
+    );
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     let gets = timed(secs, |_| {
         x ^= x << 13;
@@ -188,16 +216,24 @@ async fn main() {
     let mut lookups = 0u64;
     while t0.elapsed().as_secs_f64() < secs {
         let s = 1 + (lookups * 7919) % n;
-        let m = stream.last_for_subject(&format!("kv.{s}")).expect("last").expect("present");
+        let m = stream
+            .last_for_subject(&format!("kv.{s}"))
+            .expect("last")
+            .expect("present");
         assert_eq!(m.seq, s);
         lookups += 1;
     }
     let us = t0.elapsed().as_secs_f64() * 1e6 / lookups as f64;
-    row("rocks last-by-subject latency (100k distinct subjects)", us, "µs (mean)");
+    row(
+        "rocks last-by-subject latency (100k distinct subjects)",
+        us,
+        "µs (mean)",
+    );
 
     let mut scan = RocksStreamStore::open(db.clone(), StreamUid(2)).expect("stream");
     for seq in 1..=n {
-        scan.store_msg(&message(seq, format!("orders.{}", seq % 10))).expect("store");
+        scan.store_msg(&message(seq, format!("orders.{}", seq % 10)))
+            .expect("store");
     }
     let t0 = Instant::now();
     let (mut at, mut hits) = (0, 0u64);
@@ -207,14 +243,23 @@ async fn main() {
     }
     let el = t0.elapsed().as_secs_f64();
     assert_eq!(hits, n / 10);
-    row("rocks filtered scan, 1 in 10 match (msgs examined/s)", n as f64 / el, "msgs/s");
-    row("rocks filtered scan, 1 in 10 match (matches/s)", hits as f64 / el, "msgs/s");
+    row(
+        "rocks filtered scan, 1 in 10 match (msgs examined/s)",
+        n as f64 / el,
+        "msgs/s",
+    );
+    row(
+        "rocks filtered scan, 1 in 10 match (matches/s)",
+        hits as f64 / el,
+        "msgs/s",
+    );
 
     let mut mem = MemStreamStore::new(StreamUid(3));
     let mut seq = 0;
     let mem_rate = timed(secs, |_| {
         seq += 1;
-        mem.store_msg(&message(seq, "orders.new".to_string())).expect("store");
+        mem.store_msg(&message(seq, "orders.new".to_string()))
+            .expect("store");
     });
     row("memory store_msg 128 B (1 writer)", mem_rate, "msgs/s");
     let mem_gets = timed(secs, |i| {

@@ -168,7 +168,10 @@ mod tests {
 
     #[test]
     fn pinned_key_bytes() {
-        assert_eq!(prefixed_u64(1, 2), [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2]);
+        assert_eq!(
+            prefixed_u64(1, 2),
+            [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2]
+        );
         assert_eq!(kind_key(1, RAFT_VOTE), [0, 0, 0, 0, 0, 0, 0, 1, 1]);
         assert_eq!(
             subject_index(1, "a", 2),

@@ -38,12 +38,18 @@ pub fn seal(key: &[u8], body: &[u8]) -> Vec<u8> {
 /// Checks the envelope of `value` stored under `key` and returns the body.
 pub fn open<'a>(cf: &'static str, key: &[u8], value: &'a [u8]) -> Result<&'a [u8], StorageError> {
     if value.len() < HEADER_LEN {
-        return Err(StorageError::corrupt(cf, format!("record of {} bytes", value.len())));
+        return Err(StorageError::corrupt(
+            cf,
+            format!("record of {} bytes", value.len()),
+        ));
     }
     let (head, body) = value.split_at(HEADER_LEN);
     let version = head[0];
     if version != VERSION {
-        return Err(StorageError::corrupt(cf, format!("unknown record version {version}")));
+        return Err(StorageError::corrupt(
+            cf,
+            format!("unknown record version {version}"),
+        ));
     }
     let stored = u32::from_be_bytes([head[1], head[2], head[3], head[4]]);
     let actual = checksum(version, key, body);
@@ -199,7 +205,8 @@ mod tests {
             let mut v = seal(key, &body);
             let i = pos.index(v.len());
             v[i] ^= 1 << bit;
-            prop_assert!(matches!(open("t", key, &v), Err(StorageError::Corrupt { .. })));
+            let detected = matches!(open("t", key, &v), Err(StorageError::Corrupt { .. }));
+            prop_assert!(detected);
         }
 
         #[test]
@@ -216,7 +223,10 @@ mod tests {
     #[test]
     fn value_under_another_key_is_corrupt() {
         let v = seal(b"a", b"body");
-        assert!(matches!(open("t", b"b", &v), Err(StorageError::Corrupt { .. })));
+        assert!(matches!(
+            open("t", b"b", &v),
+            Err(StorageError::Corrupt { .. })
+        ));
     }
 
     #[test]

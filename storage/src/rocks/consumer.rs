@@ -103,7 +103,8 @@ mod tests {
         let mut v = db.get(ColumnFamily::Consumers, &key).unwrap().unwrap();
         let last = v.len() - 1;
         v[last] ^= 0x40;
-        db.put_synced(&[(ColumnFamily::Consumers, &key, &v)]).unwrap();
+        db.put_synced(&[(ColumnFamily::Consumers, &key, &v)])
+            .unwrap();
         assert!(matches!(
             s.load(StreamUid(1), "c"),
             Err(StorageError::Corrupt { .. })

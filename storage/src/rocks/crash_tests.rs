@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use openraft::entry::RaftEntry;
 use openraft::storage::{IOFlushed, RaftLogStorage};
+use openraft::type_config::TypeConfigExt;
 use openraft::{LogId, RaftLogReader, RaftTypeConfig};
 use rand::Rng;
 
@@ -64,8 +65,10 @@ fn child_appends_until_killed() {
             let batch: Vec<_> = (next..next + 4).map(entry).collect();
             let last = next + 3;
             next += 4;
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            log.append(batch, IOFlushed::signal(tx)).await.expect("append");
+            let (tx, rx) = TestConfig::oneshot();
+            log.append(batch, IOFlushed::signal(tx))
+                .await
+                .expect("append");
             tokio::spawn(async move {
                 if let Ok(Ok(())) = rx.await {
                     println!("ACK {last}");
@@ -83,9 +86,16 @@ fn acknowledged_appends_survive_sigkill_20_rounds() {
     let started = Instant::now();
     let mut max_acked = 0u64;
     for round in 0..20 {
-        assert!(started.elapsed() < Duration::from_secs(240), "crash test over time budget");
+        assert!(
+            started.elapsed() < Duration::from_secs(240),
+            "crash test over time budget"
+        );
         let mut child = Command::new(&exe)
-            .args(["--exact", "rocks::crash_tests::child_appends_until_killed", "--nocapture"])
+            .args([
+                "--exact",
+                "rocks::crash_tests::child_appends_until_killed",
+                "--nocapture",
+            ])
             .args(["--test-threads", "1"])
             .env(CHILD_ENV, dir.path())
             .stdout(Stdio::piped())
@@ -98,34 +108,60 @@ fn acknowledged_appends_survive_sigkill_20_rounds() {
         let reader = std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if let Some(n) = line.strip_prefix("ACK ").and_then(|n| n.parse::<u64>().ok()) {
+                if let Some(n) = line
+                    .strip_prefix("ACK ")
+                    .and_then(|n| n.parse::<u64>().ok())
+                {
                     let _ = tx.send(n);
                 }
             }
         });
         // Wait for the first acknowledgement (bounded), then a random time, then SIGKILL.
-        let first = rx.recv_timeout(Duration::from_secs(20));
-        std::thread::sleep(kill_after);
+        let mut acks: Vec<u64> = rx
+            .recv_timeout(Duration::from_secs(20))
+            .into_iter()
+            .collect();
+        let kill_at = Instant::now() + kill_after;
+        while let Some(left) = kill_at.checked_duration_since(Instant::now()) {
+            match rx.recv_timeout(left) {
+                Ok(n) => acks.push(n),
+                Err(_) => break,
+            }
+        }
         child.kill().expect("SIGKILL child");
         child.wait().expect("reap child");
         reader.join().expect("reader thread");
-        let acked = first.into_iter().chain(rx.try_iter()).max();
-        if let Some(a) = acked {
+        acks.extend(rx.try_iter());
+        if let Some(a) = acks.into_iter().max() {
             max_acked = max_acked.max(a);
         }
 
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("rt");
         rt.block_on(async {
             let db = Db::open(dir.path()).expect("reopen after kill");
             let writer = LogWriter::start(db.clone()).expect("writer");
             let mut log = TestLog::new(db, writer, GroupId(1));
             let state = log.get_log_state().await.expect("state");
             let last = state.last_log_id.map_or(0, |l| l.index);
-            assert!(last >= max_acked, "round {round}: last {last} < acknowledged {max_acked}");
-            let entries = log.try_get_log_entries(1..=last).await.expect("no corruption");
+            assert!(
+                last >= max_acked,
+                "round {round}: last {last} < acknowledged {max_acked}"
+            );
+            let entries = log
+                .try_get_log_entries(1..=last)
+                .await
+                .expect("no corruption");
             assert_eq!(entries.len() as u64, last, "round {round}: hole in log");
             for (i, e) in entries.iter().enumerate() {
-                assert_eq!(e, &entry(i as u64 + 1), "round {round}: entry {} differs", i + 1);
+                assert_eq!(
+                    e,
+                    &entry(i as u64 + 1),
+                    "round {round}: entry {} differs",
+                    i + 1
+                );
             }
         });
     }
@@ -133,7 +169,9 @@ fn acknowledged_appends_survive_sigkill_20_rounds() {
 }
 
 fn stored(n: u64) -> Vec<StoredMsg> {
-    (1..=n).map(|seq| msg(seq, &format!("subj.{}", seq % 13))).collect()
+    (1..=n)
+        .map(|seq| msg(seq, &format!("subj.{}", seq % 13)))
+        .collect()
 }
 
 fn build_closed_db(dir: &std::path::Path, flush: bool) -> Vec<StoredMsg> {
@@ -221,7 +259,10 @@ fn flipped_bytes_in_sst_and_wal_files_are_never_served() {
         let want = build_closed_db(pristine.path(), flush);
         let mut damaged_rounds = 0;
         for _ in 0..20 {
-            assert!(started.elapsed() < Duration::from_secs(120), "over time budget");
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "over time budget"
+            );
             let work = tempfile::tempdir().expect("tempdir");
             copy_dir(pristine.path(), work.path());
             if flip_random_bytes(work.path(), suffix, &mut rng) {
@@ -229,7 +270,10 @@ fn flipped_bytes_in_sst_and_wal_files_are_never_served() {
                 check_never_served(work.path(), &want);
             }
         }
-        assert!(damaged_rounds >= 10, "{suffix}: only {damaged_rounds} damaged rounds");
+        assert!(
+            damaged_rounds >= 10,
+            "{suffix}: only {damaged_rounds} damaged rounds"
+        );
     }
 }
 
@@ -241,23 +285,35 @@ fn flipped_value_bytes_are_detected_on_every_read_path() {
     for m in stored(20) {
         s.store_msg(&m).expect("store");
     }
-    let key = keys::prefixed_u64(1, 7);
-    let mut v = db.get(ColumnFamily::Msgs, &key).expect("get").expect("present");
+    // Seq 19 is the newest message of "subj.6" (6, 19).
+    let key = keys::prefixed_u64(1, 19);
+    let mut v = db
+        .get(ColumnFamily::Msgs, &key)
+        .expect("get")
+        .expect("present");
     let i = v.len() - 3;
     v[i] ^= 0x10;
-    db.put_synced(&[(ColumnFamily::Msgs, &key, &v)]).expect("put");
+    db.put_synced(&[(ColumnFamily::Msgs, &key, &v)])
+        .expect("put");
     let corrupt = |r: Result<Option<StoredMsg>, StorageError>| {
         assert!(matches!(r, Err(StorageError::Corrupt { .. })), "{r:?}");
     };
-    corrupt(s.get(7));
-    corrupt(s.next_matching(7, &[]));
-    corrupt(s.next_matching(1, &["subj.7"]));
-    corrupt(s.last_for_subject("subj.7"));
-    assert!(matches!(s.remove(7), Err(StorageError::Corrupt { .. })));
-    assert_eq!(s.get(8).expect("neighbour intact").map(|m| m.seq), Some(8));
+    corrupt(s.get(19));
+    corrupt(s.next_matching(19, &[]));
+    corrupt(s.next_matching(7, &["subj.6"]));
+    corrupt(s.last_for_subject("subj.6"));
+    assert!(matches!(s.remove(19), Err(StorageError::Corrupt { .. })));
+    assert_eq!(
+        s.get(18).expect("neighbour intact").map(|m| m.seq),
+        Some(18)
+    );
     // A value moved under another key is caught by the key in the checksum.
     let k8 = keys::prefixed_u64(1, 8);
-    let v9 = db.get(ColumnFamily::Msgs, &keys::prefixed_u64(1, 9)).expect("get").expect("9");
-    db.put_synced(&[(ColumnFamily::Msgs, &k8, &v9)]).expect("put");
+    let v9 = db
+        .get(ColumnFamily::Msgs, &keys::prefixed_u64(1, 9))
+        .expect("get")
+        .expect("9");
+    db.put_synced(&[(ColumnFamily::Msgs, &k8, &v9)])
+        .expect("put");
     corrupt(s.get(8));
 }

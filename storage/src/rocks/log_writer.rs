@@ -63,9 +63,23 @@ pub struct LogWriterStats {
 }
 
 struct Shared {
-    tx: mpsc::Sender<Request>,
+    /// `None` only while dropping: closing the queue stops the threads.
+    tx: Option<mpsc::Sender<Request>>,
     failed: Arc<AtomicBool>,
     stats: Arc<LogWriterStats>,
+    /// Joined on drop, so the database is closed once the last handle is gone.
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Writer exits on the closed queue, then the syncer on the writer's closed channel,
+        // after completing everything queued.
+        self.tx = None;
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
 }
 
 /// Handle to the node's group-commit writer; cheap to clone. The threads stop when the last
@@ -90,20 +104,25 @@ impl LogWriter {
         let (sync_tx, sync_rx) = mpsc::channel::<Vec<Durable>>();
         let failed = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(LogWriterStats::default());
-        {
+        let writer = {
             let (db, failed, stats) = (db.clone(), failed.clone(), stats.clone());
             thread::Builder::new()
                 .name("storage-writer".into())
-                .spawn(move || write_loop(&db, &rx, &sync_tx, &failed, &stats))?;
-        }
-        {
+                .spawn(move || write_loop(&db, &rx, &sync_tx, &failed, &stats))?
+        };
+        let syncer = {
             let (failed, stats) = (failed.clone(), stats.clone());
             thread::Builder::new()
                 .name("storage-syncer".into())
-                .spawn(move || sync_loop(&db, &sync_rx, &failed, &stats))?;
-        }
+                .spawn(move || sync_loop(&db, &sync_rx, &failed, &stats))?
+        };
         Ok(Self {
-            shared: Arc::new(Shared { tx, failed, stats }),
+            shared: Arc::new(Shared {
+                tx: Some(tx),
+                failed,
+                stats,
+                threads: vec![writer, syncer],
+            }),
         })
     }
 
@@ -130,7 +149,10 @@ impl LogWriter {
             visible: Some(tx),
             durable,
         };
-        if let Err(mpsc::SendError(req)) = self.shared.tx.send(req) {
+        let Some(queue) = &self.shared.tx else {
+            return Err(StorageError::WriterStopped);
+        };
+        if let Err(mpsc::SendError(req)) = queue.send(req) {
             if let Some(d) = req.durable {
                 d(Err(io::Error::other(StorageError::WriterStopped)));
             }

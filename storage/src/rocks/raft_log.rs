@@ -167,7 +167,10 @@ impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStore<C, K> {
             }
             let entry = Self::decode_entry(k, v)?;
             if entry.log_id_parts().1 != index {
-                return Err(corrupt(LOG, format!("entry under key {index} has another index")));
+                return Err(corrupt(
+                    LOG,
+                    format!("entry under key {index} has another index"),
+                ));
             }
             out.push(entry);
             expect = Some(index + 1);

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
 use openraft::testing::log::{StoreBuilder, Suite};
+use openraft::type_config::TypeConfigExt;
 use openraft::type_config::alias::{LogIdOf, SnapshotMetaOf, SnapshotOf, StoredMembershipOf};
 use openraft::{OptionalSend, StorageError as RaftStorageError};
 
@@ -133,10 +134,13 @@ impl RaftStateMachine<TestConfig> for TestSm {
         &mut self,
     ) -> Result<Option<SnapshotOf<TestConfig, SnapData>>, io::Error> {
         let st = self.0.lock().expect("test lock");
-        Ok(st.snapshot.clone().map(|meta| SnapshotOf::<TestConfig, SnapData> {
-            snapshot: (meta.last_log_id, meta.last_membership.clone()),
-            meta,
-        }))
+        Ok(st
+            .snapshot
+            .clone()
+            .map(|meta| SnapshotOf::<TestConfig, SnapData> {
+                snapshot: (meta.last_log_id, meta.last_membership.clone()),
+                meta,
+            }))
     }
 }
 
@@ -153,7 +157,10 @@ impl StoreBuilder<TestConfig, TestLog, TestSm, tempfile::TempDir> for Builder {
         // A neighbouring group's entries must never leak into the tested group.
         let mut neighbour = TestLog::new(db.clone(), writer.clone(), GroupId(8));
         let e = <TestConfig as RaftTypeConfig>::Entry::new_blank(LogId::new(
-            openraft::impls::leader_id_adv::LeaderId { term: 9, node_id: 9 },
+            openraft::impls::leader_id_adv::LeaderId {
+                term: 9,
+                node_id: 9,
+            },
             3,
         ));
         neighbour
@@ -166,7 +173,9 @@ impl StoreBuilder<TestConfig, TestLog, TestSm, tempfile::TempDir> for Builder {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openraft_log_storage_suite_passes() {
-    Suite::<TestConfig, TestLog, TestSm, Builder, tempfile::TempDir>::test_all(Builder).await.expect("openraft storage suite");
+    Suite::<TestConfig, TestLog, TestSm, Builder, tempfile::TempDir>::test_all(Builder)
+        .await
+        .expect("openraft storage suite");
 }
 
 fn blank(term: u64, index: u64) -> <TestConfig as RaftTypeConfig>::Entry {
@@ -183,12 +192,18 @@ async fn flushed_appends_survive_reopen_and_callback_fires_after_sync() {
         let db = Db::open(dir.path()).expect("open");
         let writer = LogWriter::start(db.clone()).expect("writer");
         let mut log = TestLog::new(db, writer.clone(), GroupId(1));
-        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (tx, rx) = TestConfig::oneshot();
         log.append((1..=10).map(|i| blank(1, i)), IOFlushed::signal(tx))
             .await
             .expect("append");
         rx.await.expect("callback").expect("flushed");
-        assert!(writer.stats().syncs.load(std::sync::atomic::Ordering::Relaxed) >= 1);
+        assert!(
+            writer
+                .stats()
+                .syncs
+                .load(std::sync::atomic::Ordering::Relaxed)
+                >= 1
+        );
     }
     let db = Db::open(dir.path()).expect("reopen");
     let writer = LogWriter::start(db.clone()).expect("writer");
@@ -213,7 +228,8 @@ async fn corrupt_entry_is_an_error_not_data() {
         .expect("get")
         .expect("present");
     v[7] ^= 1;
-    db.put_synced(&[(ColumnFamily::RaftLog, &key, &v)]).expect("put");
+    db.put_synced(&[(ColumnFamily::RaftLog, &key, &v)])
+        .expect("put");
     let err = log.try_get_log_entries(1..4).await.expect_err("corrupt");
     assert!(err.to_string().contains("corrupt"), "{err}");
 }

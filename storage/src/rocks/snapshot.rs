@@ -175,9 +175,10 @@ impl StreamSnapshotInstaller {
     pub fn add_chunk(&mut self, chunk: &[u8]) -> Result<(), StorageError> {
         let u = self.uid.0;
         let ckey = chunk_key(u, self.chunk_no);
-        let body = record::open("snapshot", &ckey, chunk).map_err(|e| StorageError::BadSnapshot {
-            detail: format!("chunk {}: {e}", self.chunk_no),
-        })?;
+        let body =
+            record::open("snapshot", &ckey, chunk).map_err(|e| StorageError::BadSnapshot {
+                detail: format!("chunk {}: {e}", self.chunk_no),
+            })?;
         let mut r = BodyReader::new("snapshot", body);
         let mut batch = WriteBatch::default();
         while !r.is_empty() {
@@ -245,7 +246,11 @@ mod tests {
         let dst_dir = tempfile::tempdir().unwrap();
         let dst = Db::open(dst_dir.path()).unwrap();
         let mut old = fill(&dst, 5, 900);
-        old.purge(&PurgeRequest { keep: Some(3), ..Default::default() }).unwrap();
+        old.purge(&PurgeRequest {
+            keep: Some(3),
+            ..Default::default()
+        })
+        .unwrap();
         drop(old);
         let neighbour = fill(&dst, 4, 10);
         drop(neighbour);
@@ -274,11 +279,26 @@ mod tests {
         assert_eq!(got.state(), want);
         assert_eq!(got.deleted().unwrap(), vec![10]);
         assert_eq!(got.get(499).unwrap(), s.get(499).unwrap());
-        assert_eq!(got.subject_counts(">").unwrap(), s.subject_counts(">").unwrap());
+        assert_eq!(
+            got.subject_counts(">").unwrap(),
+            s.subject_counts(">").unwrap()
+        );
         let cons_dst = RocksConsumerStore::new(dst.clone());
         assert_eq!(cons_dst.load(StreamUid(5), "c").unwrap(), Some(cs));
-        assert_eq!(RocksStreamStore::open(dst.clone(), StreamUid(4)).unwrap().state().msgs, 10);
-        assert!(RocksStreamStore::open(dst, StreamUid(6)).unwrap().state().msgs == 0);
+        assert_eq!(
+            RocksStreamStore::open(dst.clone(), StreamUid(4))
+                .unwrap()
+                .state()
+                .msgs,
+            10
+        );
+        assert!(
+            RocksStreamStore::open(dst, StreamUid(6))
+                .unwrap()
+                .state()
+                .msgs
+                == 0
+        );
     }
 
     #[test]
@@ -291,6 +311,9 @@ mod tests {
         let mid = chunk.len() / 2;
         chunk[mid] ^= 0xff;
         let mut inst = StreamSnapshotInstaller::begin(db.clone(), StreamUid(1)).unwrap();
-        assert!(matches!(inst.add_chunk(&chunk), Err(StorageError::BadSnapshot { .. })));
+        assert!(matches!(
+            inst.add_chunk(&chunk),
+            Err(StorageError::BadSnapshot { .. })
+        ));
     }
 }

@@ -82,8 +82,7 @@ pub struct RocksStreamStore {
 
 /// Encodes a message value.
 pub(crate) fn encode_msg(key: &[u8], m: &StoredMsg) -> Vec<u8> {
-    let mut w =
-        BodyWriter::with_capacity(24 + m.subject.len() + m.headers.len() + m.payload.len());
+    let mut w = BodyWriter::with_capacity(24 + m.subject.len() + m.headers.len() + m.payload.len());
     w.u64(m.timestamp_ns)
         .bytes(m.subject.as_bytes())
         .bytes(&m.headers)
@@ -599,13 +598,23 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        let before = (s.state(), s.deleted().unwrap(), s.subject_counts(">").unwrap());
+        let before = (
+            s.state(),
+            s.deleted().unwrap(),
+            s.subject_counts(">").unwrap(),
+        );
         drop((s, other, db));
-        let s = open(&dir, 1);
-        let after = (s.state(), s.deleted().unwrap(), s.subject_counts(">").unwrap());
+        let db = Db::open(dir.path()).unwrap();
+        let s = RocksStreamStore::open(db.clone(), StreamUid(1)).unwrap();
+        let after = (
+            s.state(),
+            s.deleted().unwrap(),
+            s.subject_counts(">").unwrap(),
+        );
         assert_eq!(before, after);
         assert_eq!(s.get(20).unwrap(), Some(msg(20, "a.b")));
-        assert_eq!(open(&dir, 2).state().msgs, 20);
+        let other = RocksStreamStore::open(db, StreamUid(2)).unwrap();
+        assert_eq!(other.state().msgs, 20);
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub(crate) fn msg(seq: u64, subject: &str) -> StoredMsg {
     StoredMsg {
         seq,
         subject: subject.to_string(),
-        headers: if seq % 3 == 0 {
+        headers: if seq.is_multiple_of(3) {
             Bytes::from_static(b"NATS/1.0\r\nA: b\r\n\r\n")
         } else {
             Bytes::new()
@@ -63,9 +63,7 @@ pub(crate) fn store_get_and_state<S: StreamStore>(mut s: S) {
     assert_eq!(s.get(3).unwrap(), Some(msg(3, "a.x")));
     assert!(s.get(4).unwrap().is_none());
     let st = s.state();
-    let bytes: u64 = (1..=3)
-        .map(|i| size(&s, &s.get(i).unwrap().unwrap()))
-        .sum();
+    let bytes: u64 = (1..=3).map(|i| size(&s, &s.get(i).unwrap().unwrap())).sum();
     assert_eq!(st.msgs, 3);
     assert_eq!(st.bytes, bytes);
     assert_eq!((st.first_seq, st.first_ts), (1, 1_000));
@@ -112,7 +110,13 @@ pub(crate) fn gaps_and_removals_are_deleted_sequences<S: StreamStore>(mut s: S) 
 }
 
 pub(crate) fn last_for_subject_literal_and_wildcard<S: StreamStore>(mut s: S) {
-    for (seq, subj) in [(1, "kv.a"), (2, "kv.b"), (3, "kv.a"), (4, "x.y.z"), (5, "kv.b")] {
+    for (seq, subj) in [
+        (1, "kv.a"),
+        (2, "kv.b"),
+        (3, "kv.a"),
+        (4, "x.y.z"),
+        (5, "kv.b"),
+    ] {
         put(&mut s, seq, subj);
     }
     let last = |s: &S, f: &str| s.last_for_subject(f).unwrap().map(|m| m.seq);
@@ -152,7 +156,10 @@ pub(crate) fn purge_all_keeps_last_seq<S: StreamStore>(mut s: S) {
     }
     assert_eq!(s.purge(&PurgeRequest::default()).unwrap(), 10);
     let st = s.state();
-    assert_eq!((st.msgs, st.bytes, st.first_seq, st.last_seq), (0, 0, 11, 10));
+    assert_eq!(
+        (st.msgs, st.bytes, st.first_seq, st.last_seq),
+        (0, 0, 11, 10)
+    );
     assert_eq!((st.last_ts, st.num_subjects), (10_000, 0));
     assert!(s.subject_counts(">").unwrap().is_empty());
     assert!(s.last_for_subject("e").unwrap().is_none());
@@ -183,7 +190,10 @@ pub(crate) fn purge_up_to_seq_and_keep<S: StreamStore>(mut s: S) {
         keep: Some(1),
         ..Default::default()
     };
-    assert!(matches!(s.purge(&both), Err(StorageError::InvalidPurge { .. })));
+    assert!(matches!(
+        s.purge(&both),
+        Err(StorageError::InvalidPurge { .. })
+    ));
     let past_end = PurgeRequest {
         up_to_seq: Some(100),
         ..Default::default()
@@ -338,7 +348,10 @@ pub(crate) fn max_age_expires_from_the_front<S: StreamStore>(mut s: S) {
     assert_eq!(s.state().first_seq, 3);
     assert_eq!(expire(&mut s, &limits, 100_000).unwrap(), 3);
     assert_eq!(s.state().first_seq, 6);
-    assert_eq!(expire(&mut s, &StreamLimits::default(), 100_000).unwrap(), 0);
+    assert_eq!(
+        expire(&mut s, &StreamLimits::default(), 100_000).unwrap(),
+        0
+    );
 }
 
 /// Instantiates every conformance check as a `#[test]`; `$make` returns `(guard, store)`.

@@ -134,7 +134,10 @@ pub fn enforce<S: StreamStore + ?Sized>(
             let Some(seq) = store.first_seq_for_subject(subject)? else {
                 break;
             };
-            removed += u64::from(store.remove(seq)?);
+            if !store.remove(seq)? {
+                break;
+            }
+            removed += 1;
         }
     }
     loop {

@@ -14,9 +14,9 @@
 //! - Limit decisions ([`limits`]) only read store state and the message, never the clock, so every
 //!   replica applying the same commands makes the same decisions.
 
-pub mod limits;
 #[cfg(test)]
 pub(crate) mod conformance;
+pub mod limits;
 #[cfg(test)]
 mod model_tests;
 
@@ -113,8 +113,11 @@ pub trait StreamStore: Send {
 
     /// The first message with `seq >= start` whose subject matches any of `filters`
     /// (empty = any subject).
-    fn next_matching(&self, start: u64, filters: &[&str])
-    -> Result<Option<StoredMsg>, StorageError>;
+    fn next_matching(
+        &self,
+        start: u64,
+        filters: &[&str],
+    ) -> Result<Option<StoredMsg>, StorageError>;
 
     /// Removes the message at `seq`; false if it was not present.
     fn remove(&mut self, seq: u64) -> Result<bool, StorageError>;
@@ -195,7 +198,8 @@ impl<'a> PurgePlan<'a> {
 
     /// True if a message on `subject` is covered by the filter.
     pub(crate) fn matches(&self, subject: &str) -> bool {
-        self.filter.is_none_or(|f| crate::subject::matches(f, subject))
+        self.filter
+            .is_none_or(|f| crate::subject::matches(f, subject))
     }
 
     /// After purging, an unfiltered `seq` purge past the end moves the next sequence to `seq`

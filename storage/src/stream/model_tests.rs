@@ -4,9 +4,7 @@
 use bytes::Bytes;
 use proptest::prelude::*;
 
-use crate::stream::limits::{
-    DiscardPolicy, StoreOutcome, StreamLimits, expire, store_with_limits,
-};
+use crate::stream::limits::{DiscardPolicy, StoreOutcome, StreamLimits, expire, store_with_limits};
 use crate::stream::{PurgeRequest, StoredMsg, StreamStore, StreamUid};
 use crate::subject;
 
@@ -46,13 +44,21 @@ fn op() -> impl Strategy<Value = Op> {
 fn limits(i: usize) -> StreamLimits {
     match i {
         0 => StreamLimits::default(),
-        1 => StreamLimits { max_msgs: Some(6), max_msgs_per_subject: Some(3), ..Default::default() },
-        2 => StreamLimits { max_bytes: Some(400), discard: DiscardPolicy::New, ..Default::default() },
+        1 => StreamLimits {
+            max_msgs: Some(6),
+            max_msgs_per_subject: Some(3),
+            ..Default::default()
+        },
+        2 => StreamLimits {
+            max_bytes: Some(400),
+            discard: DiscardPolicy::New,
+            ..Default::default()
+        },
         _ => StreamLimits {
             max_msgs: Some(8),
             max_msgs_per_subject: Some(2),
             discard: DiscardPolicy::New,
-            discard_new_per_subject: i % 2 == 0,
+            discard_new_per_subject: i.is_multiple_of(2),
             ..Default::default()
         },
     }
@@ -77,8 +83,11 @@ impl Model {
     fn remove(&mut self, seq: u64) -> bool {
         let before = self.msgs.len();
         self.msgs.retain(|m| m.seq != seq);
-        self.fix_first();
-        before != self.msgs.len()
+        let removed = before != self.msgs.len();
+        if removed {
+            self.fix_first();
+        }
+        removed
     }
     fn fix_first(&mut self) {
         self.first_seq = self.msgs.first().map_or(self.last_seq + 1, |m| m.seq);
@@ -91,7 +100,9 @@ impl Model {
             return false;
         }
         if l.discard == DiscardPolicy::New {
-            let full_subject = l.max_msgs_per_subject.is_some_and(|x| self.count(&m.subject) >= x);
+            let full_subject = l
+                .max_msgs_per_subject
+                .is_some_and(|x| self.count(&m.subject) >= x);
             if full_subject && l.discard_new_per_subject {
                 return false;
             }
@@ -99,11 +110,16 @@ impl Model {
                 return false;
             }
             let freed = if full_subject {
-                self.msgs.iter().find(|o| o.subject == m.subject).map_or(0, size)
+                self.msgs
+                    .iter()
+                    .find(|o| o.subject == m.subject)
+                    .map_or(0, size)
             } else {
                 0
             };
-            if l.max_bytes.is_some_and(|x| (self.bytes(size) + new_size).saturating_sub(freed) > x) {
+            if l.max_bytes
+                .is_some_and(|x| (self.bytes(size) + new_size).saturating_sub(freed) > x)
+            {
                 return false;
             }
         }
@@ -116,8 +132,9 @@ impl Model {
         self.msgs.push(m);
         if let Some(max) = l.max_msgs_per_subject {
             while self.count(&subj) > max {
-                let seq = self.msgs.iter().find(|o| o.subject == subj).map(|o| o.seq);
-                seq.map(|s| self.remove(s));
+                if let Some(s) = self.msgs.iter().find(|o| o.subject == subj).map(|o| o.seq) {
+                    self.remove(s);
+                }
             }
         }
         while !self.msgs.is_empty()
@@ -144,8 +161,15 @@ impl Model {
                 true
             }
         });
-        self.fix_first();
-        if filter.is_none() && self.msgs.is_empty() && below != u64::MAX && below > self.last_seq + 1 {
+        let everything = filter.is_none() && req.keep.is_none() && below > self.last_seq;
+        if before != self.msgs.len() || everything {
+            self.fix_first();
+        }
+        if filter.is_none()
+            && self.msgs.is_empty()
+            && below != u64::MAX
+            && below > self.last_seq + 1
+        {
             self.last_seq = below - 1;
             self.first_seq = below;
         }
@@ -157,7 +181,11 @@ fn run<S: StreamStore>(mut store: S, ops: Vec<Op>) -> Result<(), TestCaseError> 
     // The two stores size messages differently (memory vs file formula of spec section 4.6).
     let memory_sizes = store.msg_size("", 0, 0) == 16;
     let size_of = move |m: &StoredMsg| {
-        let (s, h, p) = (m.subject.len() as u64, m.headers.len() as u64, m.payload.len() as u64);
+        let (s, h, p) = (
+            m.subject.len() as u64,
+            m.headers.len() as u64,
+            m.payload.len() as u64,
+        );
         match (memory_sizes, h) {
             (true, _) => s + h + p + 16,
             (false, 0) => s + p + 30,
@@ -170,42 +198,87 @@ fn run<S: StreamStore>(mut store: S, ops: Vec<Op>) -> Result<(), TestCaseError> 
     for (step, op) in ops.into_iter().enumerate() {
         shadow.push(op.clone());
         match op {
-            Op::Store { subject, headers, payload, skip, limits: li } => {
+            Op::Store {
+                subject,
+                headers,
+                payload,
+                skip,
+                limits: li,
+            } => {
                 let seq = model.last_seq + 1 + skip;
                 let m = StoredMsg {
                     seq,
                     subject: SUBJECTS[subject].to_string(),
-                    headers: if headers { Bytes::from_static(b"NATS/1.0\r\n\r\n") } else { Bytes::new() },
+                    headers: if headers {
+                        Bytes::from_static(b"NATS/1.0\r\n\r\n")
+                    } else {
+                        Bytes::new()
+                    },
                     payload: Bytes::from(vec![b'x'; payload]),
                     timestamp_ns: seq * 1_000,
                 };
                 let l = limits(li);
                 let stored = model.store(m.clone(), &l, size_fn);
                 let got = store_with_limits(&mut store, &l, &m).expect("store");
-                prop_assert_eq!(matches!(got, StoreOutcome::Stored { .. }), stored, "step {}", step);
+                prop_assert_eq!(
+                    matches!(got, StoreOutcome::Stored { .. }),
+                    stored,
+                    "step {}",
+                    step
+                );
             }
             Op::Remove(seq) => {
                 prop_assert_eq!(store.remove(seq).expect("remove"), model.remove(seq));
             }
             Op::Purge { filter, seq, keep } => {
-                let req = PurgeRequest { filter: filter.map(|f| FILTERS[f].to_string()), up_to_seq: seq, keep };
-                prop_assert_eq!(store.purge(&req).expect("purge"), model.purge(&req), "step {}", step);
+                let req = PurgeRequest {
+                    filter: filter.map(|f| FILTERS[f].to_string()),
+                    up_to_seq: seq,
+                    keep,
+                };
+                prop_assert_eq!(
+                    store.purge(&req).expect("purge"),
+                    model.purge(&req),
+                    "step {}",
+                    step
+                );
             }
             Op::Expire(now) => {
-                let l = StreamLimits { max_age_ns: Some(10_000), ..Default::default() };
+                let l = StreamLimits {
+                    max_age_ns: Some(10_000),
+                    ..Default::default()
+                };
                 let cutoff = now.saturating_sub(10_000);
-                let want: Vec<u64> = model.msgs.iter().take_while(|m| m.timestamp_ns <= cutoff).map(|m| m.seq).collect();
-                for s in &want { model.remove(*s); }
-                prop_assert_eq!(expire(&mut store, &l, now).expect("expire"), want.len() as u64);
+                let want: Vec<u64> = model
+                    .msgs
+                    .iter()
+                    .take_while(|m| m.timestamp_ns <= cutoff)
+                    .map(|m| m.seq)
+                    .collect();
+                for s in &want {
+                    model.remove(*s);
+                }
+                prop_assert_eq!(
+                    expire(&mut store, &l, now).expect("expire"),
+                    want.len() as u64
+                );
             }
         }
         let st = store.state();
         let seqs: Vec<u64> = model.msgs.iter().map(|m| m.seq).collect();
         prop_assert_eq!(st.msgs, seqs.len() as u64, "step {} ops {:?}", step, shadow);
         prop_assert_eq!(st.bytes, model.bytes(size_fn));
-        prop_assert_eq!((st.first_seq, st.last_seq), (model.first_seq, model.last_seq), "ops {:?}", shadow);
+        prop_assert_eq!(
+            (st.first_seq, st.last_seq),
+            (model.first_seq, model.last_seq),
+            "ops {:?}",
+            shadow
+        );
         prop_assert_eq!(st.last_ts, model.last_ts);
-        prop_assert_eq!(st.first_ts, model.msgs.first().map_or(0, |m| m.timestamp_ns));
+        prop_assert_eq!(
+            st.first_ts,
+            model.msgs.first().map_or(0, |m| m.timestamp_ns)
+        );
         let mut subjects: Vec<&str> = model.msgs.iter().map(|m| m.subject.as_str()).collect();
         subjects.sort_unstable();
         subjects.dedup();
@@ -216,10 +289,25 @@ fn run<S: StreamStore>(mut store: S, ops: Vec<Op>) -> Result<(), TestCaseError> 
         };
         prop_assert_eq!(store.deleted().expect("deleted"), deleted);
         for f in FILTERS {
-            let want = model.msgs.iter().rev().find(|m| subject::matches(f, &m.subject)).map(|m| m.seq);
-            prop_assert_eq!(store.last_for_subject(f).expect("last").map(|m| m.seq), want);
-            let want = model.msgs.iter().find(|m| m.seq >= 3 && subject::matches(f, &m.subject)).map(|m| m.seq);
-            prop_assert_eq!(store.next_matching(3, &[f]).expect("next").map(|m| m.seq), want);
+            let want = model
+                .msgs
+                .iter()
+                .rev()
+                .find(|m| subject::matches(f, &m.subject))
+                .map(|m| m.seq);
+            prop_assert_eq!(
+                store.last_for_subject(f).expect("last").map(|m| m.seq),
+                want
+            );
+            let want = model
+                .msgs
+                .iter()
+                .find(|m| m.seq >= 3 && subject::matches(f, &m.subject))
+                .map(|m| m.seq);
+            prop_assert_eq!(
+                store.next_matching(3, &[f]).expect("next").map(|m| m.seq),
+                want
+            );
         }
     }
     Ok(())
