@@ -1,7 +1,8 @@
 //! Storage engine benchmark: durable Raft-log appends through group commit, stream store reads
 //! and scans, and the memory store's append rate. Prints one markdown table row per figure.
 //!
-//! Usage: `cargo run -p jetraft-storage --example storage_bench -- [--dir DIR] [--secs N]`.
+//! Usage: `cargo run -p jetraft-storage --example storage_bench -- [--dir DIR] [--secs N]
+//! [--writers N,M,..]` (`--writers` measures only the durable appends, for those writer counts).
 //! Runs in the dev profile (this crate at opt-level 3, RocksDB's C++ at -O1, see Cargo.toml).
 
 use std::sync::Arc;
@@ -168,11 +169,20 @@ async fn main() {
     let mut args = std::env::args().skip(1);
     let mut dir = std::env::temp_dir();
     let mut secs = 3.0;
+    let mut writer_counts = vec![1, 16, 256];
+    let mut appends_only = false;
     while let Some(a) = args.next() {
         match (a.as_str(), args.next()) {
             ("--dir", Some(d)) => dir = d.into(),
             ("--secs", Some(s)) => secs = s.parse().expect("--secs N"),
-            _ => panic!("usage: storage_bench [--dir DIR] [--secs N]"),
+            ("--writers", Some(w)) => {
+                writer_counts = w
+                    .split(',')
+                    .map(|n| n.parse().expect("--writers N,M"))
+                    .collect();
+                appends_only = true;
+            }
+            _ => panic!("usage: storage_bench [--dir DIR] [--secs N] [--writers N,M,..]"),
         }
     }
     let tmp = tempfile::tempdir_in(&dir).expect("bench dir");
@@ -180,7 +190,7 @@ async fn main() {
     let writer = LogWriter::start(db.clone()).expect("writer");
     println!("| figure | value | unit |");
     println!("|---|---|---|");
-    for writers in [1, 16, 256] {
+    for writers in writer_counts {
         let (rate, syncs) = durable_appends(&db, &writer, writers, secs).await;
         row(
             &format!("durable 128 B appends, {writers} writers (fsync on)"),
@@ -188,6 +198,9 @@ async fn main() {
             "appends/s",
         );
         row(&format!("WAL fsyncs, {writers} writers"), syncs, "fsyncs/s");
+    }
+    if appends_only {
+        return;
     }
 
     let n = 100_000u64;

@@ -186,12 +186,21 @@ fn fail_all(reqs: Vec<Request>) {
 }
 
 fn build_batch(db: &Db, reqs: &mut [Request]) -> Result<WriteBatch, StorageError> {
+    // Resolve each column family handle once per batch, not once per operation.
+    let handles = ColumnFamily::ALL
+        .iter()
+        .map(|cf| db.cf(*cf))
+        .collect::<Result<Vec<_>, _>>()?;
+    let handle = |cf: ColumnFamily| {
+        let i = ColumnFamily::ALL.iter().position(|c| *c == cf).unwrap_or(0);
+        &handles[i]
+    };
     let mut batch = WriteBatch::default();
     for r in reqs.iter_mut() {
         for op in r.ops.drain(..) {
             match op {
-                Op::Put(cf, k, v) => batch.put_cf(&db.cf(cf)?, k, v),
-                Op::DeleteRange(cf, from, to) => batch.delete_range_cf(&db.cf(cf)?, from, to),
+                Op::Put(cf, k, v) => batch.put_cf(handle(cf), k, v),
+                Op::DeleteRange(cf, from, to) => batch.delete_range_cf(handle(cf), from, to),
             }
         }
     }
