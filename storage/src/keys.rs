@@ -11,7 +11,8 @@
 //!   lexicographically, which lets a wildcard filter scan only its literal prefix.
 //! - `consumers`: `stream_uid | name`.
 //! - `sm_meta`: `id | kind` (9 bytes): [`META_STREAM`] (a stream's counters, keyed by stream uid),
-//!   [`META_INSTALL`] (marker of an unfinished snapshot install, keyed by stream uid).
+//!   [`META_INSTALL`] (marker of an unfinished snapshot install, keyed by stream uid), and
+//!   kinds from [`META_USER_MIN`] up for the stream state machine's own records.
 //!
 //! Changing anything here is a `DataChange:` commit with a decode test on old bytes.
 
@@ -28,6 +29,10 @@ pub const RAFT_PURGED: u8 = 3;
 pub const META_STREAM: u8 = 0x10;
 /// `sm_meta` kind: a snapshot install in progress for this stream.
 pub const META_INSTALL: u8 = 0x11;
+/// `sm_meta` kinds from here up belong to the stream's state machine
+/// ([`crate::rocks::RocksStreamStore::put_meta`]), e.g. its applied log id; they travel with
+/// snapshots.
+pub const META_USER_MIN: u8 = 0x20;
 
 /// Encodes `prefix | index` (both u64, big-endian), the shape of `raft_log` and `msgs` keys.
 pub fn prefixed_u64(prefix: u64, index: u64) -> [u8; PREFIXED_U64_LEN] {

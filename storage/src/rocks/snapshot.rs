@@ -237,6 +237,7 @@ mod tests {
         let src = Db::open(src_dir.path()).unwrap();
         let mut s = fill(&src, 5, 500);
         s.remove(10).unwrap();
+        s.put_meta(keys::META_USER_MIN, b"applied").unwrap();
         let mut cons = RocksConsumerStore::new(src.clone());
         let mut cs = ConsumerState::default();
         cs.record_delivery(3, 1, 77);
@@ -278,6 +279,10 @@ mod tests {
         (want.last_seq, want.last_ts) = (500, 500_000);
         assert_eq!(got.state(), want);
         assert_eq!(got.deleted().unwrap(), vec![10]);
+        assert_eq!(
+            got.get_meta(keys::META_USER_MIN).unwrap().as_deref(),
+            Some(&b"applied"[..])
+        );
         assert_eq!(got.get(499).unwrap(), s.get(499).unwrap());
         assert_eq!(
             got.subject_counts(">").unwrap(),

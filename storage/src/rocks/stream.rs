@@ -164,6 +164,35 @@ impl RocksStreamStore {
         })
     }
 
+    /// Stores a state-machine record (e.g. the applied log id) under `sm_meta[uid|kind]`; it
+    /// travels with the stream's snapshots. `kind` must be at least [`keys::META_USER_MIN`].
+    pub fn put_meta(&mut self, kind: u8, body: &[u8]) -> Result<(), StorageError> {
+        if kind < keys::META_USER_MIN {
+            return Err(StorageError::corrupt(
+                META,
+                format!("reserved meta kind {kind}"),
+            ));
+        }
+        let key = keys::kind_key(self.uid.0, kind);
+        let mut batch = WriteBatch::default();
+        batch.put_cf(
+            &self.db.cf(ColumnFamily::SmMeta)?,
+            key,
+            record::seal(&key, body),
+        );
+        self.db.write(batch, false)
+    }
+
+    /// Reads a record written by [`Self::put_meta`].
+    pub fn get_meta(&self, kind: u8) -> Result<Option<Vec<u8>>, StorageError> {
+        let key = keys::kind_key(self.uid.0, kind);
+        let cf = self.db.cf(ColumnFamily::SmMeta)?;
+        match self.db.raw().get_pinned_cf(&cf, key)? {
+            Some(v) => Ok(Some(record::open(META, &key, &v)?.to_vec())),
+            None => Ok(None),
+        }
+    }
+
     fn msg_key(&self, seq: u64) -> [u8; 16] {
         keys::prefixed_u64(self.uid.0, seq)
     }
@@ -567,91 +596,5 @@ impl RocksStreamStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::stream::conformance::msg;
-
-    fn open(dir: &tempfile::TempDir, uid: u64) -> RocksStreamStore {
-        RocksStreamStore::open(Db::open(dir.path()).unwrap(), StreamUid(uid)).unwrap()
-    }
-
-    crate::stream::conformance::stream_conformance_tests!(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let s = open(&dir, 7);
-        (dir, s)
-    });
-
-    #[test]
-    fn state_survives_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path()).unwrap();
-        let mut s = RocksStreamStore::open(db.clone(), StreamUid(1)).unwrap();
-        let mut other = RocksStreamStore::open(db.clone(), StreamUid(2)).unwrap();
-        for seq in 1..=20 {
-            s.store_msg(&msg(seq, if seq % 2 == 0 { "a.b" } else { "c" }))
-                .unwrap();
-            other.store_msg(&msg(seq, "zzz")).unwrap();
-        }
-        s.remove(5).unwrap();
-        s.purge(&PurgeRequest {
-            up_to_seq: Some(3),
-            ..Default::default()
-        })
-        .unwrap();
-        let before = (
-            s.state(),
-            s.deleted().unwrap(),
-            s.subject_counts(">").unwrap(),
-        );
-        drop((s, other, db));
-        let db = Db::open(dir.path()).unwrap();
-        let s = RocksStreamStore::open(db.clone(), StreamUid(1)).unwrap();
-        let after = (
-            s.state(),
-            s.deleted().unwrap(),
-            s.subject_counts(">").unwrap(),
-        );
-        assert_eq!(before, after);
-        assert_eq!(s.get(20).unwrap(), Some(msg(20, "a.b")));
-        let other = RocksStreamStore::open(db, StreamUid(2)).unwrap();
-        assert_eq!(other.state().msgs, 20);
-    }
-
-    #[test]
-    fn purging_one_stream_leaves_its_neighbours() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path()).unwrap();
-        let mut a = RocksStreamStore::open(db.clone(), StreamUid(1)).unwrap();
-        let mut b = RocksStreamStore::open(db.clone(), StreamUid(2)).unwrap();
-        for seq in 1..=10 {
-            a.store_msg(&msg(seq, "x")).unwrap();
-            b.store_msg(&msg(seq, "x")).unwrap();
-        }
-        a.purge(&PurgeRequest::default()).unwrap();
-        assert_eq!(b.next_matching(0, &["x"]).unwrap().map(|m| m.seq), Some(1));
-        assert_eq!(b.last_for_subject(">").unwrap().map(|m| m.seq), Some(10));
-        assert!(a.last_for_subject(">").unwrap().is_none());
-        drop((a, b, db));
-        assert_eq!(open(&dir, 2).state().msgs, 10);
-        assert_eq!(open(&dir, 1).state().first_seq, 11);
-    }
-
-    #[test]
-    fn big_purge_spans_several_batches() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = open(&dir, 3);
-        let n = (PURGE_CHUNK * 2 + 10) as u64;
-        for seq in 1..=n {
-            s.store_msg(&msg(seq, if seq % 2 == 0 { "e" } else { "o" }))
-                .unwrap();
-        }
-        let req = PurgeRequest {
-            filter: Some("e".into()),
-            keep: Some(1),
-            ..Default::default()
-        };
-        assert_eq!(s.purge(&req).unwrap(), n / 2 - 1);
-        assert_eq!(s.subject_count("e"), 1);
-        assert_eq!(s.state().msgs, n / 2 + 1);
-    }
-}
+#[path = "stream_tests.rs"]
+mod tests;
