@@ -73,6 +73,10 @@ impl Db {
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
         opts.set_paranoid_checks(true);
+        // A torn record at the very end of the WAL (crash mid-write, never acknowledged) is
+        // dropped; corruption anywhere else fails the open instead of silently truncating
+        // acknowledged Raft entries (the default point-in-time mode would).
+        opts.set_wal_recovery_mode(rocksdb::DBRecoveryMode::TolerateCorruptedTailRecords);
         opts.set_max_background_jobs(2);
         // Concurrent writers (stream applies, log appends) share one WAL write group.
         opts.set_enable_pipelined_write(true);

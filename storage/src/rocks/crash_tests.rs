@@ -85,6 +85,7 @@ fn acknowledged_appends_survive_sigkill_20_rounds() {
     let mut rng = rand::rng();
     let started = Instant::now();
     let mut max_acked = 0u64;
+    let mut rounds_with_acks = 0;
     for round in 0..20 {
         assert!(
             started.elapsed() < Duration::from_secs(240),
@@ -134,6 +135,7 @@ fn acknowledged_appends_survive_sigkill_20_rounds() {
         acks.extend(rx.try_iter());
         if let Some(a) = acks.into_iter().max() {
             max_acked = max_acked.max(a);
+            rounds_with_acks += 1;
         }
 
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -165,7 +167,13 @@ fn acknowledged_appends_survive_sigkill_20_rounds() {
             }
         });
     }
-    assert!(max_acked > 0, "the child never acknowledged anything");
+    eprintln!(
+        "crash test: 20 kills, {rounds_with_acks} rounds with acks, {max_acked} entries acked"
+    );
+    assert!(
+        rounds_with_acks >= 15,
+        "only {rounds_with_acks} rounds acknowledged anything"
+    );
 }
 
 fn stored(n: u64) -> Vec<StoredMsg> {
@@ -257,7 +265,7 @@ fn flipped_bytes_in_sst_and_wal_files_are_never_served() {
     for (suffix, flush) in [("sst", true), ("log", false)] {
         let pristine = tempfile::tempdir().expect("tempdir");
         let want = build_closed_db(pristine.path(), flush);
-        let mut damaged_rounds = 0;
+        let (mut damaged_rounds, mut reads_ok, mut reads_failed) = (0, 0, 0);
         for _ in 0..20 {
             assert!(
                 started.elapsed() < Duration::from_secs(120),
@@ -267,9 +275,15 @@ fn flipped_bytes_in_sst_and_wal_files_are_never_served() {
             copy_dir(pristine.path(), work.path());
             if flip_random_bytes(work.path(), suffix, &mut rng) {
                 damaged_rounds += 1;
-                check_never_served(work.path(), &want);
+                let (ok, failed) = check_never_served(work.path(), &want);
+                reads_ok += ok;
+                reads_failed += failed;
             }
         }
+        eprintln!(
+            "{suffix}: {damaged_rounds} damaged copies, {reads_ok} reads correct, \
+             {reads_failed} reads or opens refused, 0 wrong"
+        );
         assert!(
             damaged_rounds >= 10,
             "{suffix}: only {damaged_rounds} damaged rounds"
