@@ -13,6 +13,13 @@
 //! - Interior gaps between `first_seq` and `last_seq` are "deleted" sequences.
 //! - Limit decisions ([`limits`]) only read store state and the message, never the clock, so every
 //!   replica applying the same commands makes the same decisions.
+//!
+//! Durability and replay: the RocksDB store writes each operation as one atomic, unsynced batch;
+//! the fsynced Raft log is what it is rebuilt from. A state machine that records its applied log
+//! id separately (e.g. with [`crate::rocks::RocksStreamStore::put_meta`]) re-applies a few entries
+//! after a crash, which is safe: `store_msg` of a sequence at or below `last_seq` fails with
+//! [`StorageError::SeqNotIncreasing`] (treat as already applied), and removals, purges and the
+//! limit helpers are idempotent because they only depend on the state they find.
 
 #[cfg(test)]
 pub(crate) mod conformance;
