@@ -7,8 +7,8 @@
 //!   [`RAFT_PURGED`].
 //! - `msgs`: `stream_uid | seq` (16 bytes).
 //! - `subjects`: `stream_uid | subject | 0x00 | seq`. Subjects never contain NUL (the stores
-//!   reject them), so all keys of one subject are contiguous and seq-ordered, and subjects sort
-//!   lexicographically, which lets a wildcard filter scan only its literal prefix.
+//!   reject them), so all keys of one subject are contiguous and seq-ordered (last-by-subject is
+//!   one reverse seek, next-by-subject one forward seek), and subjects sort lexicographically.
 //! - `consumers`: `stream_uid | name`.
 //! - `sm_meta`: `id | kind` (9 bytes): [`META_STREAM`] (a stream's counters, keyed by stream uid),
 //!   [`META_INSTALL`] (marker of an unfinished snapshot install, keyed by stream uid), and
@@ -88,14 +88,6 @@ pub fn subject_prefix(uid: u64, subject: &str) -> Vec<u8> {
     key.extend_from_slice(&uid.to_be_bytes());
     key.extend_from_slice(subject.as_bytes());
     key.push(0);
-    key
-}
-
-/// `stream_uid | literal`: the prefix of every index key whose subject starts with `literal`.
-pub fn subject_scan_prefix(uid: u64, literal: &str) -> Vec<u8> {
-    let mut key = Vec::with_capacity(8 + literal.len());
-    key.extend_from_slice(&uid.to_be_bytes());
-    key.extend_from_slice(literal.as_bytes());
     key
 }
 
