@@ -60,7 +60,7 @@ struct SmState {
 
 /// The smallest state machine the suite accepts: it remembers the applied log id and membership.
 #[derive(Debug, Default, Clone)]
-struct TestSm(Arc<Mutex<SmState>>);
+pub(crate) struct TestSm(Arc<Mutex<SmState>>);
 
 type SnapData = (Option<LogIdOf<TestConfig>>, StoredMembershipOf<TestConfig>);
 
@@ -169,6 +169,26 @@ impl StoreBuilder<TestConfig, TestLog, TestSm, tempfile::TempDir> for Builder {
             .expect("append neighbour");
         Ok((dir, TestLog::new(db, writer, GroupId(7)), TestSm::default()))
     }
+}
+
+/// Builds a fresh memory log per test.
+struct MemBuilder;
+
+impl StoreBuilder<TestConfig, crate::mem::MemLogStore<TestConfig>, TestSm, ()> for MemBuilder {
+    async fn build(
+        &self,
+    ) -> Result<((), crate::mem::MemLogStore<TestConfig>, TestSm), RaftStorageError<TestConfig>>
+    {
+        Ok(((), crate::mem::MemLogStore::new(), TestSm::default()))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openraft_log_storage_suite_passes_on_memory_log() {
+    type MemLog = crate::mem::MemLogStore<TestConfig>;
+    Suite::<TestConfig, MemLog, TestSm, MemBuilder, ()>::test_all(MemBuilder)
+        .await
+        .expect("openraft storage suite (memory)");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
