@@ -164,6 +164,23 @@ impl RocksStreamStore {
         })
     }
 
+    /// Deletes everything stored for this stream (messages, index, counters, meta records and
+    /// its consumers' states) in one batch: the stream was deleted.
+    pub fn destroy(self) -> Result<(), StorageError> {
+        let u = self.uid.0;
+        let (start, end) = (u.to_be_bytes(), keys::id_range_end(u));
+        let mut batch = WriteBatch::default();
+        for cf in [
+            ColumnFamily::Msgs,
+            ColumnFamily::Subjects,
+            ColumnFamily::Consumers,
+            ColumnFamily::SmMeta,
+        ] {
+            batch.delete_range_cf(&self.db.cf(cf)?, &start[..], &end[..]);
+        }
+        self.db.write(batch, false)
+    }
+
     /// Stores a state-machine record (e.g. the applied log id) under `sm_meta[uid|kind]`; it
     /// travels with the stream's snapshots. `kind` must be at least [`keys::META_USER_MIN`].
     pub fn put_meta(&mut self, kind: u8, body: &[u8]) -> Result<(), StorageError> {

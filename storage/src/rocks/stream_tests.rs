@@ -83,6 +83,32 @@ fn meta_records_round_trip_and_reserved_kinds_are_refused() {
 }
 
 #[test]
+fn destroy_removes_the_stream_and_only_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let mut a = RocksStreamStore::open(db.clone(), StreamUid(1)).unwrap();
+    let mut b = RocksStreamStore::open(db.clone(), StreamUid(2)).unwrap();
+    for seq in 1..=5 {
+        a.store_msg(&msg(seq, "x")).unwrap();
+        b.store_msg(&msg(seq, "x")).unwrap();
+    }
+    a.put_meta(keys::META_USER_MIN, b"a").unwrap();
+    let mut consumers = crate::rocks::RocksConsumerStore::new(db.clone());
+    let state = crate::consumer::ConsumerState::default();
+    crate::consumer::ConsumerStore::save(&mut consumers, StreamUid(1), "c", &state).unwrap();
+    a.destroy().unwrap();
+    let a = RocksStreamStore::open(db.clone(), StreamUid(1)).unwrap();
+    assert_eq!(a.state(), StreamState::default());
+    assert_eq!(a.get_meta(keys::META_USER_MIN).unwrap(), None);
+    assert!(
+        crate::consumer::ConsumerStore::list(&consumers, StreamUid(1))
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(b.state().msgs, 5);
+}
+
+#[test]
 fn big_purge_spans_several_batches() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = open(&dir, 3);
