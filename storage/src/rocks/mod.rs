@@ -12,6 +12,7 @@ mod log_writer;
 mod raft_log;
 mod snapshot;
 mod stream;
+mod stream_records;
 
 pub use consumer::RocksConsumerStore;
 pub use log_writer::{LogWriter, LogWriterStats};

@@ -13,62 +13,23 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use bytes::Bytes;
 use rocksdb::{Direction, IteratorMode, ReadOptions, WriteBatch};
 
 use crate::db::{ColumnFamily, Db};
-use crate::record::{self, BodyReader, BodyWriter};
+use crate::record;
+use crate::rocks::stream_records::{Counters, decode_msg, encode_msg};
 use crate::stream::{
     PurgePlan, PurgeRequest, StoredMsg, StreamState, StreamStore, StreamUid, check_subject,
     purge_filter,
 };
 use crate::{StorageError, keys, subject};
 
-const MSGS: &str = "msgs";
 const SUBJECTS: &str = "subjects";
 const META: &str = "sm_meta";
 /// Removals per write batch in a large purge: bounds memory and batch size.
 const PURGE_CHUNK: usize = 4096;
 /// Messages `next_matching` checks linearly before using the subject index.
 const LINEAR_SCAN: usize = 256;
-
-/// The persisted counters of one stream.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Counters {
-    msgs: u64,
-    bytes: u64,
-    first_seq: u64,
-    first_ts: u64,
-    last_seq: u64,
-    last_ts: u64,
-}
-
-impl Counters {
-    fn encode(&self, key: &[u8]) -> Vec<u8> {
-        let mut w = BodyWriter::with_capacity(48);
-        w.u64(self.msgs)
-            .u64(self.bytes)
-            .u64(self.first_seq)
-            .u64(self.first_ts)
-            .u64(self.last_seq)
-            .u64(self.last_ts);
-        record::seal(key, &w.finish())
-    }
-
-    fn decode(key: &[u8], value: &[u8]) -> Result<Self, StorageError> {
-        let mut r = BodyReader::new(META, record::open(META, key, value)?);
-        let c = Self {
-            msgs: r.u64()?,
-            bytes: r.u64()?,
-            first_seq: r.u64()?,
-            first_ts: r.u64()?,
-            last_seq: r.u64()?,
-            last_ts: r.u64()?,
-        };
-        r.end()?;
-        Ok(c)
-    }
-}
 
 /// A file stream backed by the node's RocksDB.
 #[derive(Debug)]
@@ -78,36 +39,6 @@ pub struct RocksStreamStore {
     counters: Counters,
     /// Present messages per subject; rebuilt at open.
     subjects: HashMap<String, u64>,
-}
-
-/// Encodes a message value.
-pub(crate) fn encode_msg(key: &[u8], m: &StoredMsg) -> Vec<u8> {
-    let mut w = BodyWriter::with_capacity(24 + m.subject.len() + m.headers.len() + m.payload.len());
-    w.u64(m.timestamp_ns)
-        .bytes(m.subject.as_bytes())
-        .bytes(&m.headers)
-        .bytes(&m.payload);
-    record::seal(key, &w.finish())
-}
-
-/// Decodes a message value stored under `key`.
-pub(crate) fn decode_msg(key: &[u8], value: &[u8]) -> Result<StoredMsg, StorageError> {
-    let Some((_, seq)) = keys::decode_prefixed_u64(key) else {
-        return Err(StorageError::corrupt(MSGS, "bad message key"));
-    };
-    let mut r = BodyReader::new(MSGS, record::open(MSGS, key, value)?);
-    let timestamp_ns = r.u64()?;
-    let subject = r.str()?.to_string();
-    let headers = Bytes::copy_from_slice(r.bytes()?);
-    let payload = Bytes::copy_from_slice(r.bytes()?);
-    r.end()?;
-    Ok(StoredMsg {
-        seq,
-        subject,
-        headers,
-        payload,
-        timestamp_ns,
-    })
 }
 
 impl RocksStreamStore {
