@@ -185,12 +185,13 @@ async fn main() {
             _ => panic!("usage: storage_bench [--dir DIR] [--secs N] [--writers N,M,..]"),
         }
     }
-    let tmp = tempfile::tempdir_in(&dir).expect("bench dir");
-    let db = Db::open(tmp.path()).expect("open db");
-    let writer = LogWriter::start(db.clone()).expect("writer");
     println!("| figure | value | unit |");
     println!("|---|---|---|");
     for writers in writer_counts {
+        // A fresh database per phase, so one phase's background flushes don't bill the next.
+        let tmp = tempfile::tempdir_in(&dir).expect("bench dir");
+        let db = Db::open(tmp.path()).expect("open db");
+        let writer = LogWriter::start(db.clone()).expect("writer");
         let (rate, syncs) = durable_appends(&db, &writer, writers, secs).await;
         row(
             &format!("durable 128 B appends, {writers} writers (fsync on)"),
@@ -202,6 +203,8 @@ async fn main() {
     if appends_only {
         return;
     }
+    let tmp = tempfile::tempdir_in(&dir).expect("bench dir");
+    let db = Db::open(tmp.path()).expect("open db");
 
     let n = 100_000u64;
     let mut stream = RocksStreamStore::open(db.clone(), StreamUid(1)).expect("stream");
