@@ -14,6 +14,20 @@
 //! - [`rocks::StreamSnapshotReader`] / [`rocks::StreamSnapshotInstaller`]: a stream's data as
 //!   bounded chunks from a consistent read view, and their atomic install.
 //!
+//! Wiring on a node (one of each per node unless noted):
+//!
+//! ```text
+//! let db = Db::open(data_dir)?;                         // the node's one RocksDB
+//! let writer = LogWriter::start(db.clone())?;           // group commit for every Raft group
+//! let log = RaftLogStore::<C, MyCodec>::new(db.clone(), writer.clone(), GroupId(g)); // per group
+//! let stream = RocksStreamStore::open(db.clone(), StreamUid(uid))?;                 // per stream
+//! let consumers = RocksConsumerStore::new(db.clone());
+//! ```
+//!
+//! `MyCodec: LogCodec<C>` encodes the type config's entries, votes and log ids (the `proto`
+//! crate's job); memory streams and Raft tests use [`mem::MemStreamStore`],
+//! [`mem::MemConsumerStore`] and [`mem::MemLogStore`] instead.
+//!
 //! Invariants: corrupt bytes are never returned as data (always [`StorageError::Corrupt`]);
 //! streams are keyed by [`stream::StreamUid`], never by name.
 
