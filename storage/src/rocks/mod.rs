@@ -1,0 +1,21 @@
+//! RocksDB implementations of the storage traits, all sharing the node's one [`crate::Db`].
+//!
+//! Every value goes through [`crate::record`] (version + CRC over key and body) and every read
+//! checks it. Stream and consumer writes are atomic batches written without fsync: the Raft log
+//! ([`RaftLogStore`], fsynced through the node-wide [`LogWriter`]) is the durable source they are
+//! re-applied from. Only this module and `db.rs` name `rocksdb`.
+
+mod consumer;
+#[cfg(test)]
+mod crash_tests;
+mod log_writer;
+mod raft_log;
+mod snapshot;
+mod stream;
+mod stream_records;
+
+pub use consumer::RocksConsumerStore;
+pub use log_writer::{LogWriter, LogWriterStats};
+pub use raft_log::{GroupId, LogCodec, RaftLogStore};
+pub use snapshot::{StreamSnapshotInstaller, StreamSnapshotReader};
+pub use stream::RocksStreamStore;

@@ -1,0 +1,313 @@
+//! [`RaftLogStore`]: openraft's `RaftLogStorage` + `RaftLogReader` for one Raft group, in the
+//! node's shared `raft_log` / `raft_state` column families.
+//!
+//! Layout: `raft_log[group|index] = record(codec entry)`, `raft_state[group|kind] =
+//! record(codec vote / log id)` for the vote, the committed log id and the last purged log id.
+//!
+//! Type config and codec: the store is generic over the openraft type config `C` and a
+//! [`LogCodec`] `K` that turns entries, votes and log ids into bytes. The codec is the only
+//! place that knows the encoding (STYLE B4: `proto` owns every encoded form, so the server's
+//! codec is expected to live next to its protobuf types); the storage adds the version + CRC
+//! envelope around whatever the codec produces. The tests use a serde_json codec with
+//! openraft's `serde` feature, which this crate only enables for its own tests.
+//!
+//! Invariants:
+//! - Every write goes through the node's [`LogWriter`], in submission order, so a group's vote,
+//!   appends, truncations and purges are applied in the order openraft issued them.
+//! - `append` returns once the entries are readable and completes its `IOFlushed` callback only
+//!   after a WAL fsync that covers them; `save_vote` returns only once the vote is durable.
+//! - Truncation and purge are single `delete_range` operations, so they never leave a hole.
+//! - Reads check every record and the contiguity of indexes; a gap is reported as corruption.
+
+use std::fmt::Debug;
+use std::io;
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+
+use openraft::entry::RaftEntry;
+use openraft::storage::{IOFlushed, LogState, RaftLogStorage};
+use openraft::type_config::alias::{LogIdOf, VoteOf};
+use openraft::{LogId, OptionalSend, RaftLogReader, RaftTypeConfig};
+
+use crate::db::{ColumnFamily, Db};
+use crate::rocks::log_writer::{Durable, LogWriter, Op};
+use crate::{StorageError, keys, record};
+
+const LOG: &str = "raft_log";
+const STATE: &str = "raft_state";
+
+/// A Raft group's identity on this node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupId(pub u64);
+
+/// Turns the type config's entries, votes and log ids into bytes and back.
+///
+/// Decode errors are reported as corruption (the bytes passed the CRC, so a decode failure means
+/// a codec bug or an incompatible format).
+pub trait LogCodec<C: RaftTypeConfig>: Send + Sync + 'static {
+    /// Appends the encoding of `entry` to `out`.
+    fn encode_entry(entry: &C::Entry, out: &mut Vec<u8>);
+    /// Decodes an entry.
+    fn decode_entry(bytes: &[u8]) -> Result<C::Entry, String>;
+    /// Appends the encoding of `vote` to `out`.
+    fn encode_vote(vote: &VoteOf<C>, out: &mut Vec<u8>);
+    /// Decodes a vote.
+    fn decode_vote(bytes: &[u8]) -> Result<VoteOf<C>, String>;
+    /// Appends the encoding of `log_id` to `out`.
+    fn encode_log_id(log_id: &LogIdOf<C>, out: &mut Vec<u8>);
+    /// Decodes a log id.
+    fn decode_log_id(bytes: &[u8]) -> Result<LogIdOf<C>, String>;
+}
+
+/// The log of one Raft group. Clones share the database and writer (the clone is the reader).
+pub struct RaftLogStore<C, K> {
+    db: Db,
+    writer: LogWriter,
+    group: GroupId,
+    _types: PhantomData<fn() -> (C, K)>,
+}
+
+impl<C, K> Clone for RaftLogStore<C, K> {
+    fn clone(&self) -> Self {
+        Self {
+            db: self.db.clone(),
+            writer: self.writer.clone(),
+            group: self.group,
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<C, K> Debug for RaftLogStore<C, K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaftLogStore")
+            .field("group", &self.group)
+            .finish()
+    }
+}
+
+fn corrupt(cf: &'static str, detail: String) -> io::Error {
+    StorageError::corrupt(cf, detail).into()
+}
+
+impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStore<C, K> {
+    /// The log of `group`, written through the node's `writer`.
+    pub fn new(db: Db, writer: LogWriter, group: GroupId) -> Self {
+        Self {
+            db,
+            writer,
+            group,
+            _types: PhantomData,
+        }
+    }
+
+    /// The group this log belongs to.
+    pub fn group(&self) -> GroupId {
+        self.group
+    }
+
+    /// Deletes every entry and state record of the group (the group left this node).
+    pub async fn destroy(&self) -> Result<(), StorageError> {
+        let g = self.group.0;
+        let end = keys::id_range_end(g);
+        let ops = vec![
+            Op::DeleteRange(ColumnFamily::RaftLog, g.to_be_bytes().to_vec(), end.clone()),
+            Op::DeleteRange(ColumnFamily::RaftState, g.to_be_bytes().to_vec(), end),
+        ];
+        self.writer.submit_durable(ops).await
+    }
+
+    fn state_get(&self, kind: u8) -> Result<Option<Vec<u8>>, io::Error> {
+        let key = keys::kind_key(self.group.0, kind);
+        let cf = self.db.cf(ColumnFamily::RaftState)?;
+        match self
+            .db
+            .raw()
+            .get_pinned_cf(&cf, key)
+            .map_err(StorageError::from)?
+        {
+            Some(v) => Ok(Some(record::open(STATE, &key, &v)?.to_vec())),
+            None => Ok(None),
+        }
+    }
+
+    fn read_log_id(&self, kind: u8) -> Result<Option<LogIdOf<C>>, io::Error> {
+        match self.state_get(kind)? {
+            Some(b) => Ok(Some(K::decode_log_id(&b).map_err(|e| corrupt(STATE, e))?)),
+            None => Ok(None),
+        }
+    }
+
+    fn state_op(&self, kind: u8, body: &[u8]) -> Op {
+        let key = keys::kind_key(self.group.0, kind);
+        let value = record::seal(&key, body);
+        Op::Put(ColumnFamily::RaftState, key.to_vec(), value)
+    }
+
+    fn decode_entry(key: &[u8], value: &[u8]) -> Result<C::Entry, io::Error> {
+        let body = record::open(LOG, key, value)?;
+        K::decode_entry(body).map_err(|e| corrupt(LOG, e))
+    }
+
+    fn entries(&self, start: u64, end: Option<u64>) -> Result<Vec<C::Entry>, io::Error> {
+        let cf = self.db.cf(ColumnFamily::RaftLog)?;
+        let mut it = self.db.raw().raw_iterator_cf(&cf);
+        it.seek(keys::prefixed_u64(self.group.0, start));
+        let mut out = Vec::new();
+        let mut expect: Option<u64> = None;
+        while let Some((k, v)) = it.item() {
+            let Some((g, index)) = keys::decode_prefixed_u64(k) else {
+                return Err(corrupt(LOG, "bad log key".into()));
+            };
+            if g != self.group.0 || end.is_some_and(|e| index >= e) {
+                break;
+            }
+            if expect.is_some_and(|e| e != index) {
+                return Err(corrupt(LOG, format!("hole in log before index {index}")));
+            }
+            let entry = Self::decode_entry(k, v)?;
+            if entry.log_id_parts().1 != index {
+                return Err(corrupt(
+                    LOG,
+                    format!("entry under key {index} has another index"),
+                ));
+            }
+            out.push(entry);
+            expect = Some(index + 1);
+            it.next();
+        }
+        it.status().map_err(StorageError::from)?;
+        Ok(out)
+    }
+
+    fn last_entry_log_id(&self) -> Result<Option<LogIdOf<C>>, io::Error> {
+        let cf = self.db.cf(ColumnFamily::RaftLog)?;
+        let mut it = self.db.raw().raw_iterator_cf(&cf);
+        it.seek_for_prev(keys::prefixed_u64(self.group.0, u64::MAX));
+        let found = match it.item() {
+            Some((k, v)) if k.starts_with(&self.group.0.to_be_bytes()) => {
+                let e = Self::decode_entry(k, v)?;
+                let (leader, index) = e.log_id_parts();
+                Some(LogId::new(leader.clone(), index))
+            }
+            _ => None,
+        };
+        it.status().map_err(StorageError::from)?;
+        Ok(found)
+    }
+}
+
+impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogReader<C> for RaftLogStore<C, K> {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<C::Entry>, io::Error> {
+        let start = match range.start_bound() {
+            Bound::Included(s) => *s,
+            Bound::Excluded(s) => s.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let end = match range.end_bound() {
+            Bound::Included(e) => Some(e.saturating_add(1)),
+            Bound::Excluded(e) => Some(*e),
+            Bound::Unbounded => None,
+        };
+        self.entries(start, end)
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<VoteOf<C>>, io::Error> {
+        match self.state_get(keys::RAFT_VOTE)? {
+            Some(b) => Ok(Some(K::decode_vote(&b).map_err(|e| corrupt(STATE, e))?)),
+            None => Ok(None),
+        }
+    }
+}
+
+impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStorage<C> for RaftLogStore<C, K> {
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> Result<LogState<C>, io::Error> {
+        let last_purged_log_id = self.read_log_id(keys::RAFT_PURGED)?;
+        let last_log_id = match self.last_entry_log_id()? {
+            Some(id) => Some(id),
+            None => last_purged_log_id.clone(),
+        };
+        Ok(LogState {
+            last_purged_log_id,
+            last_log_id,
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &VoteOf<C>) -> Result<(), io::Error> {
+        let mut body = Vec::new();
+        K::encode_vote(vote, &mut body);
+        let op = self.state_op(keys::RAFT_VOTE, &body);
+        Ok(self.writer.submit_durable(vec![op]).await?)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogIdOf<C>>) -> Result<(), io::Error> {
+        let Some(committed) = committed else {
+            return Ok(());
+        };
+        let mut body = Vec::new();
+        K::encode_log_id(&committed, &mut body);
+        let op = self.state_op(keys::RAFT_COMMITTED, &body);
+        Ok(self.writer.submit(vec![op], None).await?)
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogIdOf<C>>, io::Error> {
+        self.read_log_id(keys::RAFT_COMMITTED)
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: IOFlushed<C>) -> Result<(), io::Error>
+    where
+        I: IntoIterator<Item = C::Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut ops = Vec::new();
+        let mut body = Vec::new();
+        for e in entries {
+            body.clear();
+            K::encode_entry(&e, &mut body);
+            let key = keys::prefixed_u64(self.group.0, e.log_id_parts().1);
+            let value = record::seal(&key, &body);
+            ops.push(Op::Put(ColumnFamily::RaftLog, key.to_vec(), value));
+        }
+        let done: Durable = Box::new(move |r: Result<(), io::Error>| callback.io_completed(r));
+        Ok(self.writer.submit(ops, Some(done)).await?)
+    }
+
+    async fn truncate_after(&mut self, last_log_id: Option<LogIdOf<C>>) -> Result<(), io::Error> {
+        let from = last_log_id.map_or(0, |id| id.index() + 1);
+        let g = self.group.0;
+        let op = Op::DeleteRange(
+            ColumnFamily::RaftLog,
+            keys::prefixed_u64(g, from).to_vec(),
+            keys::id_range_end(g),
+        );
+        Ok(self.writer.submit(vec![op], None).await?)
+    }
+
+    async fn purge(&mut self, log_id: LogIdOf<C>) -> Result<(), io::Error> {
+        let g = self.group.0;
+        let mut body = Vec::new();
+        K::encode_log_id(&log_id, &mut body);
+        let ops = vec![
+            self.state_op(keys::RAFT_PURGED, &body),
+            Op::DeleteRange(
+                ColumnFamily::RaftLog,
+                keys::prefixed_u64(g, 0).to_vec(),
+                keys::prefixed_u64(g, log_id.index().saturating_add(1)).to_vec(),
+            ),
+        ];
+        Ok(self.writer.submit(ops, None).await?)
+    }
+}
+
+#[cfg(test)]
+#[path = "raft_log_tests.rs"]
+pub(crate) mod tests;

@@ -1,0 +1,255 @@
+//! openraft's own log-storage suite on [`RaftLogStore`], plus crash-free unit checks.
+
+use std::io;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
+use openraft::testing::log::{StoreBuilder, Suite};
+use openraft::type_config::TypeConfigExt;
+use openraft::type_config::alias::{LogIdOf, SnapshotMetaOf, SnapshotOf, StoredMembershipOf};
+use openraft::{OptionalSend, StorageError as RaftStorageError};
+
+use super::*;
+
+openraft::declare_raft_types!(
+    /// The default type config, with the test codec below.
+    pub(crate) TestConfig
+);
+
+/// serde_json codec (openraft's `serde` feature is enabled for this crate's tests only).
+pub(crate) struct JsonCodec;
+
+fn to_json<T: serde::Serialize>(v: &T, out: &mut Vec<u8>) {
+    serde_json::to_writer(out, v).expect("openraft types serialize to JSON");
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, String> {
+    serde_json::from_slice(b).map_err(|e| e.to_string())
+}
+
+impl LogCodec<TestConfig> for JsonCodec {
+    fn encode_entry(entry: &<TestConfig as RaftTypeConfig>::Entry, out: &mut Vec<u8>) {
+        to_json(entry, out)
+    }
+    fn decode_entry(bytes: &[u8]) -> Result<<TestConfig as RaftTypeConfig>::Entry, String> {
+        from_json(bytes)
+    }
+    fn encode_vote(vote: &VoteOf<TestConfig>, out: &mut Vec<u8>) {
+        to_json(vote, out)
+    }
+    fn decode_vote(bytes: &[u8]) -> Result<VoteOf<TestConfig>, String> {
+        from_json(bytes)
+    }
+    fn encode_log_id(log_id: &LogIdOf<TestConfig>, out: &mut Vec<u8>) {
+        to_json(log_id, out)
+    }
+    fn decode_log_id(bytes: &[u8]) -> Result<LogIdOf<TestConfig>, String> {
+        from_json(bytes)
+    }
+}
+
+pub(crate) type TestLog = RaftLogStore<TestConfig, JsonCodec>;
+
+#[derive(Debug, Default, Clone)]
+struct SmState {
+    applied: Option<LogIdOf<TestConfig>>,
+    membership: StoredMembershipOf<TestConfig>,
+    snapshot: Option<SnapshotMetaOf<TestConfig>>,
+}
+
+/// The smallest state machine the suite accepts: it remembers the applied log id and membership.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct TestSm(Arc<Mutex<SmState>>);
+
+type SnapData = (Option<LogIdOf<TestConfig>>, StoredMembershipOf<TestConfig>);
+
+impl RaftSnapshotBuilder<TestConfig> for TestSm {
+    type SnapshotData = SnapData;
+
+    async fn build_snapshot(&mut self) -> Result<SnapshotOf<TestConfig, SnapData>, io::Error> {
+        let mut st = self.0.lock().expect("test lock");
+        let meta = SnapshotMetaOf::<TestConfig> {
+            last_log_id: st.applied,
+            last_membership: st.membership.clone(),
+        };
+        st.snapshot = Some(meta.clone());
+        Ok(SnapshotOf::<TestConfig, SnapData> {
+            meta,
+            snapshot: (st.applied, st.membership.clone()),
+        })
+    }
+}
+
+impl RaftStateMachine<TestConfig> for TestSm {
+    type SnapshotData = SnapData;
+    type SnapshotBuilder = Self;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogIdOf<TestConfig>>, StoredMembershipOf<TestConfig>), io::Error> {
+        let st = self.0.lock().expect("test lock");
+        Ok((st.applied, st.membership.clone()))
+    }
+
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
+    where
+        Strm: futures::Stream<Item = Result<EntryResponder<TestConfig>, io::Error>>
+            + Unpin
+            + OptionalSend,
+    {
+        while let Some(item) = entries.next().await {
+            let (entry, responder) = item?;
+            let log_id = entry.log_id;
+            {
+                let mut st = self.0.lock().expect("test lock");
+                st.applied = Some(log_id);
+                if let Some(m) = entry.get_membership() {
+                    st.membership = StoredMembershipOf::<TestConfig>::new(Some(log_id), m);
+                }
+            }
+            if let Some(r) = responder {
+                r.send(String::new());
+            }
+        }
+        Ok(())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMetaOf<TestConfig>,
+        snapshot: SnapData,
+    ) -> Result<(), io::Error> {
+        let mut st = self.0.lock().expect("test lock");
+        (st.applied, st.membership) = snapshot;
+        st.snapshot = Some(meta.clone());
+        Ok(())
+    }
+
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<SnapshotOf<TestConfig, SnapData>>, io::Error> {
+        let st = self.0.lock().expect("test lock");
+        Ok(st
+            .snapshot
+            .clone()
+            .map(|meta| SnapshotOf::<TestConfig, SnapData> {
+                snapshot: (meta.last_log_id, meta.last_membership.clone()),
+                meta,
+            }))
+    }
+}
+
+/// Builds a fresh database per test; the guard keeps the directory alive.
+struct Builder;
+
+impl StoreBuilder<TestConfig, TestLog, TestSm, tempfile::TempDir> for Builder {
+    async fn build(
+        &self,
+    ) -> Result<(tempfile::TempDir, TestLog, TestSm), RaftStorageError<TestConfig>> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path()).expect("open db");
+        let writer = LogWriter::start(db.clone()).expect("start writer");
+        // A neighbouring group's entries must never leak into the tested group.
+        let mut neighbour = TestLog::new(db.clone(), writer.clone(), GroupId(8));
+        let e = <TestConfig as RaftTypeConfig>::Entry::new_blank(LogId::new(
+            openraft::impls::leader_id_adv::LeaderId {
+                term: 9,
+                node_id: 9,
+            },
+            3,
+        ));
+        neighbour
+            .append([e], IOFlushed::noop())
+            .await
+            .expect("append neighbour");
+        Ok((dir, TestLog::new(db, writer, GroupId(7)), TestSm::default()))
+    }
+}
+
+/// Builds a fresh memory log per test.
+struct MemBuilder;
+
+impl StoreBuilder<TestConfig, crate::mem::MemLogStore<TestConfig>, TestSm, ()> for MemBuilder {
+    async fn build(
+        &self,
+    ) -> Result<((), crate::mem::MemLogStore<TestConfig>, TestSm), RaftStorageError<TestConfig>>
+    {
+        Ok(((), crate::mem::MemLogStore::new(), TestSm::default()))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openraft_log_storage_suite_passes_on_memory_log() {
+    type MemLog = crate::mem::MemLogStore<TestConfig>;
+    Suite::<TestConfig, MemLog, TestSm, MemBuilder, ()>::test_all(MemBuilder)
+        .await
+        .expect("openraft storage suite (memory)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openraft_log_storage_suite_passes() {
+    Suite::<TestConfig, TestLog, TestSm, Builder, tempfile::TempDir>::test_all(Builder)
+        .await
+        .expect("openraft storage suite");
+}
+
+fn blank(term: u64, index: u64) -> <TestConfig as RaftTypeConfig>::Entry {
+    <TestConfig as RaftTypeConfig>::Entry::new_blank(LogId::new(
+        openraft::impls::leader_id_adv::LeaderId { term, node_id: 1 },
+        index,
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flushed_appends_survive_reopen_and_callback_fires_after_sync() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = Db::open(dir.path()).expect("open");
+        let writer = LogWriter::start(db.clone()).expect("writer");
+        let mut log = TestLog::new(db, writer.clone(), GroupId(1));
+        let (tx, rx) = TestConfig::oneshot();
+        log.append((1..=10).map(|i| blank(1, i)), IOFlushed::signal(tx))
+            .await
+            .expect("append");
+        rx.await.expect("callback").expect("flushed");
+        assert!(
+            writer
+                .stats()
+                .syncs
+                .load(std::sync::atomic::Ordering::Relaxed)
+                >= 1
+        );
+    }
+    let db = Db::open(dir.path()).expect("reopen");
+    let writer = LogWriter::start(db.clone()).expect("writer");
+    let mut log = TestLog::new(db, writer, GroupId(1));
+    let st = log.get_log_state().await.expect("state");
+    assert_eq!(st.last_log_id.map(|l| l.index), Some(10));
+    assert_eq!(log.try_get_log_entries(3..6).await.expect("read").len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_entry_is_an_error_not_data() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path()).expect("open");
+    let writer = LogWriter::start(db.clone()).expect("writer");
+    let mut log = TestLog::new(db.clone(), writer, GroupId(1));
+    log.append((1..=3).map(|i| blank(1, i)), IOFlushed::noop())
+        .await
+        .expect("append");
+    let key = keys::prefixed_u64(1, 2);
+    let mut v = db
+        .get(ColumnFamily::RaftLog, &key)
+        .expect("get")
+        .expect("present");
+    v[7] ^= 1;
+    db.put_synced(&[(ColumnFamily::RaftLog, &key, &v)])
+        .expect("put");
+    let err = log.try_get_log_entries(1..4).await.expect_err("corrupt");
+    assert!(err.to_string().contains("corrupt"), "{err}");
+}

@@ -1,0 +1,548 @@
+//! [`RocksStreamStore`]: a file stream in the `msgs`, `subjects` and `sm_meta` column families.
+//!
+//! Layout (see [`crate::keys`]): `msgs[uid|seq] = record(ts, subject, headers, payload)`,
+//! `subjects[uid|subject|0|seq] = record()`, `sm_meta[uid|META_STREAM] = record(counters)`.
+//!
+//! Invariants:
+//! - Every mutation is one `WriteBatch` that also rewrites the counters record, so after a crash
+//!   the counters always describe the messages present.
+//! - The per-subject counts live in memory (like nats-server's per-subject index) and are rebuilt
+//!   at [`RocksStreamStore::open`] by a key-only scan of the stream's subject index; the open
+//!   fails with `Corrupt` if they disagree with the persisted message count.
+//! - One handle per stream uid; the handle is the only writer of its key ranges.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use rocksdb::{Direction, IteratorMode, ReadOptions, WriteBatch};
+
+use crate::db::{ColumnFamily, Db};
+use crate::record;
+use crate::rocks::stream_records::{Counters, decode_msg, encode_msg};
+use crate::stream::{
+    PurgePlan, PurgeRequest, StoredMsg, StreamState, StreamStore, StreamUid, check_subject,
+    purge_filter,
+};
+use crate::{StorageError, keys, subject};
+
+const SUBJECTS: &str = "subjects";
+const META: &str = "sm_meta";
+/// Removals per write batch in a large purge: bounds memory and batch size.
+const PURGE_CHUNK: usize = 4096;
+/// Messages `next_matching` checks linearly before using the subject index.
+const LINEAR_SCAN: usize = 256;
+
+/// A file stream backed by the node's RocksDB.
+#[derive(Debug)]
+pub struct RocksStreamStore {
+    db: Db,
+    uid: StreamUid,
+    counters: Counters,
+    /// Present messages per subject; rebuilt at open.
+    subjects: HashMap<String, u64>,
+}
+
+impl RocksStreamStore {
+    /// Opens (or creates, when nothing is stored yet) the stream `uid`.
+    pub fn open(db: Db, uid: StreamUid) -> Result<Self, StorageError> {
+        let raw = db.raw();
+        let meta = db.cf(ColumnFamily::SmMeta)?;
+        if raw
+            .get_pinned_cf(&meta, keys::kind_key(uid.0, keys::META_INSTALL))?
+            .is_some()
+        {
+            return Err(StorageError::IncompleteInstall { stream: uid.0 });
+        }
+        let ckey = keys::kind_key(uid.0, keys::META_STREAM);
+        let counters = match raw.get_pinned_cf(&meta, ckey)? {
+            Some(v) => Counters::decode(&ckey, &v)?,
+            None => Counters::default(),
+        };
+        drop(meta);
+        let mut subjects: HashMap<String, u64> = HashMap::new();
+        let cf = db.cf(ColumnFamily::Subjects)?;
+        let prefix = uid.0.to_be_bytes();
+        let mut it = raw.raw_iterator_cf(&cf);
+        it.seek(prefix);
+        while let Some((k, v)) = it.item() {
+            if !k.starts_with(&prefix) {
+                break;
+            }
+            record::open(SUBJECTS, k, v)?;
+            let Some((_, subj, _)) = keys::decode_subject_index(k) else {
+                return Err(StorageError::corrupt(SUBJECTS, "bad subject index key"));
+            };
+            *subjects.entry(subj.to_string()).or_default() += 1;
+            it.next();
+        }
+        it.status()?;
+        drop(it);
+        drop(cf);
+        let indexed: u64 = subjects.values().sum();
+        if indexed != counters.msgs {
+            return Err(StorageError::corrupt(
+                SUBJECTS,
+                format!(
+                    "stream {}: {} indexed messages, counters say {}",
+                    uid.0, indexed, counters.msgs
+                ),
+            ));
+        }
+        Ok(Self {
+            db,
+            uid,
+            counters,
+            subjects,
+        })
+    }
+
+    /// Deletes everything stored for this stream (messages, index, counters, meta records and
+    /// its consumers' states) in one batch: the stream was deleted.
+    pub fn destroy(self) -> Result<(), StorageError> {
+        let u = self.uid.0;
+        let (start, end) = (u.to_be_bytes(), keys::id_range_end(u));
+        let mut batch = WriteBatch::default();
+        for cf in [
+            ColumnFamily::Msgs,
+            ColumnFamily::Subjects,
+            ColumnFamily::Consumers,
+            ColumnFamily::SmMeta,
+        ] {
+            batch.delete_range_cf(&self.db.cf(cf)?, &start[..], &end[..]);
+        }
+        self.db.write(batch, false)
+    }
+
+    /// Stores a state-machine record (e.g. the applied log id) under `sm_meta[uid|kind]`; it
+    /// travels with the stream's snapshots. `kind` must be at least [`keys::META_USER_MIN`].
+    pub fn put_meta(&mut self, kind: u8, body: &[u8]) -> Result<(), StorageError> {
+        if kind < keys::META_USER_MIN {
+            return Err(StorageError::corrupt(
+                META,
+                format!("reserved meta kind {kind}"),
+            ));
+        }
+        let key = keys::kind_key(self.uid.0, kind);
+        let mut batch = WriteBatch::default();
+        batch.put_cf(
+            &self.db.cf(ColumnFamily::SmMeta)?,
+            key,
+            record::seal(&key, body),
+        );
+        self.db.write(batch, false)
+    }
+
+    /// Reads a record written by [`Self::put_meta`].
+    pub fn get_meta(&self, kind: u8) -> Result<Option<Vec<u8>>, StorageError> {
+        let key = keys::kind_key(self.uid.0, kind);
+        let cf = self.db.cf(ColumnFamily::SmMeta)?;
+        match self.db.raw().get_pinned_cf(&cf, key)? {
+            Some(v) => Ok(Some(record::open(META, &key, &v)?.to_vec())),
+            None => Ok(None),
+        }
+    }
+
+    fn msg_key(&self, seq: u64) -> [u8; 16] {
+        keys::prefixed_u64(self.uid.0, seq)
+    }
+
+    fn put_counters(&self, batch: &mut WriteBatch, c: &Counters) -> Result<(), StorageError> {
+        let key = keys::kind_key(self.uid.0, keys::META_STREAM);
+        batch.put_cf(&self.db.cf(ColumnFamily::SmMeta)?, key, c.encode(&key));
+        Ok(())
+    }
+
+    /// The first present message with `seq >= from` that is not in `skip`: `(seq, ts)`.
+    fn first_present(
+        &self,
+        from: u64,
+        skip: &HashSet<u64>,
+    ) -> Result<Option<(u64, u64)>, StorageError> {
+        let cf = self.db.cf(ColumnFamily::Msgs)?;
+        let mut it = self.db.raw().raw_iterator_cf(&cf);
+        it.seek(self.msg_key(from));
+        while let Some((k, v)) = it.item() {
+            match keys::decode_prefixed_u64(k) {
+                Some((uid, seq)) if uid == self.uid.0 => {
+                    if !skip.contains(&seq) {
+                        return Ok(Some((seq, decode_msg(k, v)?.timestamp_ns)));
+                    }
+                }
+                _ => break,
+            }
+            it.next();
+        }
+        it.status()?;
+        Ok(None)
+    }
+
+    /// Removes `victims` (seq, subject, size) in one batch, keeping counters consistent.
+    fn remove_batch(&mut self, victims: &[(u64, String, u64)]) -> Result<(), StorageError> {
+        if victims.is_empty() {
+            return Ok(());
+        }
+        let msgs_cf = self.db.cf(ColumnFamily::Msgs)?;
+        let subj_cf = self.db.cf(ColumnFamily::Subjects)?;
+        let mut batch = WriteBatch::default();
+        let mut c = self.counters;
+        for (seq, subj, size) in victims {
+            batch.delete_cf(&msgs_cf, self.msg_key(*seq));
+            batch.delete_cf(&subj_cf, keys::subject_index(self.uid.0, subj, *seq));
+            c.msgs -= 1;
+            c.bytes = c.bytes.saturating_sub(*size);
+        }
+        let gone: HashSet<u64> = victims.iter().map(|v| v.0).collect();
+        if gone.contains(&c.first_seq) {
+            (c.first_seq, c.first_ts) = self
+                .first_present(c.first_seq, &gone)?
+                .unwrap_or((c.last_seq + 1, 0));
+        }
+        drop((msgs_cf, subj_cf));
+        self.put_counters(&mut batch, &c)?;
+        self.db.write(batch, false)?;
+        self.counters = c;
+        for (_, subj, _) in victims {
+            if let Some(n) = self.subjects.get_mut(subj) {
+                *n -= 1;
+                if *n == 0 {
+                    self.subjects.remove(subj);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn purge_everything(&mut self) -> Result<u64, StorageError> {
+        let removed = self.counters.msgs;
+        let uid = self.uid.0;
+        let mut batch = WriteBatch::default();
+        let end = keys::id_range_end(uid);
+        let start = uid.to_be_bytes();
+        batch.delete_range_cf(&self.db.cf(ColumnFamily::Msgs)?, &start[..], &end[..]);
+        batch.delete_range_cf(&self.db.cf(ColumnFamily::Subjects)?, &start[..], &end[..]);
+        let c = Counters {
+            msgs: 0,
+            bytes: 0,
+            first_seq: self.counters.last_seq + 1,
+            first_ts: 0,
+            ..self.counters
+        };
+        self.put_counters(&mut batch, &c)?;
+        self.db.write(batch, false)?;
+        self.counters = c;
+        self.subjects.clear();
+        Ok(removed)
+    }
+
+    /// Seeks the first index key of `subj` with `seq >= from`; returns its seq.
+    fn subject_seek(&self, subj: &str, from: u64) -> Result<Option<u64>, StorageError> {
+        let cf = self.db.cf(ColumnFamily::Subjects)?;
+        let mut it = self.db.raw().raw_iterator_cf(&cf);
+        let prefix = keys::subject_prefix(self.uid.0, subj);
+        it.seek(keys::subject_index(self.uid.0, subj, from));
+        let found = match it.item() {
+            Some((k, v)) if k.starts_with(&prefix) => {
+                record::open(SUBJECTS, k, v)?;
+                keys::decode_subject_index(k).map(|(_, _, seq)| seq)
+            }
+            _ => None,
+        };
+        it.status()?;
+        Ok(found)
+    }
+
+    /// The newest index entry of one literal subject.
+    fn subject_last(&self, subj: &str) -> Result<Option<u64>, StorageError> {
+        let cf = self.db.cf(ColumnFamily::Subjects)?;
+        let mut it = self.db.raw().raw_iterator_cf(&cf);
+        let prefix = keys::subject_prefix(self.uid.0, subj);
+        it.seek_for_prev(keys::subject_index(self.uid.0, subj, u64::MAX));
+        let found = match it.item() {
+            Some((k, v)) if k.starts_with(&prefix) => {
+                record::open(SUBJECTS, k, v)?;
+                keys::decode_subject_index(k).map(|(_, _, seq)| seq)
+            }
+            _ => None,
+        };
+        it.status()?;
+        Ok(found)
+    }
+}
+
+impl StreamStore for RocksStreamStore {
+    fn uid(&self) -> StreamUid {
+        self.uid
+    }
+
+    fn msg_size(&self, subject: &str, headers_len: usize, payload_len: usize) -> u64 {
+        // nats-server's file store record size (spec section 4.6).
+        if headers_len == 0 {
+            (subject.len() + payload_len + 30) as u64
+        } else {
+            (subject.len() + headers_len + payload_len + 34) as u64
+        }
+    }
+
+    fn store_msg(&mut self, msg: &StoredMsg) -> Result<(), StorageError> {
+        check_subject(&msg.subject)?;
+        let mut c = self.counters;
+        if msg.seq <= c.last_seq {
+            return Err(StorageError::SeqNotIncreasing {
+                stream: self.uid.0,
+                seq: msg.seq,
+                last_seq: c.last_seq,
+            });
+        }
+        if c.msgs == 0 {
+            c.first_seq = msg.seq;
+            c.first_ts = msg.timestamp_ns;
+        }
+        c.msgs += 1;
+        c.bytes += self.msg_size(&msg.subject, msg.headers.len(), msg.payload.len());
+        c.last_seq = msg.seq;
+        c.last_ts = msg.timestamp_ns;
+        let mut batch = WriteBatch::default();
+        let key = self.msg_key(msg.seq);
+        batch.put_cf(&self.db.cf(ColumnFamily::Msgs)?, key, encode_msg(&key, msg));
+        let ikey = keys::subject_index(self.uid.0, &msg.subject, msg.seq);
+        let ival = record::seal(&ikey, &[]);
+        batch.put_cf(&self.db.cf(ColumnFamily::Subjects)?, ikey, ival);
+        self.put_counters(&mut batch, &c)?;
+        self.db.write(batch, false)?;
+        self.counters = c;
+        *self.subjects.entry(msg.subject.clone()).or_default() += 1;
+        Ok(())
+    }
+
+    fn skip_to(&mut self, next_seq: u64) -> Result<(), StorageError> {
+        if self.counters.msgs != 0 || next_seq <= self.counters.last_seq {
+            return Ok(());
+        }
+        let c = Counters {
+            first_seq: next_seq,
+            last_seq: next_seq - 1,
+            ..self.counters
+        };
+        let mut batch = WriteBatch::default();
+        self.put_counters(&mut batch, &c)?;
+        self.db.write(batch, false)?;
+        self.counters = c;
+        Ok(())
+    }
+
+    fn get(&self, seq: u64) -> Result<Option<StoredMsg>, StorageError> {
+        let key = self.msg_key(seq);
+        let cf = self.db.cf(ColumnFamily::Msgs)?;
+        match self.db.raw().get_pinned_cf(&cf, key)? {
+            Some(v) => Ok(Some(decode_msg(&key, &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn last_for_subject(&self, filter: &str) -> Result<Option<StoredMsg>, StorageError> {
+        let last = if subject::is_match_all(filter) {
+            let cf = self.db.cf(ColumnFamily::Msgs)?;
+            let mut it = self.db.raw().raw_iterator_cf(&cf);
+            it.seek_for_prev(self.msg_key(u64::MAX));
+            let found = it
+                .key()
+                .and_then(keys::decode_prefixed_u64)
+                .filter(|(uid, _)| *uid == self.uid.0)
+                .map(|(_, seq)| seq);
+            it.status()?;
+            found
+        } else if subject::is_literal(filter) {
+            if self.subjects.contains_key(filter) {
+                self.subject_last(filter)?
+            } else {
+                None
+            }
+        } else {
+            let mut best = None;
+            for s in self.subjects.keys().filter(|s| subject::matches(filter, s)) {
+                best = best.max(self.subject_last(s)?);
+            }
+            best
+        };
+        match last {
+            Some(seq) => self.get(seq),
+            None => Ok(None),
+        }
+    }
+
+    fn next_matching(
+        &self,
+        start: u64,
+        filters: &[&str],
+    ) -> Result<Option<StoredMsg>, StorageError> {
+        let all = filters.is_empty() || filters.iter().any(|f| subject::is_match_all(f));
+        let hit = |s: &str| all || filters.iter().any(|f| subject::matches(f, s));
+        {
+            let cf = self.db.cf(ColumnFamily::Msgs)?;
+            let mut ro = ReadOptions::default();
+            ro.set_iterate_upper_bound(keys::id_range_end(self.uid.0));
+            let from = self.msg_key(start);
+            let it = self.db.raw().iterator_cf_opt(
+                &cf,
+                ro,
+                IteratorMode::From(&from, Direction::Forward),
+            );
+            for (n, item) in it.enumerate() {
+                if !all && n >= LINEAR_SCAN {
+                    break;
+                }
+                let (k, v) = item?;
+                let m = decode_msg(&k, &v)?;
+                if hit(&m.subject) {
+                    return Ok(Some(m));
+                }
+            }
+            if all {
+                return Ok(None);
+            }
+        }
+        let mut best: Option<u64> = None;
+        for s in self.subjects.keys().filter(|s| hit(s)) {
+            if let Some(seq) = self.subject_seek(s, start)? {
+                best = Some(best.map_or(seq, |b| b.min(seq)));
+            }
+        }
+        match best {
+            Some(seq) => self.get(seq),
+            None => Ok(None),
+        }
+    }
+
+    fn remove(&mut self, seq: u64) -> Result<bool, StorageError> {
+        let Some(m) = self.get(seq)? else {
+            return Ok(false);
+        };
+        let size = self.msg_size(&m.subject, m.headers.len(), m.payload.len());
+        self.remove_batch(&[(seq, m.subject, size)])?;
+        Ok(true)
+    }
+
+    fn purge(&mut self, req: &PurgeRequest) -> Result<u64, StorageError> {
+        let matching = match purge_filter(req) {
+            None => self.counters.msgs,
+            Some(f) => self.subject_counts(f)?.values().sum(),
+        };
+        let plan = PurgePlan::new(req, matching)?;
+        let removed = if plan.is_everything(self.counters.last_seq) {
+            self.purge_everything()?
+        } else {
+            self.purge_planned(&plan)?
+        };
+        if let Some(next) = plan.skip_target(&self.state()) {
+            self.skip_to(next)?;
+        }
+        Ok(removed)
+    }
+
+    fn state(&self) -> StreamState {
+        let c = &self.counters;
+        StreamState {
+            msgs: c.msgs,
+            bytes: c.bytes,
+            first_seq: c.first_seq,
+            first_ts: c.first_ts,
+            last_seq: c.last_seq,
+            last_ts: c.last_ts,
+            num_subjects: self.subjects.len() as u64,
+        }
+    }
+
+    fn deleted(&self) -> Result<Vec<u64>, StorageError> {
+        let mut out = Vec::new();
+        if self.counters.msgs == 0 {
+            return Ok(out);
+        }
+        let cf = self.db.cf(ColumnFamily::Msgs)?;
+        let mut it = self.db.raw().raw_iterator_cf(&cf);
+        let mut expect = self.counters.first_seq;
+        it.seek(self.msg_key(expect));
+        while let Some(k) = it.key() {
+            match keys::decode_prefixed_u64(k) {
+                Some((uid, seq)) if uid == self.uid.0 => {
+                    out.extend(expect..seq);
+                    expect = seq + 1;
+                }
+                _ => break,
+            }
+            it.next();
+        }
+        it.status()?;
+        Ok(out)
+    }
+
+    fn subject_counts(&self, filter: &str) -> Result<BTreeMap<String, u64>, StorageError> {
+        Ok(self
+            .subjects
+            .iter()
+            .filter(|(s, _)| subject::is_match_all(filter) || subject::matches(filter, s))
+            .map(|(s, n)| (s.clone(), *n))
+            .collect())
+    }
+
+    fn subject_count(&self, subject: &str) -> u64 {
+        self.subjects.get(subject).copied().unwrap_or(0)
+    }
+
+    fn first_seq_for_subject(&self, subject: &str) -> Result<Option<u64>, StorageError> {
+        if !self.subjects.contains_key(subject) {
+            return Ok(None);
+        }
+        self.subject_seek(subject, 0)
+    }
+}
+
+impl RocksStreamStore {
+    fn purge_planned(&mut self, plan: &PurgePlan<'_>) -> Result<u64, StorageError> {
+        let mut removed = 0u64;
+        let mut from = self.counters.first_seq;
+        loop {
+            let budget = plan.max_remove - removed;
+            if budget == 0 {
+                break;
+            }
+            let mut victims = Vec::new();
+            let mut next_from = None;
+            {
+                let cf = self.db.cf(ColumnFamily::Msgs)?;
+                let mut ro = ReadOptions::default();
+                ro.set_iterate_upper_bound(self.msg_key(plan.below.min(u64::MAX - 1)).to_vec());
+                let start = self.msg_key(from);
+                let it = self.db.raw().iterator_cf_opt(
+                    &cf,
+                    ro,
+                    IteratorMode::From(&start, Direction::Forward),
+                );
+                for item in it {
+                    let (k, v) = item?;
+                    let m = decode_msg(&k, &v)?;
+                    if m.seq >= plan.below {
+                        break;
+                    }
+                    if plan.matches(&m.subject) {
+                        let size = self.msg_size(&m.subject, m.headers.len(), m.payload.len());
+                        victims.push((m.seq, m.subject, size));
+                        if victims.len() as u64 >= budget || victims.len() >= PURGE_CHUNK {
+                            next_from = Some(m.seq + 1);
+                            break;
+                        }
+                    }
+                }
+            }
+            removed += victims.len() as u64;
+            self.remove_batch(&victims)?;
+            match next_from {
+                Some(f) => from = f,
+                None => break,
+            }
+        }
+        Ok(removed)
+    }
+}
+
+#[cfg(test)]
+#[path = "stream_tests.rs"]
+mod tests;

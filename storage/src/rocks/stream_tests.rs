@@ -1,0 +1,128 @@
+//! Tests of [`RocksStreamStore`]: the shared conformance suite plus reopen and isolation.
+use super::*;
+use crate::stream::conformance::msg;
+
+fn open(dir: &tempfile::TempDir, uid: u64) -> RocksStreamStore {
+    RocksStreamStore::open(Db::open(dir.path()).unwrap(), StreamUid(uid)).unwrap()
+}
+
+crate::stream::conformance::stream_conformance_tests!(|| {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(&dir, 7);
+    (dir, s)
+});
+
+#[test]
+fn state_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let mut s = RocksStreamStore::open(db.clone(), StreamUid(1)).unwrap();
+    let mut other = RocksStreamStore::open(db.clone(), StreamUid(2)).unwrap();
+    for seq in 1..=20 {
+        s.store_msg(&msg(seq, if seq % 2 == 0 { "a.b" } else { "c" }))
+            .unwrap();
+        other.store_msg(&msg(seq, "zzz")).unwrap();
+    }
+    s.remove(5).unwrap();
+    s.purge(&PurgeRequest {
+        up_to_seq: Some(3),
+        ..Default::default()
+    })
+    .unwrap();
+    let before = (
+        s.state(),
+        s.deleted().unwrap(),
+        s.subject_counts(">").unwrap(),
+    );
+    drop((s, other, db));
+    let db = Db::open(dir.path()).unwrap();
+    let s = RocksStreamStore::open(db.clone(), StreamUid(1)).unwrap();
+    let after = (
+        s.state(),
+        s.deleted().unwrap(),
+        s.subject_counts(">").unwrap(),
+    );
+    assert_eq!(before, after);
+    assert_eq!(s.get(20).unwrap(), Some(msg(20, "a.b")));
+    let other = RocksStreamStore::open(db, StreamUid(2)).unwrap();
+    assert_eq!(other.state().msgs, 20);
+}
+
+#[test]
+fn purging_one_stream_leaves_its_neighbours() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let mut a = RocksStreamStore::open(db.clone(), StreamUid(1)).unwrap();
+    let mut b = RocksStreamStore::open(db.clone(), StreamUid(2)).unwrap();
+    for seq in 1..=10 {
+        a.store_msg(&msg(seq, "x")).unwrap();
+        b.store_msg(&msg(seq, "x")).unwrap();
+    }
+    a.purge(&PurgeRequest::default()).unwrap();
+    assert_eq!(b.next_matching(0, &["x"]).unwrap().map(|m| m.seq), Some(1));
+    assert_eq!(b.last_for_subject(">").unwrap().map(|m| m.seq), Some(10));
+    assert!(a.last_for_subject(">").unwrap().is_none());
+    drop((a, b, db));
+    assert_eq!(open(&dir, 2).state().msgs, 10);
+    assert_eq!(open(&dir, 1).state().first_seq, 11);
+}
+
+#[test]
+fn meta_records_round_trip_and_reserved_kinds_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = open(&dir, 3);
+    assert_eq!(s.get_meta(keys::META_USER_MIN).unwrap(), None);
+    s.put_meta(keys::META_USER_MIN, b"applied=42").unwrap();
+    assert!(s.put_meta(keys::META_STREAM, b"x").is_err());
+    drop(s);
+    let s = open(&dir, 3);
+    assert_eq!(
+        s.get_meta(keys::META_USER_MIN).unwrap().as_deref(),
+        Some(&b"applied=42"[..])
+    );
+}
+
+#[test]
+fn destroy_removes_the_stream_and_only_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let mut a = RocksStreamStore::open(db.clone(), StreamUid(1)).unwrap();
+    let mut b = RocksStreamStore::open(db.clone(), StreamUid(2)).unwrap();
+    for seq in 1..=5 {
+        a.store_msg(&msg(seq, "x")).unwrap();
+        b.store_msg(&msg(seq, "x")).unwrap();
+    }
+    a.put_meta(keys::META_USER_MIN, b"a").unwrap();
+    let mut consumers = crate::rocks::RocksConsumerStore::new(db.clone());
+    let state = crate::consumer::ConsumerState::default();
+    crate::consumer::ConsumerStore::save(&mut consumers, StreamUid(1), "c", &state).unwrap();
+    a.destroy().unwrap();
+    let a = RocksStreamStore::open(db.clone(), StreamUid(1)).unwrap();
+    assert_eq!(a.state(), StreamState::default());
+    assert_eq!(a.get_meta(keys::META_USER_MIN).unwrap(), None);
+    assert!(
+        crate::consumer::ConsumerStore::list(&consumers, StreamUid(1))
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(b.state().msgs, 5);
+}
+
+#[test]
+fn big_purge_spans_several_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = open(&dir, 3);
+    let n = (PURGE_CHUNK * 2 + 10) as u64;
+    for seq in 1..=n {
+        s.store_msg(&msg(seq, if seq % 2 == 0 { "e" } else { "o" }))
+            .unwrap();
+    }
+    let req = PurgeRequest {
+        filter: Some("e".into()),
+        keep: Some(1),
+        ..Default::default()
+    };
+    assert_eq!(s.purge(&req).unwrap(), n / 2 - 1);
+    assert_eq!(s.subject_count("e"), 1);
+    assert_eq!(s.state().msgs, n / 2 + 1);
+}
