@@ -7,7 +7,7 @@ SHELL := /bin/bash
 help:
 	@echo "make run    - build (release) and run one node: clients :4222, monitoring :8222, data ./data"
 	@echo "make test   - install what is missing, then fmt + clippy + every test tier"
-	@echo "make bench  - jetraft vs the real nats-server, side by side (release build)"
+	@echo "make bench  - jetraft vs the real nats-server side by side (release), then the storage engine (dev)"
 
 setup:
 	./scripts/setup.sh
@@ -22,6 +22,7 @@ test:
 
 bench:
 	./scripts/bench.sh
+	./scripts/bench-storage.sh
 
 clean-data:
 	rm -rf ./data
