@@ -265,7 +265,8 @@ fn flipped_bytes_in_sst_and_wal_files_are_never_served() {
     for (suffix, flush) in [("sst", true), ("log", false)] {
         let pristine = tempfile::tempdir().expect("tempdir");
         let want = build_closed_db(pristine.path(), flush);
-        let (mut damaged_rounds, mut reads_ok, mut reads_failed) = (0, 0, 0);
+        let want = std::sync::Arc::new(want);
+        let (mut damaged_rounds, mut reads_ok, mut reads_failed, mut hung) = (0, 0, 0, 0);
         for _ in 0..20 {
             assert!(
                 started.elapsed() < Duration::from_secs(120),
@@ -275,14 +276,33 @@ fn flipped_bytes_in_sst_and_wal_files_are_never_served() {
             copy_dir(pristine.path(), work.path());
             if flip_random_bytes(work.path(), suffix, &mut rng) {
                 damaged_rounds += 1;
-                let (ok, failed) = check_never_served(work.path(), &want);
-                reads_ok += ok;
-                reads_failed += failed;
+                // Known RocksDB 11.8.1 behaviour: some WAL byte flips make recovery spin forever
+                // in `log::Reader::ReadRecord` (seen about once in 50 runs of this test). A hang
+                // serves nothing, so it does not break "never served", but it is not fail-stop
+                // either; it is counted and reported, and the copy is leaked to the stuck thread.
+                let (tx, rx) = std::sync::mpsc::channel();
+                let (path, want) = (work.path().to_path_buf(), want.clone());
+                std::thread::spawn(move || {
+                    let _ = tx.send(check_never_served(&path, &want));
+                });
+                match rx.recv_timeout(Duration::from_secs(15)) {
+                    Ok((ok, failed)) => {
+                        reads_ok += ok;
+                        reads_failed += failed;
+                    }
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                        hung += 1;
+                        std::mem::forget(work);
+                    }
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                        panic!("{suffix}: the check panicked (wrong data served?), see above");
+                    }
+                }
             }
         }
         eprintln!(
             "{suffix}: {damaged_rounds} damaged copies, {reads_ok} reads correct, \
-             {reads_failed} reads or opens refused, 0 wrong"
+             {reads_failed} reads or opens refused, {hung} opens hung in RocksDB, 0 wrong"
         );
         assert!(
             damaged_rounds >= 10,
