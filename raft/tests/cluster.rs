@@ -1,0 +1,232 @@
+//! In-process Raft cluster tests over `MemTransport` (STYLE B9 item 5).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use bytes::Bytes;
+use jetraft_raft::{GroupId, NodeId, RaftError};
+use openraft::async_runtime::WatchReceiver;
+use support::{TestCluster, addr, len_of};
+
+const G: GroupId = GroupId(1);
+
+fn n(id: u64) -> NodeId {
+    NodeId(id)
+}
+
+#[tokio::test]
+async fn three_node_group_elects_a_leader_and_commits() {
+    let c = TestCluster::new(3);
+    let all = c.ids();
+    c.must_create_group(G, &all).await;
+    let leader = c.wait_for_leader(G, &all).await;
+    assert!(all.contains(&leader));
+
+    let r1 = c.must_propose(G, &all, "a").await;
+    let r2 = c.must_propose(G, &all, "b").await;
+    assert_eq!((len_of(&r1), len_of(&r2)), (1, 2));
+    c.wait_for_items(G, &all, &["a", "b"]).await;
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn proposal_on_a_follower_returns_not_leader_with_hint() {
+    let c = TestCluster::new(3);
+    let all = c.ids();
+    c.must_create_group(G, &all).await;
+    let leader = c.wait_for_leader(G, &all).await;
+    let follower = *all.iter().find(|&&id| id != leader).unwrap();
+
+    let err = c
+        .node(follower)
+        .registry
+        .propose(G, Bytes::from_static(b"x"))
+        .await
+        .unwrap_err();
+    match err {
+        RaftError::NotLeader {
+            group,
+            leader: hint,
+            leader_addr,
+        } => {
+            assert_eq!(group, G);
+            assert_eq!(hint, Some(leader));
+            assert_eq!(leader_addr, Some(addr(leader).addr));
+        }
+        other => panic!("expected NotLeader, got {other}"),
+    }
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn unknown_group_is_reported() {
+    let c = TestCluster::new(1);
+    let err = c
+        .node(n(1))
+        .registry
+        .propose(GroupId(42), Bytes::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RaftError::GroupNotFound { group } if group == GroupId(42)));
+    assert!(matches!(
+        c.node(n(1)).registry.remove_group(GroupId(42)).await,
+        Err(RaftError::GroupNotFound { .. })
+    ));
+}
+
+#[tokio::test]
+async fn isolated_leader_is_replaced_and_rejoins_after_heal() {
+    let c = TestCluster::new(3);
+    let all = c.ids();
+    c.must_create_group(G, &all).await;
+    c.must_propose(G, &all, "before").await;
+    c.wait_for_items(G, &all, &["before"]).await;
+
+    let old = c.wait_for_leader(G, &all).await;
+    c.net.isolate(old);
+    let rest: Vec<NodeId> = all.iter().copied().filter(|&id| id != old).collect();
+    let new = c.wait_for_leader(G, &rest).await;
+    assert_ne!(new, old);
+
+    // The isolated old leader cannot commit: its proposal fails within the deadline.
+    let stale = c
+        .node(old)
+        .registry
+        .propose(G, Bytes::from_static(b"lost"))
+        .await;
+    assert!(stale.is_err(), "isolated node committed: {stale:?}");
+
+    c.must_propose(G, &rest, "after").await;
+    c.wait_for_items(G, &rest, &["before", "after"]).await;
+
+    c.net.heal();
+    c.wait_for_items(G, &all, &["before", "after"]).await;
+    let leader = c.wait_for_leader(G, &all).await;
+    assert!(rest.contains(&leader) || leader == old);
+    c.must_propose(G, &all, "healed").await;
+    c.wait_for_items(G, &all, &["before", "after", "healed"])
+        .await;
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn five_groups_on_three_nodes_commit_independently() {
+    let c = TestCluster::new(3);
+    let all = c.ids();
+    let groups: Vec<GroupId> = (1..=5).map(GroupId).collect();
+    for (i, &g) in groups.iter().enumerate() {
+        // Rotate who initialises so leaders spread out.
+        let mut members = all.clone();
+        members.rotate_left(i % all.len());
+        c.must_create_group(g, &members).await;
+    }
+    for &g in &groups {
+        c.must_propose(g, &all, &format!("g{}-1", g.0)).await;
+        c.must_propose(g, &all, &format!("g{}-2", g.0)).await;
+    }
+    for &g in &groups {
+        let a = format!("g{}-1", g.0);
+        let b = format!("g{}-2", g.0);
+        c.wait_for_items(g, &all, &[&a, &b]).await;
+    }
+    // Removing one group leaves the others working.
+    for &id in &all {
+        c.node(id).registry.remove_group(GroupId(3)).await.unwrap();
+    }
+    c.must_propose(GroupId(4), &all, "g4-3").await;
+    c.wait_for_items(GroupId(4), &all, &["g4-1", "g4-2", "g4-3"])
+        .await;
+    assert_eq!(
+        c.node(n(1)).registry.groups().ids(),
+        vec![GroupId(1), GroupId(2), GroupId(4), GroupId(5)]
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn learner_is_added_then_promoted_to_voter() {
+    let c = TestCluster::new(4);
+    let voters = vec![n(1), n(2), n(3)];
+    c.must_create_group(G, &voters).await;
+    c.must_propose(G, &voters, "a").await;
+    let leader = c.wait_for_leader(G, &voters).await;
+
+    c.start_group(G, &[n(4)]).await;
+    c.node(leader)
+        .registry
+        .add_learner(G, n(4), addr(n(4)))
+        .await
+        .unwrap();
+    c.wait_for_items(G, &[n(4)], &["a"]).await;
+    assert_eq!(c.voters(G, leader), BTreeSet::from([1, 2, 3]));
+
+    let all: BTreeSet<NodeId> = [1, 2, 3, 4].map(n).into();
+    c.node(leader)
+        .registry
+        .change_voters(G, all.clone())
+        .await
+        .unwrap();
+    assert_eq!(c.voters(G, leader), BTreeSet::from([1, 2, 3, 4]));
+
+    let everyone: Vec<NodeId> = all.into_iter().collect();
+    c.must_propose(G, &everyone, "b").await;
+    c.wait_for_items(G, &everyone, &["a", "b"]).await;
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn far_behind_follower_catches_up_by_snapshot() {
+    let c = TestCluster::new(3);
+    let all = c.ids();
+    c.must_create_group(G, &all).await;
+    c.must_propose(G, &all, "0").await;
+    c.wait_for_items(G, &all, &["0"]).await;
+
+    let leader = c.wait_for_leader(G, &all).await;
+    let lagger = *all.iter().find(|&&id| id != leader).unwrap();
+    c.net.isolate(lagger);
+    let rest: Vec<NodeId> = all.iter().copied().filter(|&id| id != lagger).collect();
+    let mut want = vec!["0".to_string()];
+    for i in 1..20 {
+        want.push(i.to_string());
+        c.must_propose(G, &rest, &i.to_string()).await;
+    }
+    let want_ref: Vec<&str> = want.iter().map(String::as_str).collect();
+    c.wait_for_items(G, &rest, &want_ref).await;
+
+    // Snapshot and purge the log on the leader, so the lagger cannot catch up from the log.
+    let leader = c.wait_for_leader(G, &rest).await;
+    let raft = c.node(leader).registry.raft(G).unwrap();
+    let applied = raft.metrics().borrow_watched().last_applied.unwrap().index;
+    raft.trigger().snapshot().await.unwrap();
+    raft.wait(Some(Duration::from_secs(5)))
+        .metrics(
+            |m| m.snapshot.map(|s| s.index) >= Some(applied),
+            "snapshot built",
+        )
+        .await
+        .unwrap();
+    raft.trigger().purge_log(applied).await.unwrap();
+    raft.wait(Some(Duration::from_secs(5)))
+        .metrics(|m| m.purged.map(|p| p.index) >= Some(applied), "log purged")
+        .await
+        .unwrap();
+    assert!(c.log(G, leader).len() < want.len());
+
+    c.net.heal();
+    c.wait_for_items(G, &all, &want_ref).await;
+    let lag_raft = c.node(lagger).registry.raft(G).unwrap();
+    assert!(
+        lag_raft.metrics().borrow_watched().snapshot.is_some(),
+        "lagger caught up without installing a snapshot"
+    );
+    c.must_propose(G, &all, "after").await;
+    want.push("after".into());
+    let want_ref: Vec<&str> = want.iter().map(String::as_str).collect();
+    c.wait_for_items(G, &all, &want_ref).await;
+    c.shutdown().await;
+}

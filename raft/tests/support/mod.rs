@@ -1,0 +1,244 @@
+//! In-process test cluster for raft tests: N nodes, each a `GroupRegistry` over one shared
+//! `MemNetwork`, hosting groups whose state machine is an append-only list of commands.
+//!
+//! `wait_for_*` / `must_*` helpers poll with a bound and panic with context on timeout.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code, unreachable_pub)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use jetraft_raft::mem_log::MemLogStore;
+use jetraft_raft::network::mem::{MemNetwork, MemTransport};
+use jetraft_raft::{
+    GroupId, GroupRegistry, LogIndex, NodeId, PeerNode, RaftError, RaftTiming,
+    ReplicatedStateMachine, StateMachineError,
+};
+use parking_lot::Mutex;
+
+/// Test timing: fast enough for tests, slow enough for a busy 2-core debug build.
+pub fn test_timing() -> RaftTiming {
+    RaftTiming {
+        heartbeat: Duration::from_millis(60),
+        election_min: Duration::from_millis(400),
+        election_max: Duration::from_millis(800),
+        propose_timeout: Duration::from_secs(3),
+    }
+}
+
+/// Deterministic test state machine: appends every command; answers with the new length (u64 BE).
+pub struct ListMachine {
+    /// Shared with the test so it can compare replicas.
+    items: Arc<Mutex<Vec<Bytes>>>,
+}
+
+impl ReplicatedStateMachine for ListMachine {
+    fn apply(&mut self, _index: LogIndex, command: &[u8]) -> Result<Bytes, StateMachineError> {
+        let mut items = self.items.lock();
+        items.push(Bytes::copy_from_slice(command));
+        Ok(Bytes::copy_from_slice(&(items.len() as u64).to_be_bytes()))
+    }
+
+    fn snapshot(&self) -> Result<Bytes, StateMachineError> {
+        let mut out = Vec::new();
+        for item in self.items.lock().iter() {
+            out.extend_from_slice(&(item.len() as u32).to_be_bytes());
+            out.extend_from_slice(item);
+        }
+        Ok(Bytes::from(out))
+    }
+
+    fn restore(&mut self, mut snapshot: &[u8]) -> Result<(), StateMachineError> {
+        let mut items = Vec::new();
+        while !snapshot.is_empty() {
+            let corrupt = || StateMachineError::CorruptSnapshot {
+                reason: "truncated item".into(),
+            };
+            let len_bytes: [u8; 4] = snapshot.get(..4).ok_or_else(corrupt)?.try_into().unwrap();
+            let len = u32::from_be_bytes(len_bytes) as usize;
+            let item = snapshot.get(4..4 + len).ok_or_else(corrupt)?;
+            items.push(Bytes::copy_from_slice(item));
+            snapshot = &snapshot[4 + len..];
+        }
+        *self.items.lock() = items;
+        Ok(())
+    }
+}
+
+/// What the test keeps of one replica: the state machine's list and its log store.
+pub type Replica = (Arc<Mutex<Vec<Bytes>>>, MemLogStore);
+
+/// One node of the test cluster.
+pub struct TestNode {
+    pub registry: GroupRegistry<MemTransport>,
+    /// Per group: the state machine's list and the log store (to inspect purging).
+    pub replicas: Mutex<BTreeMap<GroupId, Replica>>,
+}
+
+pub struct TestCluster {
+    pub net: MemNetwork,
+    pub nodes: BTreeMap<NodeId, TestNode>,
+}
+
+pub fn addr(node: NodeId) -> PeerNode {
+    PeerNode::new(format!("mem://node-{}", node.0))
+}
+
+impl TestCluster {
+    /// `n` nodes with ids 1..=n, no groups.
+    pub fn new(n: u64) -> Self {
+        Self::with_nodes(&(1..=n).map(NodeId).collect::<Vec<_>>())
+    }
+
+    pub fn with_nodes(ids: &[NodeId]) -> Self {
+        let net = MemNetwork::new(7);
+        let mut nodes = BTreeMap::new();
+        for &id in ids {
+            let registry = GroupRegistry::new(id, net.transport(id), test_timing()).unwrap();
+            net.register(id, registry.groups().clone());
+            nodes.insert(
+                id,
+                TestNode {
+                    registry,
+                    replicas: Mutex::new(BTreeMap::new()),
+                },
+            );
+        }
+        Self { net, nodes }
+    }
+
+    pub fn ids(&self) -> Vec<NodeId> {
+        self.nodes.keys().copied().collect()
+    }
+
+    pub fn node(&self, id: NodeId) -> &TestNode {
+        &self.nodes[&id]
+    }
+
+    /// Starts `group` (uninitialised) on `on`.
+    pub async fn start_group(&self, group: GroupId, on: &[NodeId]) {
+        for id in on {
+            let node = self.node(*id);
+            let items = Arc::new(Mutex::new(Vec::new()));
+            let log = MemLogStore::new();
+            let sm = ListMachine {
+                items: items.clone(),
+            };
+            node.registry
+                .create_group(group, log.clone(), Box::new(sm))
+                .await
+                .unwrap();
+            node.replicas.lock().insert(group, (items, log));
+        }
+    }
+
+    /// Starts `group` on `members` and initialises it with them as voters.
+    pub async fn must_create_group(&self, group: GroupId, members: &[NodeId]) {
+        self.start_group(group, members).await;
+        let voters: BTreeMap<NodeId, PeerNode> = members.iter().map(|&n| (n, addr(n))).collect();
+        self.node(members[0])
+            .registry
+            .initialize(group, voters)
+            .await
+            .unwrap();
+    }
+
+    /// Waits until every node in `among` agrees on one leader that is itself in `among`.
+    pub async fn wait_for_leader(&self, group: GroupId, among: &[NodeId]) -> NodeId {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
+        loop {
+            let views: Vec<_> = among
+                .iter()
+                .map(|n| self.node(*n).registry.leader(group).unwrap())
+                .collect();
+            if let Some(leader) = views[0].leader
+                && among.contains(&leader)
+                && views.iter().all(|v| v.leader == Some(leader))
+                && self.node(leader).registry.leader(group).unwrap().is_self
+            {
+                return leader;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no agreed leader for group {group} among {among:?}: {views:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Proposes `cmd` through the current leader among `among`, following NotLeader hints.
+    pub async fn must_propose(&self, group: GroupId, among: &[NodeId], cmd: &str) -> Bytes {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let mut target = self.wait_for_leader(group, among).await;
+        loop {
+            let res = self
+                .node(target)
+                .registry
+                .propose(group, Bytes::copy_from_slice(cmd.as_bytes()))
+                .await;
+            match res {
+                Ok(resp) => return resp,
+                Err(RaftError::NotLeader {
+                    leader: Some(l), ..
+                }) if among.contains(&l) => target = l,
+                Err(e) => {
+                    assert!(
+                        tokio::time::Instant::now() < deadline,
+                        "propose {cmd:?} to group {group} failed: {e}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    target = self.wait_for_leader(group, among).await;
+                }
+            }
+        }
+    }
+
+    /// The state machine contents of `group` on `node`.
+    pub fn items(&self, group: GroupId, node: NodeId) -> Vec<Bytes> {
+        self.node(node).replicas.lock()[&group].0.lock().clone()
+    }
+
+    /// The log store of `group` on `node`.
+    pub fn log(&self, group: GroupId, node: NodeId) -> MemLogStore {
+        self.node(node).replicas.lock()[&group].1.clone()
+    }
+
+    /// Waits until every node in `nodes` has exactly `expected` applied, in that order.
+    pub async fn wait_for_items(&self, group: GroupId, nodes: &[NodeId], expected: &[&str]) {
+        let want: Vec<Bytes> = expected
+            .iter()
+            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+            .collect();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let states: Vec<Vec<Bytes>> = nodes.iter().map(|n| self.items(group, *n)).collect();
+            if states.iter().all(|s| *s == want) {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "group {group} replicas did not converge to {expected:?}: {states:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Voter ids of `group` as `node` sees them.
+    pub fn voters(&self, group: GroupId, node: NodeId) -> BTreeSet<u64> {
+        let raft = self.node(node).registry.raft(group).unwrap();
+        raft.voter_ids().collect()
+    }
+
+    pub async fn shutdown(&self) {
+        for node in self.nodes.values() {
+            node.registry.shutdown().await;
+        }
+    }
+}
+
+/// Decodes a `ListMachine` response (list length after the apply).
+pub fn len_of(resp: &Bytes) -> u64 {
+    u64::from_be_bytes(resp.as_ref().try_into().unwrap())
+}
