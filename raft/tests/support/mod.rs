@@ -29,6 +29,7 @@ pub fn test_timing() -> RaftTiming {
 }
 
 /// Deterministic test state machine: appends every command; answers with the new length (u64 BE).
+#[derive(Default)]
 pub struct ListMachine {
     /// Shared with the test so it can compare replicas.
     items: Arc<Mutex<Vec<Bytes>>>,
