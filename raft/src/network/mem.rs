@@ -323,3 +323,92 @@ impl GroupRouter<JetraftConfig, GroupId> for MemTransport {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::GroupVote;
+
+    fn vote_req() -> VoteRequest<JetraftConfig> {
+        VoteRequest::new(GroupVote::new(1, 1), None)
+    }
+
+    fn opt(ms: u64) -> RPCOption {
+        RPCOption::new(Duration::from_millis(ms))
+    }
+
+    #[tokio::test]
+    async fn call_to_unknown_node_is_unreachable() {
+        let net = MemNetwork::new(1);
+        let t = net.transport(NodeId(1));
+        let err = t
+            .vote(2, GroupId(1), vote_req(), opt(100))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RPCError::Unreachable(_)), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn call_to_missing_group_is_unreachable() {
+        let net = MemNetwork::new(1);
+        net.register(NodeId(2), Groups::default());
+        let t = net.transport(NodeId(1));
+        let err = t
+            .vote(2, GroupId(9), vote_req(), opt(100))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RPCError::Unreachable(_)), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn partition_and_isolate_cut_both_directions_until_heal() {
+        let net = MemNetwork::new(1);
+        net.partition(NodeId(1), NodeId(2));
+        assert!(matches!(
+            net.fate(NodeId(2), NodeId(1)),
+            Fate::Fail(LinkError::Cut { .. })
+        ));
+        assert!(matches!(net.fate(NodeId(1), NodeId(3)), Fate::Deliver(_)));
+        net.isolate(NodeId(3));
+        assert!(matches!(
+            net.fate(NodeId(1), NodeId(3)),
+            Fate::Fail(LinkError::Cut { .. })
+        ));
+        assert!(matches!(
+            net.fate(NodeId(3), NodeId(2)),
+            Fate::Fail(LinkError::Cut { .. })
+        ));
+        net.heal();
+        assert!(matches!(net.fate(NodeId(1), NodeId(2)), Fate::Deliver(_)));
+        assert!(matches!(net.fate(NodeId(3), NodeId(2)), Fate::Deliver(_)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn delay_beyond_the_deadline_times_out() {
+        let net = MemNetwork::new(1);
+        net.register(NodeId(2), Groups::default());
+        net.set_delay(NodeId(1), NodeId(2), Duration::from_secs(10));
+        let t = net.transport(NodeId(1));
+        let err = t
+            .vote(2, GroupId(1), vote_req(), opt(200))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RPCError::Timeout(_)), "{err:?}");
+        // The reverse direction is not delayed.
+        assert!(matches!(net.fate(NodeId(2), NodeId(1)), Fate::Deliver(d) if d.is_zero()));
+    }
+
+    #[test]
+    fn drops_are_reproducible_for_a_seed() {
+        let pattern = |seed| {
+            let net = MemNetwork::new(seed);
+            net.set_drop_probability(0.5);
+            (0..64)
+                .map(|_| matches!(net.fate(NodeId(1), NodeId(2)), Fate::Fail(_)))
+                .collect::<Vec<bool>>()
+        };
+        let a = pattern(42);
+        assert_eq!(a, pattern(42));
+        assert!(a.iter().any(|d| *d) && a.iter().any(|d| !*d));
+    }
+}

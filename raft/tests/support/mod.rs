@@ -16,6 +16,7 @@ use jetraft_raft::{
     GroupId, GroupRegistry, LogIndex, NodeId, PeerNode, RaftError, RaftTiming,
     ReplicatedStateMachine, StateMachineError,
 };
+use openraft::async_runtime::WatchReceiver;
 use parking_lot::Mutex;
 
 /// Test timing: fast enough for tests, slow enough for a busy 2-core debug build.
@@ -221,6 +222,33 @@ impl TestCluster {
             assert!(
                 tokio::time::Instant::now() < deadline,
                 "group {group} replicas did not converge to {expected:?}: {states:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits until every node in `nodes` applied the leader's whole log and they hold the same
+    /// list; returns it.
+    pub async fn wait_for_agreement(&self, group: GroupId, nodes: &[NodeId]) -> Vec<Bytes> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let leader = self.wait_for_leader(group, nodes).await;
+            let raft = self.node(leader).registry.raft(group).unwrap();
+            let last = raft.metrics().borrow_watched().last_log_index;
+            let applied: Vec<Option<u64>> = nodes
+                .iter()
+                .map(|n| {
+                    let r = self.node(*n).registry.raft(group).unwrap();
+                    r.metrics().borrow_watched().last_applied.map(|id| id.index)
+                })
+                .collect();
+            let states: Vec<Vec<Bytes>> = nodes.iter().map(|n| self.items(group, *n)).collect();
+            if applied.iter().all(|a| *a == last) && states.iter().all(|s| *s == states[0]) {
+                return states[0].clone();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "group {group} replicas disagree (applied {applied:?}, last {last:?}): {states:?}"
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
