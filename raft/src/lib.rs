@@ -27,7 +27,7 @@ pub mod sm;
 pub mod types;
 
 pub use error::RaftError;
-pub use registry::{GroupRegistry, Groups, LeaderInfo};
+pub use registry::{GroupRegistry, Groups, LeaderInfo, RemovedVoters};
 pub use sm::{ReplicatedStateMachine, StateMachineError};
 pub use types::{GroupRaft, JetraftConfig, PeerNode};
 

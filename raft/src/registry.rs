@@ -17,6 +17,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use openraft::async_runtime::WatchReceiver;
 use openraft::error::{ClientWriteError, ForwardToLeader};
+use openraft::metrics::WaitError;
 use openraft::storage::RaftLogStorage;
 use parking_lot::RwLock;
 
@@ -56,6 +57,16 @@ pub struct LeaderInfo {
     pub term: u64,
     /// Whether this replica is the leader.
     pub is_self: bool,
+}
+
+/// What happens to voters left out of a [`GroupRegistry::change_voters`] call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemovedVoters {
+    /// They stay in the group as learners and keep receiving the log.
+    KeepAsLearners,
+    /// They leave the group entirely (e.g. a node whose data was wiped and that rejoined under
+    /// a new id).
+    Remove,
 }
 
 /// The Raft groups of one node.
@@ -213,17 +224,53 @@ impl<T: Transport> GroupRegistry<T> {
         Ok(())
     }
 
-    /// Makes `voters` the voter set of `group` (joint consensus); removed voters stay learners.
+    /// Makes `voters` the voter set of `group` (joint consensus). New voters must already be
+    /// learners; voters left out are kept as learners or removed as `removed` says.
     pub async fn change_voters(
         &self,
         group: GroupId,
         voters: BTreeSet<NodeId>,
+        removed: RemovedVoters,
     ) -> Result<(), RaftError> {
         let raft = self.raft(group)?;
         let voters: BTreeSet<u64> = voters.into_iter().map(|n| n.0).collect();
-        self.deadline(group, raft.change_membership(voters, true))
+        let retain = removed == RemovedVoters::KeepAsLearners;
+        self.deadline(group, raft.change_membership(voters, retain))
             .await?
             .map_err(|e| write_error(group, e))?;
+        Ok(())
+    }
+
+    /// Hands leadership of `group` from this node (which must lead it) to `to`, and waits until
+    /// this replica sees `to` as leader.
+    pub async fn transfer_leadership(&self, group: GroupId, to: NodeId) -> Result<(), RaftError> {
+        let raft = self.raft(group)?;
+        let info = self.leader(group)?;
+        if !info.is_self {
+            return Err(RaftError::NotLeader {
+                group,
+                leader: info.leader,
+                leader_addr: None,
+            });
+        }
+        // Waiting for the new leader is bounded by the same deadline as proposals.
+        raft.trigger()
+            .transfer_leader(to.0)
+            .await
+            .map_err(|e| RaftError::Stopped {
+                group,
+                reason: e.to_string(),
+            })?;
+        raft.wait(Some(self.timing.propose_timeout))
+            .current_leader(to.0, "leadership transferred")
+            .await
+            .map_err(|e| match e {
+                WaitError::Timeout(after, _) => RaftError::Timeout { group, after },
+                other => RaftError::Stopped {
+                    group,
+                    reason: other.to_string(),
+                },
+            })?;
         Ok(())
     }
 

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use bytes::Bytes;
-use jetraft_raft::{GroupId, NodeId, RaftError};
+use jetraft_raft::{GroupId, NodeId, RaftError, RemovedVoters};
 use openraft::async_runtime::WatchReceiver;
 use support::{TestCluster, addr, len_of};
 
@@ -167,7 +167,7 @@ async fn learner_is_added_then_promoted_to_voter() {
     let all: BTreeSet<NodeId> = [1, 2, 3, 4].map(n).into();
     c.node(leader)
         .registry
-        .change_voters(G, all.clone())
+        .change_voters(G, all.clone(), RemovedVoters::KeepAsLearners)
         .await
         .unwrap();
     assert_eq!(c.voters(G, leader), BTreeSet::from([1, 2, 3, 4]));
@@ -279,5 +279,70 @@ async fn replicas_agree_under_delay_and_random_drops() {
             "{cmd} missing from {state:?}"
         );
     }
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn leadership_transfers_to_the_chosen_follower() {
+    let c = TestCluster::new(3);
+    let all = c.ids();
+    c.must_create_group(G, &all).await;
+    c.must_propose(G, &all, "a").await;
+    let old = c.wait_for_leader(G, &all).await;
+    let to = *all.iter().find(|&&id| id != old).unwrap();
+
+    let err = c.node(to).registry.transfer_leadership(G, old).await;
+    assert!(matches!(err, Err(RaftError::NotLeader { .. })), "{err:?}");
+
+    c.node(old)
+        .registry
+        .transfer_leadership(G, to)
+        .await
+        .unwrap();
+    assert_eq!(c.wait_for_leader(G, &all).await, to);
+    c.must_propose(G, &all, "b").await;
+    c.wait_for_items(G, &all, &["a", "b"]).await;
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn wiped_node_rejoins_under_a_new_id() {
+    let mut c = TestCluster::new(3);
+    let all = c.ids();
+    c.must_create_group(G, &all).await;
+    c.must_propose(G, &all, "a").await;
+    c.wait_for_items(G, &all, &["a"]).await;
+
+    // Wipe a follower; it comes back with a fresh id, never its old one.
+    let leader = c.wait_for_leader(G, &all).await;
+    let wiped = *all.iter().find(|&&id| id != leader).unwrap();
+    c.wipe_node(wiped).await;
+    let fresh = n(10);
+    c.add_node(fresh);
+    c.start_group(G, &[fresh]).await;
+
+    let survivors: Vec<NodeId> = all.iter().copied().filter(|&id| id != wiped).collect();
+    c.must_propose(G, &survivors, "b").await;
+    let leader = c.wait_for_leader(G, &survivors).await;
+    c.node(leader)
+        .registry
+        .add_learner(G, fresh, addr(fresh))
+        .await
+        .unwrap();
+    let mut voters: BTreeSet<NodeId> = survivors.iter().copied().collect();
+    voters.insert(fresh);
+    c.node(leader)
+        .registry
+        .change_voters(G, voters.clone(), RemovedVoters::Remove)
+        .await
+        .unwrap();
+    let want: BTreeSet<u64> = voters.iter().map(|v| v.0).collect();
+    assert_eq!(c.voters(G, leader), want);
+    let raft = c.node(leader).registry.raft(G).unwrap();
+    assert_eq!(raft.learner_ids().count(), 0, "wiped id kept as learner");
+
+    let members: Vec<NodeId> = voters.into_iter().collect();
+    c.must_propose(G, &members, "c").await;
+    c.wait_for_items(G, &members, &["a", "b", "c"]).await;
     c.shutdown().await;
 }

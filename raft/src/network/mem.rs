@@ -29,7 +29,8 @@ use openraft::error::{
 };
 use openraft::network::RPCOption;
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 use openraft_multi::GroupRouter;
 use parking_lot::{Mutex, RwLock};
@@ -292,6 +293,27 @@ impl GroupRouter<JetraftConfig, GroupId> for MemTransport {
             RPCTypes::Vote,
             option.hard_ttl(),
             |raft| async move { raft.pre_vote(rpc).await.map_err(|e| e.to_string()) },
+        )
+        .await
+    }
+
+    async fn transfer_leader(
+        &self,
+        target: u64,
+        group: GroupId,
+        req: TransferLeaderRequest<JetraftConfig>,
+        option: RPCOption,
+    ) -> Result<TransferLeaderResponse<JetraftConfig>, RPCError<JetraftConfig>> {
+        self.call(
+            target,
+            group,
+            RPCTypes::TransferLeader,
+            option.hard_ttl(),
+            |raft| async move {
+                raft.handle_transfer_leader(req)
+                    .await
+                    .map_err(|e| e.to_string())
+            },
         )
         .await
     }

@@ -95,20 +95,34 @@ impl TestCluster {
     }
 
     pub fn with_nodes(ids: &[NodeId]) -> Self {
-        let net = MemNetwork::new(7);
-        let mut nodes = BTreeMap::new();
+        let mut c = Self {
+            net: MemNetwork::new(7),
+            nodes: BTreeMap::new(),
+        };
         for &id in ids {
-            let registry = GroupRegistry::new(id, net.transport(id), test_timing()).unwrap();
-            net.register(id, registry.groups().clone());
-            nodes.insert(
-                id,
-                TestNode {
-                    registry,
-                    replicas: Mutex::new(BTreeMap::new()),
-                },
-            );
+            c.add_node(id);
         }
-        Self { net, nodes }
+        c
+    }
+
+    /// Adds an empty node `id` to the network.
+    pub fn add_node(&mut self, id: NodeId) {
+        let registry = GroupRegistry::new(id, self.net.transport(id), test_timing()).unwrap();
+        self.net.register(id, registry.groups().clone());
+        self.nodes.insert(
+            id,
+            TestNode {
+                registry,
+                replicas: Mutex::new(BTreeMap::new()),
+            },
+        );
+    }
+
+    /// Stops node `id` and forgets it along with all its data (a wiped disk).
+    pub async fn wipe_node(&mut self, id: NodeId) {
+        self.net.unregister(id);
+        let node = self.nodes.remove(&id).unwrap();
+        node.registry.shutdown().await;
     }
 
     pub fn ids(&self) -> Vec<NodeId> {
