@@ -69,7 +69,8 @@ pub enum RemovedVoters {
     Remove,
 }
 
-/// The Raft groups of one node.
+/// The Raft groups of one node. Clones share the groups and the transport.
+#[derive(Clone)]
 pub struct GroupRegistry<T: Transport> {
     /// This node's id; every group on the node uses it.
     node: NodeId,
@@ -77,8 +78,8 @@ pub struct GroupRegistry<T: Transport> {
     transport: T,
     /// Validated timing, kept for deadlines.
     timing: RaftTiming,
-    /// openraft config derived from `timing`, shared by all groups.
-    config: Arc<openraft::Config>,
+    /// openraft config derived from `timing`; each group gets a copy named after it.
+    config: openraft::Config,
     /// The running groups.
     groups: Groups,
 }
@@ -91,7 +92,7 @@ impl<T: Transport> GroupRegistry<T> {
             node,
             transport,
             timing,
-            config: Arc::new(config),
+            config,
             groups: Groups::default(),
         })
     }
@@ -123,7 +124,7 @@ impl<T: Transport> GroupRegistry<T> {
         let network = GroupNetwork::new(self.transport.clone(), group);
         let raft = GroupRaft::new(
             self.node.0,
-            self.config.clone(),
+            self.group_config(group),
             network,
             log,
             StateMachineAdapter::new(sm),
@@ -147,6 +148,15 @@ impl<T: Transport> GroupRegistry<T> {
         }
         tracing::info!(group = %group, node = %self.node, "raft group started");
         Ok(raft)
+    }
+
+    /// The shared config with `cluster_name` set to the group, so openraft's spans and logs
+    /// (`cluster=g<id>`) say which group they belong to.
+    fn group_config(&self, group: GroupId) -> Arc<openraft::Config> {
+        Arc::new(openraft::Config {
+            cluster_name: format!("g{group}"),
+            ..self.config.clone()
+        })
     }
 
     /// Stops `group` on this node and forgets it.
