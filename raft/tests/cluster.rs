@@ -63,6 +63,34 @@ async fn proposal_on_a_follower_returns_not_leader_with_hint() {
 }
 
 #[tokio::test]
+async fn proposal_before_initialisation_has_no_leader_hint() {
+    let c = TestCluster::new(1);
+    c.start_group(G, &[n(1)]).await;
+    let err = c
+        .node(n(1))
+        .registry
+        .propose(G, Bytes::from_static(b"x"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, RaftError::NotLeader { leader: None, .. }),
+        "{err:?}"
+    );
+    let err = c.node(n(1)).start_group_twice_error(G).await;
+    assert!(matches!(err, RaftError::GroupExists { .. }), "{err:?}");
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn single_node_group_commits_alone() {
+    let c = TestCluster::new(1);
+    c.must_create_group(G, &[n(1)]).await;
+    let r = c.must_propose(G, &[n(1)], "solo").await;
+    assert_eq!(len_of(&r), 1);
+    c.shutdown().await;
+}
+
+#[tokio::test]
 async fn unknown_group_is_reported() {
     let c = TestCluster::new(1);
     let err = c
@@ -98,7 +126,15 @@ async fn isolated_leader_is_replaced_and_rejoins_after_heal() {
         .registry
         .propose(G, Bytes::from_static(b"lost"))
         .await;
-    assert!(stale.is_err(), "isolated node committed: {stale:?}");
+    assert!(
+        matches!(
+            stale,
+            Err(RaftError::Timeout { .. }
+                | RaftError::NotLeader { .. }
+                | RaftError::OutcomeUnknown { .. })
+        ),
+        "isolated node committed or failed oddly: {stale:?}"
+    );
 
     c.must_propose(G, &rest, "after").await;
     c.wait_for_items(G, &rest, &["before", "after"]).await;

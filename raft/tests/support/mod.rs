@@ -79,6 +79,16 @@ pub struct TestNode {
     pub replicas: Mutex<BTreeMap<GroupId, Replica>>,
 }
 
+impl TestNode {
+    /// Tries to create `group` again and returns the error.
+    pub async fn start_group_twice_error(&self, group: GroupId) -> RaftError {
+        self.registry
+            .create_group(group, MemLogStore::new(), Box::new(ListMachine::default()))
+            .await
+            .unwrap_err()
+    }
+}
+
 pub struct TestCluster {
     pub net: MemNetwork,
     pub nodes: BTreeMap<NodeId, TestNode>,
