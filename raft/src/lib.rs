@@ -28,7 +28,7 @@ pub mod types;
 
 pub use error::RaftError;
 pub use registry::{GroupRegistry, Groups, LeaderInfo, RemovedVoters};
-pub use sm::{ReplicatedStateMachine, StateMachineError};
+pub use sm::{AppliedState, ReplicatedStateMachine, StateMachineError};
 pub use types::{GroupRaft, JetraftConfig, PeerNode};
 
 /// A node's Raft id: random, 64-bit, never reused after data loss.

@@ -122,18 +122,16 @@ impl<T: Transport> GroupRegistry<T> {
             return Err(RaftError::GroupExists { group });
         }
         let network = GroupNetwork::new(self.transport.clone(), group);
-        let raft = GroupRaft::new(
-            self.node.0,
-            self.group_config(group),
-            network,
-            log,
-            StateMachineAdapter::new(sm),
-        )
-        .await
-        .map_err(|e| RaftError::Stopped {
+        let sm = StateMachineAdapter::new(sm).map_err(|e| RaftError::Stopped {
             group,
             reason: e.to_string(),
         })?;
+        let raft = GroupRaft::new(self.node.0, self.group_config(group), network, log, sm)
+            .await
+            .map_err(|e| RaftError::Stopped {
+                group,
+                reason: e.to_string(),
+            })?;
         let inserted = match self.groups.map.write().entry(group) {
             std::collections::hash_map::Entry::Occupied(_) => false,
             std::collections::hash_map::Entry::Vacant(slot) => {

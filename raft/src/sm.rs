@@ -12,10 +12,11 @@
 //!   entries alike), otherwise the proposer's `client_write` would hang.
 //! - An apply or snapshot error is returned to openraft as an I/O error, which stops the group
 //!   (fail-stop): a replica never continues with a state it failed to compute.
-//! - The adapter, not the state machine, tracks the last applied log id and the last applied
-//!   membership. Today they live in memory and travel inside snapshots' metadata. A durable state
-//!   machine will need to persist them atomically with its data (DESIGN §4 `sm_meta`); that hook
-//!   is not part of this slice.
+//! - The adapter tracks the last applied log id and membership ([`AppliedState`]) and hands them
+//!   to [`ReplicatedStateMachine::save_applied`] at the end of every apply batch and after a
+//!   snapshot install. A durable state machine writes them in the same batch as the effects of
+//!   the entries (DESIGN §4 `sm_meta`) and returns them from
+//!   [`ReplicatedStateMachine::load_applied`] after a restart; an in-memory one keeps the defaults.
 //! - The mutex around the state machine is a `parking_lot` mutex and is never held across
 //!   `.await`.
 
@@ -25,12 +26,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures_util::{Stream, TryStreamExt};
 use openraft::storage::{EntryResponder, RaftStateMachine};
-use openraft::type_config::alias::{SnapshotMetaOf, StoredMembershipOf};
+use openraft::type_config::alias::SnapshotMetaOf;
 use openraft::{EntryPayload, RaftSnapshotBuilder};
 use parking_lot::Mutex;
 
 use crate::LogIndex;
-use crate::types::{GroupLogId, GroupSnapshot, JetraftConfig, Response, SnapshotData};
+use crate::types::{
+    GroupLogId, GroupMembership, GroupSnapshot, JetraftConfig, Response, SnapshotData,
+};
 
 /// Why a state machine refused to apply or to (de)serialise its state.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +57,15 @@ pub enum StateMachineError {
     Storage(#[source] io::Error),
 }
 
+/// Raft bookkeeping that must be stored atomically with a state machine's data.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AppliedState {
+    /// Log id of the last entry whose effects are included (any entry kind).
+    pub last_applied: Option<GroupLogId>,
+    /// The last membership applied; openraft needs it back after a restart.
+    pub membership: GroupMembership,
+}
+
 /// What a meta or stream state machine implements to be replicated by a jetraft group.
 ///
 /// Implementations are plain structs (STYLE B4): no tasks, no sleeping, no clocks.
@@ -71,6 +83,21 @@ pub trait ReplicatedStateMachine: Send + Sync + 'static {
     ///
     /// Must be atomic: on error the previous state is kept.
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), StateMachineError>;
+
+    /// Makes the effects of every `apply` so far durable together with `state` (one batch).
+    /// Called at the end of each apply batch and after a restore. Effects of `apply` must be
+    /// visible to reads at once; this only makes them durable. In-memory state machines keep the
+    /// default, which stores nothing.
+    fn save_applied(&mut self, state: &AppliedState) -> Result<(), StateMachineError> {
+        let _ = state;
+        Ok(())
+    }
+
+    /// The state last passed to [`save_applied`](Self::save_applied) that is durable, read once
+    /// when the group starts. `None` means a fresh state machine.
+    fn load_applied(&self) -> Result<Option<AppliedState>, StateMachineError> {
+        Ok(None)
+    }
 }
 
 /// State shared by the adapter and its snapshot builder.
@@ -80,9 +107,19 @@ struct AdapterState {
     /// Log id of the last applied entry (any kind); openraft resumes from here.
     last_applied: Option<GroupLogId>,
     /// Last membership applied; snapshots must carry it.
-    membership: StoredMembershipOf<JetraftConfig>,
+    membership: GroupMembership,
     /// The latest snapshot built or installed, served to lagging followers.
     current: Option<GroupSnapshot>,
+}
+
+impl AdapterState {
+    fn save_applied(&mut self) -> Result<(), io::Error> {
+        let state = AppliedState {
+            last_applied: self.last_applied,
+            membership: self.membership.clone(),
+        };
+        self.sm.save_applied(&state).map_err(io::Error::other)
+    }
 }
 
 /// openraft [`RaftStateMachine`] over a boxed [`ReplicatedStateMachine`].
@@ -95,16 +132,17 @@ pub struct StateMachineAdapter {
 }
 
 impl StateMachineAdapter {
-    /// Wraps a fresh (empty) state machine.
-    pub fn new(sm: Box<dyn ReplicatedStateMachine>) -> Self {
-        Self {
+    /// Wraps a state machine, resuming from what it reports as durably applied.
+    pub fn new(sm: Box<dyn ReplicatedStateMachine>) -> Result<Self, StateMachineError> {
+        let applied = sm.load_applied()?.unwrap_or_default();
+        Ok(Self {
             state: Arc::new(Mutex::new(AdapterState {
                 sm,
-                last_applied: None,
-                membership: Default::default(),
+                last_applied: applied.last_applied,
+                membership: applied.membership,
                 current: None,
             })),
-        }
+        })
     }
 
     /// Index of the last applied entry, if any.
@@ -145,9 +183,7 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
     type SnapshotData = SnapshotData;
     type SnapshotBuilder = SnapshotBuilder;
 
-    async fn applied_state(
-        &mut self,
-    ) -> Result<(Option<GroupLogId>, StoredMembershipOf<JetraftConfig>), io::Error> {
+    async fn applied_state(&mut self) -> Result<(Option<GroupLogId>, GroupMembership), io::Error> {
         let st = self.state.lock();
         Ok((st.last_applied, st.membership.clone()))
     }
@@ -156,7 +192,9 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
     where
         Strm: Stream<Item = Result<EntryResponder<JetraftConfig>, io::Error>> + Unpin + Send,
     {
+        let mut applied_any = false;
         while let Some((entry, responder)) = entries.try_next().await? {
+            applied_any = true;
             let log_id = entry.log_id;
             let response = {
                 let mut st = self.state.lock();
@@ -167,7 +205,7 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
                         .apply(LogIndex(log_id.index), &cmd.0)
                         .map_err(io::Error::other)?,
                     EntryPayload::Membership(m) => {
-                        st.membership = StoredMembershipOf::<JetraftConfig>::new(Some(log_id), m);
+                        st.membership = GroupMembership::new(Some(log_id), m);
                         Bytes::new()
                     }
                 };
@@ -177,6 +215,9 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
             if let Some(responder) = responder {
                 responder.send(Response(response));
             }
+        }
+        if applied_any {
+            self.state.lock().save_applied()?;
         }
         Ok(())
     }
@@ -200,7 +241,7 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
             meta: meta.clone(),
             snapshot,
         });
-        Ok(())
+        st.save_applied()
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<GroupSnapshot>, io::Error> {

@@ -42,6 +42,9 @@ pub type GroupLogId = openraft::type_config::alias::LogIdOf<JetraftConfig>;
 /// A vote of a jetraft group.
 pub type GroupVote = openraft::type_config::alias::VoteOf<JetraftConfig>;
 
+/// A group's membership as of the log id that set it.
+pub type GroupMembership = openraft::type_config::alias::StoredMembershipOf<JetraftConfig>;
+
 /// A peer as recorded in group membership: where its cluster listener is.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PeerNode {

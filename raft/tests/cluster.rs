@@ -10,7 +10,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use jetraft_raft::{GroupId, NodeId, RaftError, RemovedVoters};
 use openraft::async_runtime::WatchReceiver;
-use support::{TestCluster, addr, len_of};
+use std::sync::Arc;
+
+use jetraft_raft::mem_log::MemLogStore;
+use parking_lot::Mutex;
+use support::{Disk, DurableList, TestCluster, addr, len_of};
 
 const G: GroupId = GroupId(1);
 
@@ -381,4 +385,42 @@ async fn wiped_node_rejoins_under_a_new_id() {
     c.must_propose(G, &members, "c").await;
     c.wait_for_items(G, &members, &["a", "b", "c"]).await;
     c.shutdown().await;
+}
+
+#[tokio::test]
+async fn restarted_group_resumes_from_the_saved_applied_state() {
+    let c = TestCluster::new(1);
+    let node = c.node(n(1));
+    let disk = Arc::new(Mutex::new(Disk::default()));
+    let log = MemLogStore::new();
+    let start = |log: MemLogStore| {
+        let disk = disk.clone();
+        async move {
+            node.registry
+                .create_group(G, log, Box::new(DurableList::open(disk)))
+                .await
+                .unwrap();
+        }
+    };
+    start(log.clone()).await;
+    node.registry
+        .initialize(G, [(n(1), addr(n(1)))].into())
+        .await
+        .unwrap();
+    for cmd in ["a", "b", "c"] {
+        c.must_propose(G, &[n(1)], cmd).await;
+    }
+    let saved = disk.lock().applied.clone().unwrap();
+    assert!(disk.lock().saves >= 1);
+    assert_eq!(disk.lock().items.len(), 3);
+
+    // Restart: same log and "disk", new Raft and state machine instances.
+    node.registry.remove_group(G).await.unwrap();
+    start(log).await;
+    let r = c.must_propose(G, &[n(1)], "d").await;
+    assert_eq!(len_of(&r), 4, "entries re-applied after restart");
+    let disk = disk.lock();
+    let items: Vec<&[u8]> = disk.items.iter().map(|b| b.as_ref()).collect();
+    assert_eq!(items, [b"a", b"b", b"c", b"d"]);
+    assert!(disk.applied.as_ref().unwrap().last_applied > saved.last_applied);
 }

@@ -19,7 +19,7 @@ impl StoreBuilder<JetraftConfig, MemLogStore, StateMachineAdapter> for MemBuilde
     async fn build(
         &self,
     ) -> Result<((), MemLogStore, StateMachineAdapter), StorageError<JetraftConfig>> {
-        let sm = StateMachineAdapter::new(Box::new(ListMachine::default()));
+        let sm = StateMachineAdapter::new(Box::new(ListMachine::default())).unwrap();
         Ok(((), MemLogStore::new(), sm))
     }
 }

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use jetraft_raft::mem_log::MemLogStore;
 use jetraft_raft::network::mem::{MemNetwork, MemTransport};
 use jetraft_raft::{
-    GroupId, GroupRegistry, LogIndex, NodeId, PeerNode, RaftError, RaftTiming,
+    AppliedState, GroupId, GroupRegistry, LogIndex, NodeId, PeerNode, RaftError, RaftTiming,
     ReplicatedStateMachine, StateMachineError,
 };
 use openraft::async_runtime::WatchReceiver;
@@ -66,6 +66,70 @@ impl ReplicatedStateMachine for ListMachine {
         }
         *self.items.lock() = items;
         Ok(())
+    }
+}
+
+/// The "disk" of a [`DurableList`]: what survives a restart.
+#[derive(Default)]
+pub struct Disk {
+    pub items: Vec<Bytes>,
+    pub applied: Option<AppliedState>,
+    /// How many times `save_applied` ran.
+    pub saves: usize,
+}
+
+/// A list state machine whose items and applied state only become durable in `save_applied`,
+/// like a RocksDB-backed one writing one batch.
+pub struct DurableList {
+    pub disk: Arc<Mutex<Disk>>,
+    /// Applied but not yet saved.
+    pending: Vec<Bytes>,
+}
+
+impl DurableList {
+    /// A state machine over `disk` (empty or left by a previous instance).
+    pub fn open(disk: Arc<Mutex<Disk>>) -> Self {
+        Self {
+            disk,
+            pending: Vec::new(),
+        }
+    }
+}
+
+impl ReplicatedStateMachine for DurableList {
+    fn apply(&mut self, _index: LogIndex, command: &[u8]) -> Result<Bytes, StateMachineError> {
+        self.pending.push(Bytes::copy_from_slice(command));
+        let len = self.disk.lock().items.len() + self.pending.len();
+        Ok(Bytes::copy_from_slice(&(len as u64).to_be_bytes()))
+    }
+
+    fn snapshot(&self) -> Result<Bytes, StateMachineError> {
+        let mut all = self.disk.lock().items.clone();
+        all.extend(self.pending.iter().cloned());
+        ListMachine {
+            items: Arc::new(Mutex::new(all)),
+        }
+        .snapshot()
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), StateMachineError> {
+        let mut list = ListMachine::default();
+        list.restore(snapshot)?;
+        self.pending.clear();
+        self.disk.lock().items = list.items.lock().clone();
+        Ok(())
+    }
+
+    fn save_applied(&mut self, state: &AppliedState) -> Result<(), StateMachineError> {
+        let mut disk = self.disk.lock();
+        disk.items.append(&mut self.pending);
+        disk.applied = Some(state.clone());
+        disk.saves += 1;
+        Ok(())
+    }
+
+    fn load_applied(&self) -> Result<Option<AppliedState>, StateMachineError> {
+        Ok(self.disk.lock().applied.clone())
     }
 }
 
