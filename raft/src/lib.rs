@@ -12,6 +12,15 @@
 //!   [`MemTransport`](network::mem::MemTransport) with fault knobs for tests.
 //! - [`mem_log`]: an in-memory log store, test support only.
 //!
+//! # Plugging in a log store
+//! [`GroupRegistry::create_group`] takes any `openraft::storage::RaftLogStorage<JetraftConfig>`.
+//! The RocksDB store from `jetraft-storage` (generic over a type config `C` and a `LogCodec<C>`)
+//! plugs in as `RaftLogStore<JetraftConfig, K>`, with `K` a codec for this crate's types
+//! (`Entry` of [`types::Command`], vote, log id, membership of [`PeerNode`]); that codec belongs
+//! here or in `jetraft-proto`, since storage must not know these types. Before use it must pass
+//! openraft's conformance suite with [`sm::StateMachineAdapter`], as `tests/store_suite.rs` does
+//! for [`mem_log::MemLogStore`], and complete `IOFlushed` only after the WAL sync.
+//!
 //! Invariants: ids are newtypes at this crate's API ([`NodeId`], [`GroupId`], [`LogIndex`]);
 //! every wait on Raft or the network has a deadline; a state machine or storage error stops the
 //! group (fail-stop).
