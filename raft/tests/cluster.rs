@@ -424,3 +424,40 @@ async fn restarted_group_resumes_from_the_saved_applied_state() {
     assert_eq!(items, [b"a", b"b", b"c", b"d"]);
     assert!(disk.applied.as_ref().unwrap().last_applied > saved.last_applied);
 }
+
+/// Acked-write oracle under a seeded schedule of isolations and drops (STYLE B9 item 8, small).
+#[tokio::test]
+async fn acked_writes_survive_a_seeded_fault_schedule() {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    const SEED: u64 = 0x5eed;
+    let mut rng = StdRng::seed_from_u64(SEED);
+    let c = TestCluster::new(3);
+    let all = c.ids();
+    c.must_create_group(G, &all).await;
+    c.net.set_drop_probability(0.05);
+
+    let mut acked = Vec::new();
+    for round in 0..6 {
+        c.net.heal();
+        let victim = all[rng.random_range(0..all.len())];
+        c.net.isolate(victim);
+        let rest: Vec<NodeId> = all.iter().copied().filter(|&id| id != victim).collect();
+        for i in 0..2 {
+            let cmd = format!("r{round}-{i}");
+            c.must_propose(G, &rest, &cmd).await;
+            acked.push(cmd);
+        }
+    }
+    c.net.heal();
+    c.net.set_drop_probability(0.0);
+    let state = c.wait_for_agreement(G, &all).await;
+    for cmd in &acked {
+        assert!(
+            state.iter().any(|s| s.as_ref() == cmd.as_bytes()),
+            "seed {SEED:#x}: acked {cmd} lost; state {state:?}"
+        );
+    }
+    c.shutdown().await;
+}
