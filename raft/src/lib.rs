@@ -36,7 +36,7 @@ pub mod sm;
 pub mod types;
 
 pub use error::RaftError;
-pub use registry::{GroupRegistry, Groups, LeaderInfo, RemovedVoters};
+pub use registry::{GroupRegistry, Groups, LeaderInfo, LeaderWatch, RemovedVoters};
 pub use sm::{AppliedState, ReplicatedStateMachine, StateMachineError};
 pub use types::{GroupRaft, JetraftConfig, PeerNode};
 

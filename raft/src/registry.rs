@@ -15,10 +15,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use openraft::RaftMetrics;
 use openraft::async_runtime::WatchReceiver;
 use openraft::error::{ClientWriteError, ForwardToLeader};
 use openraft::metrics::WaitError;
 use openraft::storage::RaftLogStorage;
+use openraft::type_config::alias::WatchReceiverOf;
 use parking_lot::RwLock;
 
 use crate::error::RaftError;
@@ -57,6 +59,50 @@ pub struct LeaderInfo {
     pub term: u64,
     /// Whether this replica is the leader.
     pub is_self: bool,
+}
+
+/// Follows leadership changes of one group on this replica.
+pub struct LeaderWatch {
+    /// openraft's metrics channel; leadership is one of its fields.
+    rx: WatchReceiverOf<JetraftConfig, RaftMetrics<JetraftConfig>>,
+    /// This node, to compute [`LeaderInfo::is_self`].
+    node: NodeId,
+    /// The group watched, for errors.
+    group: GroupId,
+    /// The view last returned by [`changed`](Self::changed) (or seen at creation).
+    seen: LeaderInfo,
+}
+
+impl LeaderWatch {
+    /// Leadership as last seen.
+    pub fn current(&self) -> LeaderInfo {
+        let m = self.rx.borrow_watched();
+        LeaderInfo {
+            leader: m.current_leader.map(NodeId),
+            term: m.current_term,
+            is_self: m.current_leader == Some(self.node.0),
+        }
+    }
+
+    /// Returns the view as soon as the leader or term differs from the one last returned (or
+    /// seen when the watch was made), waiting if needed. Fails once the group stopped.
+    /// Cancel-safe: nothing is consumed until a changed view is returned.
+    pub async fn changed(&mut self) -> Result<LeaderInfo, RaftError> {
+        loop {
+            let now = self.current();
+            if now != self.seen {
+                self.seen = now.clone();
+                return Ok(now);
+            }
+            self.rx
+                .changed()
+                .await
+                .map_err(|_closed| RaftError::Stopped {
+                    group: self.group,
+                    reason: "metrics channel closed".to_string(),
+                })?;
+        }
+    }
 }
 
 /// What happens to voters left out of a [`GroupRegistry::change_voters`] call.
@@ -284,14 +330,24 @@ impl<T: Transport> GroupRegistry<T> {
 
     /// Who leads `group`, as this replica sees it (no network round).
     pub fn leader(&self, group: GroupId) -> Result<LeaderInfo, RaftError> {
+        Ok(self.watch_leader(group)?.current())
+    }
+
+    /// A watch on who leads `group` (for tasks that run only on the leader).
+    pub fn watch_leader(&self, group: GroupId) -> Result<LeaderWatch, RaftError> {
         let raft = self.raft(group)?;
-        let metrics = raft.metrics();
-        let m = metrics.borrow_watched();
-        Ok(LeaderInfo {
-            leader: m.current_leader.map(NodeId),
-            term: m.current_term,
-            is_self: m.current_leader == Some(self.node.0),
-        })
+        let mut watch = LeaderWatch {
+            rx: raft.metrics(),
+            node: self.node,
+            group,
+            seen: LeaderInfo {
+                leader: None,
+                term: 0,
+                is_self: false,
+            },
+        };
+        watch.seen = watch.current();
+        Ok(watch)
     }
 
     async fn deadline<F: Future>(&self, group: GroupId, fut: F) -> Result<F::Output, RaftError> {

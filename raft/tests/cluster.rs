@@ -331,6 +331,8 @@ async fn leadership_transfers_to_the_chosen_follower() {
     let old = c.wait_for_leader(G, &all).await;
     let to = *all.iter().find(|&&id| id != old).unwrap();
 
+    let mut watch = c.node(to).registry.watch_leader(G).unwrap();
+    assert_eq!(watch.current().leader, Some(old));
     let err = c.node(to).registry.transfer_leadership(G, old).await;
     assert!(matches!(err, Err(RaftError::NotLeader { .. })), "{err:?}");
 
@@ -340,6 +342,17 @@ async fn leadership_transfers_to_the_chosen_follower() {
         .await
         .unwrap();
     assert_eq!(c.wait_for_leader(G, &all).await, to);
+    let seen = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let info = watch.changed().await.unwrap();
+            if info.is_self {
+                return info;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(seen.leader, Some(to));
     c.must_propose(G, &all, "b").await;
     c.wait_for_items(G, &all, &["a", "b"]).await;
     c.shutdown().await;
