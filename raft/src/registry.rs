@@ -211,10 +211,12 @@ impl<T: Transport> GroupRegistry<T> {
             .write()
             .remove(&group)
             .ok_or(RaftError::GroupNotFound { group })?;
-        raft.shutdown().await.map_err(|e| RaftError::Stopped {
-            group,
-            reason: e.to_string(),
-        })?;
+        self.deadline(group, raft.shutdown())
+            .await?
+            .map_err(|e| RaftError::Stopped {
+                group,
+                reason: e.to_string(),
+            })?;
         tracing::info!(group = %group, node = %self.node, "raft group removed");
         Ok(())
     }
@@ -223,8 +225,12 @@ impl<T: Transport> GroupRegistry<T> {
     pub async fn shutdown(&self) {
         let all: Vec<(GroupId, GroupRaft)> = self.groups.map.write().drain().collect();
         for (group, raft) in all {
-            if let Err(e) = raft.shutdown().await {
-                tracing::warn!(group = %group, error = %e, "raft group did not stop cleanly");
+            match self.deadline(group, raft.shutdown()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(group = %group, error = %e, "raft group did not stop cleanly");
+                }
+                Err(e) => tracing::warn!(group = %group, error = %e, "raft group stop timed out"),
             }
         }
     }
