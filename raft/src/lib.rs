@@ -1,12 +1,44 @@
-//! `jetraft-raft` is the Raft layer: it will host one openraft instance per stream group plus the
-//! meta group. It knows nothing about NATS.
+//! `jetraft-raft` is the Raft layer: one openraft instance per stream group plus the meta group,
+//! all on one node sharing a transport. It knows nothing about NATS.
 //!
-//! What exists today: the identifiers every layer shares ([`NodeId`], [`GroupId`]) and the
-//! validated timing configuration ([`RaftTiming`]). The openraft integration, the multi-raft
-//! registry and the transports come with the replication issue.
+//! Map:
+//! - [`types`]: the openraft type configuration ([`JetraftConfig`]): `u64` node ids, a
+//!   [`PeerNode`] with the cluster address, opaque command/response bytes.
+//! - [`sm`]: [`ReplicatedStateMachine`], what meta and stream state machines implement, and its
+//!   openraft adapter.
+//! - [`registry`]: [`GroupRegistry`], the node's groups: create/remove at runtime, propose with a
+//!   deadline, membership, leader info.
+//! - [`network`]: the [`Transport`](network::Transport) a node shares among its groups, and
+//!   [`MemTransport`](network::mem::MemTransport) with fault knobs for tests.
+//! - [`mem_log`]: an in-memory log store, test support only.
+//!
+//! # Plugging in a log store
+//! [`GroupRegistry::create_group`] takes any `openraft::storage::RaftLogStorage<JetraftConfig>`.
+//! The RocksDB store from `jetraft-storage` (generic over a type config `C` and a `LogCodec<C>`)
+//! plugs in as `RaftLogStore<JetraftConfig, K>`, with `K` a codec for this crate's types
+//! (`Entry` of [`types::Command`], vote, log id, membership of [`PeerNode`]); that codec belongs
+//! here or in `jetraft-proto`, since storage must not know these types. Before use it must pass
+//! openraft's conformance suite with [`sm::StateMachineAdapter`], as `tests/store_suite.rs` does
+//! for [`mem_log::MemLogStore`], and complete `IOFlushed` only after the WAL sync.
+//!
+//! Invariants: ids are newtypes at this crate's API ([`NodeId`], [`GroupId`], [`LogIndex`]);
+//! every wait on Raft or the network has a deadline; a state machine or storage error stops the
+//! group (fail-stop).
 
 use std::fmt;
 use std::time::Duration;
+
+pub mod error;
+pub mod mem_log;
+pub mod network;
+pub mod registry;
+pub mod sm;
+pub mod types;
+
+pub use error::RaftError;
+pub use registry::{GroupRegistry, Groups, LeaderInfo, LeaderWatch, RemovedVoters};
+pub use sm::{AppliedState, ReplicatedStateMachine, StateMachineError};
+pub use types::{GroupRaft, JetraftConfig, PeerNode};
 
 /// A node's Raft id: random, 64-bit, never reused after data loss.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -25,6 +57,22 @@ pub struct GroupId(pub u64);
 impl GroupId {
     /// The cluster-wide metadata group.
     pub const META: GroupId = GroupId(0);
+}
+
+impl fmt::Display for GroupId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A position in a group's Raft log (not a stream sequence).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LogIndex(pub u64);
+
+impl fmt::Display for LogIndex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
 }
 
 /// Why a timing configuration was refused.
@@ -46,6 +94,9 @@ pub enum TimingError {
         /// Election timeout lower bound given.
         min: Duration,
     },
+    /// Proposals would time out immediately.
+    #[error("propose timeout must be positive")]
+    ZeroProposeTimeout,
 }
 
 /// Heartbeat and election timing, sized for busy 2-core machines by default.
@@ -57,6 +108,8 @@ pub struct RaftTiming {
     pub election_min: Duration,
     /// Upper bound of the randomised election timeout.
     pub election_max: Duration,
+    /// Deadline for a proposal, membership change or initialisation to complete.
+    pub propose_timeout: Duration,
 }
 
 impl Default for RaftTiming {
@@ -65,6 +118,7 @@ impl Default for RaftTiming {
             heartbeat: Duration::from_millis(250),
             election_min: Duration::from_millis(1500),
             election_max: Duration::from_millis(3000),
+            propose_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -84,7 +138,26 @@ impl RaftTiming {
                 min: self.election_min,
             });
         }
+        if self.propose_timeout.is_zero() {
+            return Err(TimingError::ZeroProposeTimeout);
+        }
         Ok(())
+    }
+
+    /// Validates and converts to the openraft configuration every group on a node shares.
+    pub fn to_openraft_config(&self) -> Result<openraft::Config, RaftError> {
+        self.validate()?;
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let config = openraft::Config {
+            cluster_name: "jetraft".to_string(),
+            heartbeat_interval: ms(self.heartbeat),
+            election_timeout_min: ms(self.election_min),
+            election_timeout_max: ms(self.election_max),
+            ..openraft::Config::default()
+        };
+        config.validate().map_err(|e| RaftError::Config {
+            reason: e.to_string(),
+        })
     }
 }
 
@@ -120,6 +193,23 @@ mod tests {
             t.validate(),
             Err(TimingError::ElectionRange { .. })
         ));
+    }
+
+    #[test]
+    fn default_timing_converts_to_openraft_config() {
+        let c = RaftTiming::default().to_openraft_config().unwrap();
+        assert_eq!(c.heartbeat_interval, 250);
+        assert_eq!(c.election_timeout_min, 1500);
+        assert_eq!(c.election_timeout_max, 3000);
+    }
+
+    #[test]
+    fn zero_propose_timeout_is_refused() {
+        let t = RaftTiming {
+            propose_timeout: Duration::ZERO,
+            ..RaftTiming::default()
+        };
+        assert_eq!(t.validate(), Err(TimingError::ZeroProposeTimeout));
     }
 
     #[test]

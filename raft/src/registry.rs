@@ -1,0 +1,400 @@
+//! [`GroupRegistry`]: the Raft groups hosted by one node, created and removed at runtime.
+//!
+//! The registry owns the node's groups and its shared transport. [`Groups`] is the read-mostly
+//! group table, shared with inbound dispatch (the in-memory wire today, the gRPC service later),
+//! which routes each RPC by its group id.
+//!
+//! Invariants:
+//! - One `Raft` instance per (node, group); creating a group that exists is an error.
+//! - Every operation that waits on Raft (propose, membership, initialise) has a deadline.
+//! - The table lock is a `parking_lot::RwLock` held only to clone a handle out, never across
+//!   `.await`; it is the only lock here.
+//! - Removing a group shuts its Raft core down; deleting its data is the caller's job.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use openraft::RaftMetrics;
+use openraft::async_runtime::WatchReceiver;
+use openraft::error::{ClientWriteError, ForwardToLeader};
+use openraft::metrics::WaitError;
+use openraft::storage::RaftLogStorage;
+use openraft::type_config::alias::WatchReceiverOf;
+use parking_lot::RwLock;
+
+use crate::error::RaftError;
+use crate::network::{GroupNetwork, Transport};
+use crate::sm::{ReplicatedStateMachine, StateMachineAdapter};
+use crate::types::{Command, GroupRaft, JetraftConfig, PeerNode};
+use crate::{GroupId, NodeId, RaftTiming};
+
+/// The node's table of running groups. Clones share the table.
+#[derive(Clone, Default)]
+pub struct Groups {
+    /// Read on every inbound RPC, written on group create/remove.
+    map: Arc<RwLock<HashMap<GroupId, GroupRaft>>>,
+}
+
+impl Groups {
+    /// The Raft handle of `group`, if it runs here.
+    pub fn get(&self, group: GroupId) -> Option<GroupRaft> {
+        self.map.read().get(&group).cloned()
+    }
+
+    /// Ids of the groups running here, sorted.
+    pub fn ids(&self) -> Vec<GroupId> {
+        let mut ids: Vec<GroupId> = self.map.read().keys().copied().collect();
+        ids.sort();
+        ids
+    }
+}
+
+/// Who leads a group, as this replica sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderInfo {
+    /// The leader, if one is known.
+    pub leader: Option<NodeId>,
+    /// The term this replica is in.
+    pub term: u64,
+    /// Whether this replica is the leader.
+    pub is_self: bool,
+}
+
+/// Follows leadership changes of one group on this replica.
+pub struct LeaderWatch {
+    /// openraft's metrics channel; leadership is one of its fields.
+    rx: WatchReceiverOf<JetraftConfig, RaftMetrics<JetraftConfig>>,
+    /// This node, to compute [`LeaderInfo::is_self`].
+    node: NodeId,
+    /// The group watched, for errors.
+    group: GroupId,
+    /// The view last returned by [`changed`](Self::changed) (or seen at creation).
+    seen: LeaderInfo,
+}
+
+impl LeaderWatch {
+    /// Leadership as last seen.
+    pub fn current(&self) -> LeaderInfo {
+        let m = self.rx.borrow_watched();
+        LeaderInfo {
+            leader: m.current_leader.map(NodeId),
+            term: m.current_term,
+            is_self: m.current_leader == Some(self.node.0),
+        }
+    }
+
+    /// Returns the view as soon as the leader or term differs from the one last returned (or
+    /// seen when the watch was made), waiting if needed. Fails once the group stopped.
+    /// Cancel-safe: nothing is consumed until a changed view is returned.
+    pub async fn changed(&mut self) -> Result<LeaderInfo, RaftError> {
+        loop {
+            let now = self.current();
+            if now != self.seen {
+                self.seen = now.clone();
+                return Ok(now);
+            }
+            self.rx
+                .changed()
+                .await
+                .map_err(|_closed| RaftError::Stopped {
+                    group: self.group,
+                    reason: "metrics channel closed".to_string(),
+                })?;
+        }
+    }
+}
+
+/// What happens to voters left out of a [`GroupRegistry::change_voters`] call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemovedVoters {
+    /// They stay in the group as learners and keep receiving the log.
+    KeepAsLearners,
+    /// They leave the group entirely (e.g. a node whose data was wiped and that rejoined under
+    /// a new id).
+    Remove,
+}
+
+/// The Raft groups of one node. Clones share the groups and the transport.
+#[derive(Clone)]
+pub struct GroupRegistry<T: Transport> {
+    /// This node's id; every group on the node uses it.
+    node: NodeId,
+    /// Shared outbound transport, cloned into every group's network factory.
+    transport: T,
+    /// Validated timing, kept for deadlines.
+    timing: RaftTiming,
+    /// openraft config derived from `timing`; each group gets a copy named after it.
+    config: openraft::Config,
+    /// The running groups.
+    groups: Groups,
+}
+
+impl<T: Transport> GroupRegistry<T> {
+    /// A registry for `node` with no groups yet.
+    pub fn new(node: NodeId, transport: T, timing: RaftTiming) -> Result<Self, RaftError> {
+        let config = timing.to_openraft_config()?;
+        Ok(Self {
+            node,
+            transport,
+            timing,
+            config,
+            groups: Groups::default(),
+        })
+    }
+
+    /// This node's id.
+    pub fn node_id(&self) -> NodeId {
+        self.node
+    }
+
+    /// The group table, for inbound RPC dispatch.
+    pub fn groups(&self) -> &Groups {
+        &self.groups
+    }
+
+    /// Starts `group` on this node over `log` and `sm`. The group is not initialised: either
+    /// call [`initialize`](Self::initialize) on one replica or let a leader add this node.
+    pub async fn create_group<LS>(
+        &self,
+        group: GroupId,
+        log: LS,
+        sm: Box<dyn ReplicatedStateMachine>,
+    ) -> Result<GroupRaft, RaftError>
+    where
+        LS: RaftLogStorage<JetraftConfig>,
+    {
+        if self.groups.get(group).is_some() {
+            return Err(RaftError::GroupExists { group });
+        }
+        let network = GroupNetwork::new(self.transport.clone(), group);
+        let sm = StateMachineAdapter::new(sm).map_err(|e| RaftError::Stopped {
+            group,
+            reason: e.to_string(),
+        })?;
+        let raft = GroupRaft::new(self.node.0, self.group_config(group), network, log, sm)
+            .await
+            .map_err(|e| RaftError::Stopped {
+                group,
+                reason: e.to_string(),
+            })?;
+        let inserted = match self.groups.map.write().entry(group) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(raft.clone());
+                true
+            }
+        };
+        if !inserted {
+            // Lost a race with a concurrent create: keep the first, stop ours.
+            let _ = raft.shutdown().await;
+            return Err(RaftError::GroupExists { group });
+        }
+        tracing::info!(group = %group, node = %self.node, "raft group started");
+        Ok(raft)
+    }
+
+    /// The shared config with `cluster_name` set to the group, so openraft's spans and logs
+    /// (`cluster=g<id>`) say which group they belong to.
+    fn group_config(&self, group: GroupId) -> Arc<openraft::Config> {
+        Arc::new(openraft::Config {
+            cluster_name: format!("g{group}"),
+            ..self.config.clone()
+        })
+    }
+
+    /// Stops `group` on this node and forgets it.
+    pub async fn remove_group(&self, group: GroupId) -> Result<(), RaftError> {
+        let raft = self
+            .groups
+            .map
+            .write()
+            .remove(&group)
+            .ok_or(RaftError::GroupNotFound { group })?;
+        self.deadline(group, raft.shutdown())
+            .await?
+            .map_err(|e| RaftError::Stopped {
+                group,
+                reason: e.to_string(),
+            })?;
+        tracing::info!(group = %group, node = %self.node, "raft group removed");
+        Ok(())
+    }
+
+    /// Stops every group (node shutdown).
+    pub async fn shutdown(&self) {
+        let all: Vec<(GroupId, GroupRaft)> = self.groups.map.write().drain().collect();
+        for (group, raft) in all {
+            match self.deadline(group, raft.shutdown()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(group = %group, error = %e, "raft group did not stop cleanly");
+                }
+                Err(e) => tracing::warn!(group = %group, error = %e, "raft group stop timed out"),
+            }
+        }
+    }
+
+    /// The Raft handle of `group`.
+    pub fn raft(&self, group: GroupId) -> Result<GroupRaft, RaftError> {
+        self.groups
+            .get(group)
+            .ok_or(RaftError::GroupNotFound { group })
+    }
+
+    /// Initialises `group` with `members` as its voters. Call on one replica only.
+    pub async fn initialize(
+        &self,
+        group: GroupId,
+        members: BTreeMap<NodeId, PeerNode>,
+    ) -> Result<(), RaftError> {
+        let raft = self.raft(group)?;
+        let members: BTreeMap<u64, PeerNode> =
+            members.into_iter().map(|(id, node)| (id.0, node)).collect();
+        self.deadline(group, raft.initialize(members))
+            .await?
+            .map_err(|e| RaftError::Initialize {
+                group,
+                reason: e.to_string(),
+            })
+    }
+
+    /// Proposes `command` to `group` and returns the state machine's response once it is
+    /// committed and applied here. Only the leader accepts proposals.
+    pub async fn propose(&self, group: GroupId, command: Bytes) -> Result<Bytes, RaftError> {
+        let raft = self.raft(group)?;
+        let resp = self
+            .deadline(group, raft.client_write(Command(command)))
+            .await?
+            .map_err(|e| write_error(group, e))?;
+        Ok(resp.data.0)
+    }
+
+    /// Adds `node` (reachable at `peer`) to `group` as a learner and waits until it caught up.
+    pub async fn add_learner(
+        &self,
+        group: GroupId,
+        node: NodeId,
+        peer: PeerNode,
+    ) -> Result<(), RaftError> {
+        let raft = self.raft(group)?;
+        self.deadline(group, raft.add_learner(node.0, peer, true))
+            .await?
+            .map_err(|e| write_error(group, e))?;
+        Ok(())
+    }
+
+    /// Makes `voters` the voter set of `group` (joint consensus). New voters must already be
+    /// learners; voters left out are kept as learners or removed as `removed` says.
+    pub async fn change_voters(
+        &self,
+        group: GroupId,
+        voters: BTreeSet<NodeId>,
+        removed: RemovedVoters,
+    ) -> Result<(), RaftError> {
+        let raft = self.raft(group)?;
+        let voters: BTreeSet<u64> = voters.into_iter().map(|n| n.0).collect();
+        let retain = removed == RemovedVoters::KeepAsLearners;
+        self.deadline(group, raft.change_membership(voters, retain))
+            .await?
+            .map_err(|e| write_error(group, e))?;
+        Ok(())
+    }
+
+    /// Hands leadership of `group` from this node (which must lead it) to `to`, and waits until
+    /// this replica sees `to` as leader.
+    pub async fn transfer_leadership(&self, group: GroupId, to: NodeId) -> Result<(), RaftError> {
+        let raft = self.raft(group)?;
+        let info = self.leader(group)?;
+        if !info.is_self {
+            return Err(RaftError::NotLeader {
+                group,
+                leader: info.leader,
+                leader_addr: None,
+            });
+        }
+        // Waiting for the new leader is bounded by the same deadline as proposals.
+        raft.trigger()
+            .transfer_leader(to.0)
+            .await
+            .map_err(|e| RaftError::Stopped {
+                group,
+                reason: e.to_string(),
+            })?;
+        raft.wait(Some(self.timing.propose_timeout))
+            .current_leader(to.0, "leadership transferred")
+            .await
+            .map_err(|e| match e {
+                WaitError::Timeout(after, _) => RaftError::Timeout { group, after },
+                other => RaftError::Stopped {
+                    group,
+                    reason: other.to_string(),
+                },
+            })?;
+        Ok(())
+    }
+
+    /// Who leads `group`, as this replica sees it (no network round).
+    pub fn leader(&self, group: GroupId) -> Result<LeaderInfo, RaftError> {
+        Ok(self.watch_leader(group)?.current())
+    }
+
+    /// A watch on who leads `group` (for tasks that run only on the leader).
+    pub fn watch_leader(&self, group: GroupId) -> Result<LeaderWatch, RaftError> {
+        let raft = self.raft(group)?;
+        let mut watch = LeaderWatch {
+            rx: raft.metrics(),
+            node: self.node,
+            group,
+            seen: LeaderInfo {
+                leader: None,
+                term: 0,
+                is_self: false,
+            },
+        };
+        watch.seen = watch.current();
+        Ok(watch)
+    }
+
+    async fn deadline<F: Future>(&self, group: GroupId, fut: F) -> Result<F::Output, RaftError> {
+        let after = self.timing.propose_timeout;
+        tokio::time::timeout(after, fut)
+            .await
+            .map_err(|_elapsed| RaftError::Timeout { group, after })
+    }
+}
+
+fn not_leader(group: GroupId, f: ForwardToLeader<JetraftConfig>) -> RaftError {
+    RaftError::NotLeader {
+        group,
+        leader: f.leader_id.map(NodeId),
+        leader_addr: f.leader_node.map(|n| n.addr),
+    }
+}
+
+fn write_error(
+    group: GroupId,
+    e: openraft::error::RaftError<JetraftConfig, ClientWriteError<JetraftConfig>>,
+) -> RaftError {
+    match e {
+        openraft::error::RaftError::APIError(api) => match api {
+            ClientWriteError::ForwardToLeader(f) => not_leader(group, f),
+            ClientWriteError::LogEntryDiscarded(f) => RaftError::OutcomeUnknown {
+                group,
+                leader: f.leader_id.map(NodeId),
+            },
+            ClientWriteError::ChangeMembershipError(e) => RaftError::Membership {
+                group,
+                reason: e.to_string(),
+            },
+            ClientWriteError::PreconditionFailed(e) => RaftError::Rejected {
+                group,
+                reason: e.to_string(),
+            },
+        },
+        openraft::error::RaftError::Fatal(f) => RaftError::Stopped {
+            group,
+            reason: f.to_string(),
+        },
+    }
+}

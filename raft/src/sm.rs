@@ -1,0 +1,250 @@
+//! The replicated state machine contract and its openraft adapter.
+//!
+//! A jetraft state machine (meta, stream) implements [`ReplicatedStateMachine`]: a plain,
+//! synchronous, deterministic object that turns committed command bytes into response bytes and
+//! can export/import its whole state as snapshot bytes. [`StateMachineAdapter`] implements
+//! openraft's [`RaftStateMachine`] on top of it.
+//!
+//! Invariants:
+//! - `apply` is called exactly once per committed normal entry, in log order, with the entry's
+//!   index; it must not read clocks, randomness or anything outside its state and the command.
+//! - The adapter answers *every* entry that carries a responder (normal, blank and membership
+//!   entries alike), otherwise the proposer's `client_write` would hang.
+//! - An apply or snapshot error is returned to openraft as an I/O error, which stops the group
+//!   (fail-stop): a replica never continues with a state it failed to compute.
+//! - The adapter tracks the last applied log id and membership ([`AppliedState`]) and hands them
+//!   to [`ReplicatedStateMachine::save_applied`] at the end of every apply batch and after a
+//!   snapshot install. A durable state machine writes them in the same batch as the effects of
+//!   the entries (DESIGN §4 `sm_meta`) and returns them from
+//!   [`ReplicatedStateMachine::load_applied`] after a restart; an in-memory one keeps the defaults.
+//! - The mutex around the state machine is a `parking_lot` mutex and is never held across
+//!   `.await`.
+
+use std::io;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::{Stream, TryStreamExt};
+use openraft::storage::{EntryResponder, RaftStateMachine};
+use openraft::type_config::alias::SnapshotMetaOf;
+use openraft::{EntryPayload, RaftSnapshotBuilder};
+use parking_lot::Mutex;
+
+use crate::LogIndex;
+use crate::types::{
+    GroupLogId, GroupMembership, GroupSnapshot, JetraftConfig, Response, SnapshotData,
+};
+
+/// Why a state machine refused to apply or to (de)serialise its state.
+#[derive(Debug, thiserror::Error)]
+pub enum StateMachineError {
+    /// A command could not be applied; the group stops rather than diverge.
+    #[error("apply failed at index {index}: {reason}")]
+    Apply {
+        /// Log index of the command.
+        index: LogIndex,
+        /// What went wrong.
+        reason: String,
+    },
+    /// Snapshot bytes could not be decoded.
+    #[error("corrupt snapshot: {reason}")]
+    CorruptSnapshot {
+        /// What was wrong with the bytes.
+        reason: String,
+    },
+    /// The state machine's own storage failed.
+    #[error("state machine storage failed")]
+    Storage(#[source] io::Error),
+}
+
+/// Raft bookkeeping that must be stored atomically with a state machine's data.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AppliedState {
+    /// Log id of the last entry whose effects are included (any entry kind).
+    pub last_applied: Option<GroupLogId>,
+    /// The last membership applied; openraft needs it back after a restart.
+    pub membership: GroupMembership,
+}
+
+/// What a meta or stream state machine implements to be replicated by a jetraft group.
+///
+/// Implementations are plain structs (STYLE B4): no tasks, no sleeping, no clocks.
+pub trait ReplicatedStateMachine: Send + Sync + 'static {
+    /// Applies one committed command and returns the answer for its proposer.
+    ///
+    /// Must be deterministic: every replica applying the same commands in the same order reaches
+    /// the same state and returns the same bytes.
+    fn apply(&mut self, index: LogIndex, command: &[u8]) -> Result<Bytes, StateMachineError>;
+
+    /// Exports the whole state as bytes, consistent as of the last applied command.
+    fn snapshot(&self) -> Result<Bytes, StateMachineError>;
+
+    /// Replaces the whole state with one exported by [`snapshot`](Self::snapshot).
+    ///
+    /// Must be atomic: on error the previous state is kept.
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), StateMachineError>;
+
+    /// Makes the effects of every `apply` so far durable together with `state` (one batch).
+    /// Called at the end of each apply batch and after a restore. Effects of `apply` must be
+    /// visible to reads at once; this only makes them durable. In-memory state machines keep the
+    /// default, which stores nothing.
+    fn save_applied(&mut self, state: &AppliedState) -> Result<(), StateMachineError> {
+        let _ = state;
+        Ok(())
+    }
+
+    /// The state last passed to [`save_applied`](Self::save_applied) that is durable, read once
+    /// when the group starts. `None` means a fresh state machine.
+    fn load_applied(&self) -> Result<Option<AppliedState>, StateMachineError> {
+        Ok(None)
+    }
+}
+
+/// State shared by the adapter and its snapshot builder.
+struct AdapterState {
+    /// The application's state machine.
+    sm: Box<dyn ReplicatedStateMachine>,
+    /// Log id of the last applied entry (any kind); openraft resumes from here.
+    last_applied: Option<GroupLogId>,
+    /// Last membership applied; snapshots must carry it.
+    membership: GroupMembership,
+    /// The latest snapshot built or installed, served to lagging followers.
+    current: Option<GroupSnapshot>,
+}
+
+impl AdapterState {
+    fn save_applied(&mut self) -> Result<(), io::Error> {
+        let state = AppliedState {
+            last_applied: self.last_applied,
+            membership: self.membership.clone(),
+        };
+        self.sm.save_applied(&state).map_err(io::Error::other)
+    }
+}
+
+/// openraft [`RaftStateMachine`] over a boxed [`ReplicatedStateMachine`].
+///
+/// Cloning gives another handle to the same state (used by the snapshot builder).
+#[derive(Clone)]
+pub struct StateMachineAdapter {
+    /// Shared so a snapshot builder can read the state; locked only for synchronous work.
+    state: Arc<Mutex<AdapterState>>,
+}
+
+impl StateMachineAdapter {
+    /// Wraps a state machine, resuming from what it reports as durably applied.
+    pub fn new(sm: Box<dyn ReplicatedStateMachine>) -> Result<Self, StateMachineError> {
+        let applied = sm.load_applied()?.unwrap_or_default();
+        Ok(Self {
+            state: Arc::new(Mutex::new(AdapterState {
+                sm,
+                last_applied: applied.last_applied,
+                membership: applied.membership,
+                current: None,
+            })),
+        })
+    }
+
+    /// Index of the last applied entry, if any.
+    pub fn last_applied_index(&self) -> Option<LogIndex> {
+        self.state.lock().last_applied.map(|id| LogIndex(id.index))
+    }
+
+    fn build(&self) -> Result<GroupSnapshot, io::Error> {
+        let mut st = self.state.lock();
+        let data = st.sm.snapshot().map_err(io::Error::other)?;
+        let snapshot = GroupSnapshot {
+            meta: SnapshotMetaOf::<JetraftConfig> {
+                last_log_id: st.last_applied,
+                last_membership: st.membership.clone(),
+            },
+            snapshot: data,
+        };
+        st.current = Some(snapshot.clone());
+        Ok(snapshot)
+    }
+}
+
+/// Builds snapshots from the adapter's state.
+pub struct SnapshotBuilder {
+    /// The adapter whose state is exported.
+    adapter: StateMachineAdapter,
+}
+
+impl RaftSnapshotBuilder<JetraftConfig> for SnapshotBuilder {
+    type SnapshotData = SnapshotData;
+
+    async fn build_snapshot(&mut self) -> Result<GroupSnapshot, io::Error> {
+        self.adapter.build()
+    }
+}
+
+impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
+    type SnapshotData = SnapshotData;
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> Result<(Option<GroupLogId>, GroupMembership), io::Error> {
+        let st = self.state.lock();
+        Ok((st.last_applied, st.membership.clone()))
+    }
+
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
+    where
+        Strm: Stream<Item = Result<EntryResponder<JetraftConfig>, io::Error>> + Unpin + Send,
+    {
+        let mut applied_any = false;
+        while let Some((entry, responder)) = entries.try_next().await? {
+            applied_any = true;
+            let log_id = entry.log_id;
+            let response = {
+                let mut st = self.state.lock();
+                let out = match entry.payload {
+                    EntryPayload::Blank => Bytes::new(),
+                    EntryPayload::Normal(cmd) => st
+                        .sm
+                        .apply(LogIndex(log_id.index), &cmd.0)
+                        .map_err(io::Error::other)?,
+                    EntryPayload::Membership(m) => {
+                        st.membership = GroupMembership::new(Some(log_id), m);
+                        Bytes::new()
+                    }
+                };
+                st.last_applied = Some(log_id);
+                out
+            };
+            if let Some(responder) = responder {
+                responder.send(Response(response));
+            }
+        }
+        if applied_any {
+            self.state.lock().save_applied()?;
+        }
+        Ok(())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        SnapshotBuilder {
+            adapter: self.clone(),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMetaOf<JetraftConfig>,
+        snapshot: Self::SnapshotData,
+    ) -> Result<(), io::Error> {
+        let mut st = self.state.lock();
+        st.sm.restore(&snapshot).map_err(io::Error::other)?;
+        st.last_applied = meta.last_log_id;
+        st.membership = meta.last_membership.clone();
+        st.current = Some(GroupSnapshot {
+            meta: meta.clone(),
+            snapshot,
+        });
+        st.save_applied()
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<GroupSnapshot>, io::Error> {
+        Ok(self.state.lock().current.clone())
+    }
+}
