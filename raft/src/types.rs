@@ -46,7 +46,7 @@ pub type GroupVote = openraft::type_config::alias::VoteOf<JetraftConfig>;
 pub type GroupMembership = openraft::type_config::alias::StoredMembershipOf<JetraftConfig>;
 
 /// A peer as recorded in group membership: where its cluster listener is.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct PeerNode {
     /// Cluster (node-to-node gRPC) address, e.g. `10.0.0.2:6222`; the transport dials it.
     pub addr: String,
@@ -66,7 +66,7 @@ impl fmt::Display for PeerNode {
 }
 
 /// An opaque command proposed to a group; only its state machine interprets it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Command(pub Bytes);
 
 impl fmt::Display for Command {
@@ -77,7 +77,7 @@ impl fmt::Display for Command {
 }
 
 /// The state machine's answer to one applied command, opaque here.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Response(pub Bytes);
 
 impl fmt::Display for Response {
