@@ -62,6 +62,16 @@ impl<C: RaftTypeConfig> MemLogStore<C> {
         Self::default()
     }
 
+    /// Number of live (unpurged) entries, for tests that check purging.
+    pub fn len(&self) -> usize {
+        self.inner.lock().map_or(0, |g| g.entries.len())
+    }
+
+    /// Whether the log holds no live entries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     fn lock(&self) -> Result<MutexGuard<'_, Inner<C>>, io::Error> {
         self.inner
             .lock()
