@@ -580,37 +580,30 @@ async fn wrong_argument_count_closes_without_error() {
 // -ERR catalogue (spec §1.12)
 // ---------------------------------------------------------------------------------------------
 
-#[tokio::test]
-async fn unknown_operation_is_an_error_and_closes() {
+/// Sends `input` after CONNECT and expects `Unknown Protocol Operation` and a close.
+async fn expect_unknown_operation_and_close(input: &str) {
     let srv = start_default().await;
     let mut c = RawClient::connected(&srv).await;
-    c.send("FOO bar\r\n").await;
+    c.send(input).await;
     c.expect_bytes(b"-ERR 'Unknown Protocol Operation'\r\n")
         .await;
     c.assert_closed(CLOSE_BOUND).await;
     assert_clean_log(&srv);
+}
+
+#[tokio::test]
+async fn unknown_operation_is_an_error_and_closes() {
+    expect_unknown_operation_and_close("FOO bar\r\n").await;
 }
 
 #[tokio::test]
 async fn route_ops_from_a_client_are_unknown_operations() {
-    let srv = start_default().await;
-    let mut c = RawClient::connected(&srv).await;
-    c.send("RS+ $G foo\r\n").await;
-    c.expect_bytes(b"-ERR 'Unknown Protocol Operation'\r\n")
-        .await;
-    c.assert_closed(CLOSE_BOUND).await;
-    assert_clean_log(&srv);
+    expect_unknown_operation_and_close("RS+ $G foo\r\n").await;
 }
 
 #[tokio::test]
 async fn payload_not_followed_by_crlf_is_unknown_protocol_operation() {
-    let srv = start_default().await;
-    let mut c = RawClient::connected(&srv).await;
-    c.send("PUB foo 3\r\nabcd\r\n").await;
-    c.expect_bytes(b"-ERR 'Unknown Protocol Operation'\r\n")
-        .await;
-    c.assert_closed(CLOSE_BOUND).await;
-    assert_clean_log(&srv);
+    expect_unknown_operation_and_close("PUB foo 3\r\nabcd\r\n").await;
 }
 
 #[tokio::test]

@@ -235,27 +235,31 @@ impl RocksStreamStore {
 
     /// Seeks the first index key of `subj` with `seq >= from`; returns its seq.
     fn subject_seek(&self, subj: &str, from: u64) -> Result<Option<u64>, StorageError> {
-        let cf = self.db.cf(ColumnFamily::Subjects)?;
-        let mut it = self.db.raw().raw_iterator_cf(&cf);
-        let prefix = keys::subject_prefix(self.uid.0, subj);
-        it.seek(keys::subject_index(self.uid.0, subj, from));
-        let found = match it.item() {
-            Some((k, v)) if k.starts_with(&prefix) => {
-                record::open(SUBJECTS, k, v)?;
-                keys::decode_subject_index(k).map(|(_, _, seq)| seq)
-            }
-            _ => None,
-        };
-        it.status()?;
-        Ok(found)
+        self.subject_index_near(subj, from, true)
     }
 
     /// The newest index entry of one literal subject.
     fn subject_last(&self, subj: &str) -> Result<Option<u64>, StorageError> {
+        self.subject_index_near(subj, u64::MAX, false)
+    }
+
+    /// The index entry of `subj` nearest to `seq`: at or after it (`forward`), else at or
+    /// before it. Every record read is checksum-verified.
+    fn subject_index_near(
+        &self,
+        subj: &str,
+        seq: u64,
+        forward: bool,
+    ) -> Result<Option<u64>, StorageError> {
         let cf = self.db.cf(ColumnFamily::Subjects)?;
         let mut it = self.db.raw().raw_iterator_cf(&cf);
         let prefix = keys::subject_prefix(self.uid.0, subj);
-        it.seek_for_prev(keys::subject_index(self.uid.0, subj, u64::MAX));
+        let key = keys::subject_index(self.uid.0, subj, seq);
+        if forward {
+            it.seek(key);
+        } else {
+            it.seek_for_prev(key);
+        }
         let found = match it.item() {
             Some((k, v)) if k.starts_with(&prefix) => {
                 record::open(SUBJECTS, k, v)?;
