@@ -7,6 +7,12 @@ pub mod node {
     include!(concat!(env!("OUT_DIR"), "/jetraft.node.rs"));
 }
 
+/// Meta group log payloads and state: peers and stream placement.
+#[allow(missing_docs, unreachable_pub, clippy::all)]
+pub mod meta {
+    include!(concat!(env!("OUT_DIR"), "/jetraft.meta.rs"));
+}
+
 #[cfg(test)]
 mod tests {
     use prost::Message;

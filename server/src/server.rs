@@ -20,6 +20,7 @@ use tracing::{debug, info, warn};
 
 use crate::auth::Authenticator;
 use crate::config::Config;
+use crate::internal::InternalSubs;
 use crate::conn::{Client, CloseReason, SubRef, Subscription, reader, writer};
 use crate::protocol::encode::{self, ServerInfo};
 use crate::protocol::headers;
@@ -98,6 +99,8 @@ pub struct Server {
     pub server_name: String,
     /// The interest index.
     pub sublist: Sublist<SubRef>,
+    /// Server-internal subscribers (JetStream), local to this node.
+    pub internal: InternalSubs,
     /// Open connections by cid.
     pub clients: RwLock<HashMap<u64, Arc<Client>>>,
     /// Recently closed connections, oldest first.
@@ -185,6 +188,7 @@ impl Server {
             auth: Authenticator::new(&config.auth),
             config: config.clone(),
             sublist: Sublist::new(),
+            internal: InternalSubs::default(),
             clients: RwLock::new(HashMap::new()),
             closed: Mutex::new(VecDeque::new()),
             stats: ServerStats::default(),
@@ -380,6 +384,7 @@ impl Server {
                 }
             }
         }
+        delivered += self.internal.deliver(subject, reply, hdrs, payload);
         if delivered > 0 {
             self.stats
                 .out_msgs
@@ -421,6 +426,31 @@ impl Server {
             self.unsubscribe(client, &sub.sid);
         }
         queued.is_some()
+    }
+
+    /// Publishes a message on behalf of the server (JetStream answers, advisories, deliveries):
+    /// routes it like a client publish and wakes the receivers' writers. Returns the number of
+    /// deliveries.
+    pub fn publish(
+        &self,
+        subject: &str,
+        reply: Option<&str>,
+        hdrs: Option<&[u8]>,
+        payload: &[u8],
+    ) -> usize {
+        let mut flush = FlushSet::default();
+        let n = self.route(
+            None,
+            subject,
+            reply.map(str::as_bytes),
+            hdrs,
+            payload,
+            &mut flush,
+        );
+        for client in flush.wake {
+            client.wake_writer();
+        }
+        n
     }
 
     /// Removes one subscription of `client`.

@@ -1,0 +1,150 @@
+//! Server-internal subscriptions: how JetStream (API handlers, stream capture, acks) receives
+//! messages from the router without being a client connection.
+//!
+//! An [`InternalSubs`] index sits beside the client sublist; [`Server::route`](crate::Server::route)
+//! consults both. A match is handed to the subscriber's channel ([`InternalMsg`]) and counts as a
+//! delivery (so a request to `$JS.API.>` never gets a no-responders status). Internal interest is
+//! local to the node: it is never propagated to peers, so a message published on one node reaches
+//! the internal subscribers of that node only; JetStream forwards to owners itself.
+//!
+//! Invariants:
+//! - Delivery never blocks the publisher: the channel is unbounded and the handler task drains
+//!   it. (Back-pressure for stream publishes comes from the Raft proposal deadline.)
+//! - Dropping an [`InternalSub`] removes its interest.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use crate::router::{Sublist, SublistError};
+
+/// One message delivered to an internal subscriber.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InternalMsg {
+    /// Subject it was published to.
+    pub subject: String,
+    /// Reply subject, if any.
+    pub reply: Option<String>,
+    /// Header block (`NATS/1.0\r\n...`), if any.
+    pub hdrs: Option<Bytes>,
+    /// Payload.
+    pub payload: Bytes,
+}
+
+/// A subscriber entry in the internal index.
+#[derive(Debug, Clone)]
+pub struct InternalRef {
+    /// Unique per subscription; equality is by id.
+    id: u64,
+    /// Where matches go.
+    tx: mpsc::UnboundedSender<InternalMsg>,
+}
+
+impl PartialEq for InternalRef {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+
+/// The node's internal interest index; clones share it.
+#[derive(Debug, Clone, Default)]
+pub struct InternalSubs {
+    /// Patterns to subscribers.
+    list: Arc<Sublist<InternalRef>>,
+    /// Id source.
+    next_id: Arc<AtomicU64>,
+}
+
+/// A live internal subscription; dropping it unsubscribes.
+#[derive(Debug)]
+pub struct InternalSub {
+    /// Matched messages, in routing order.
+    pub rx: mpsc::UnboundedReceiver<InternalMsg>,
+    /// The entry to remove on drop.
+    entry: InternalRef,
+    /// The pattern it was inserted under.
+    subject: String,
+    /// The queue group it was inserted under.
+    queue: Option<String>,
+    /// The index it lives in.
+    subs: InternalSubs,
+}
+
+impl Drop for InternalSub {
+    fn drop(&mut self) {
+        self.subs
+            .list
+            .remove(&self.subject, self.queue.as_deref(), &self.entry);
+    }
+}
+
+impl InternalSubs {
+    /// Subscribes to `subject` (wildcards allowed).
+    pub fn subscribe(&self, subject: &str) -> Result<InternalSub, SublistError> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let entry = InternalRef {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            tx,
+        };
+        self.list.insert(subject, None, entry.clone())?;
+        Ok(InternalSub {
+            rx,
+            entry,
+            subject: subject.to_string(),
+            queue: None,
+            subs: self.clone(),
+        })
+    }
+
+    /// Hands a message to every matching internal subscriber; returns how many took it.
+    pub fn deliver(
+        &self,
+        subject: &str,
+        reply: Option<&[u8]>,
+        hdrs: Option<&[u8]>,
+        payload: &[u8],
+    ) -> usize {
+        let result = self.list.match_subject(subject);
+        if result.plain.is_empty() {
+            return 0;
+        }
+        let msg = InternalMsg {
+            subject: subject.to_string(),
+            reply: reply.map(|r| String::from_utf8_lossy(r).into_owned()),
+            hdrs: hdrs.map(Bytes::copy_from_slice),
+            payload: Bytes::copy_from_slice(payload),
+        };
+        result
+            .plain
+            .iter()
+            .filter(|r| r.tx.send(msg.clone()).is_ok())
+            .count()
+    }
+
+    /// Whether any internal subscriber matches `subject`.
+    pub fn has_interest(&self, subject: &str) -> bool {
+        self.list.has_interest(subject)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matching_messages_reach_the_subscriber_and_drop_unsubscribes() {
+        let subs = InternalSubs::default();
+        let mut a = subs.subscribe("$JS.API.>").unwrap();
+        assert_eq!(subs.deliver("$JS.API.INFO", Some(b"r"), None, b"{}"), 1);
+        assert_eq!(subs.deliver("other", None, None, b""), 0);
+        let m = a.rx.try_recv().unwrap();
+        assert_eq!(m.subject, "$JS.API.INFO");
+        assert_eq!(m.reply.as_deref(), Some("r"));
+        assert_eq!(m.payload, Bytes::from_static(b"{}"));
+        drop(a);
+        assert!(!subs.has_interest("$JS.API.INFO"));
+        assert_eq!(subs.deliver("$JS.API.INFO", None, None, b""), 0);
+    }
+}

@@ -1,0 +1,12 @@
+//! The meta group (Raft group 0): which nodes form the cluster and where every stream lives.
+//!
+//! - [`state`]: [`MetaState`](state::MetaState), the pure replicated registry and its `apply`.
+//! - [`machine`]: [`MetaMachine`](machine::MetaMachine), the `ReplicatedStateMachine` that
+//!   persists it, and [`MetaView`](machine::MetaView), the read handle everyone else holds.
+//! - [`formation`]: when a node may initialise the meta group.
+//! - [`overlap`]: subject-filter overlap, for the "subjects overlap" rule.
+
+pub mod formation;
+pub mod machine;
+pub mod overlap;
+pub mod state;

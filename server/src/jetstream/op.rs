@@ -1,0 +1,173 @@
+//! [`ApiOp`]: which `$JS.API` operation a request subject names. Pure parsing, no state.
+//!
+//! Unknown subjects, and known ones with missing or extra tokens, parse to `None`: nats-server
+//! sends no answer at all for them (the client times out), and so do we.
+
+/// A `$JS.API` operation, with the names carried in its subject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiOp {
+    /// `$JS.API.INFO`
+    AccountInfo,
+    /// `$JS.API.STREAM.CREATE.<S>`
+    StreamCreate(String),
+    /// `$JS.API.STREAM.UPDATE.<S>`
+    StreamUpdate(String),
+    /// `$JS.API.STREAM.INFO.<S>`
+    StreamInfo(String),
+    /// `$JS.API.STREAM.DELETE.<S>`
+    StreamDelete(String),
+    /// `$JS.API.STREAM.NAMES`
+    StreamNames,
+    /// `$JS.API.STREAM.LIST`
+    StreamList,
+    /// `$JS.API.STREAM.PURGE.<S>`
+    StreamPurge(String),
+    /// `$JS.API.STREAM.MSG.GET.<S>`
+    MsgGet(String),
+    /// `$JS.API.STREAM.MSG.DELETE.<S>`
+    MsgDelete(String),
+    /// `$JS.API.DIRECT.GET.<S>` (request in the body)
+    DirectGet(String),
+    /// `$JS.API.DIRECT.GET.<S>.<subject...>` (last message on a subject)
+    DirectGetLast(String, String),
+    /// `$JS.API.STREAM.LEADER.STEPDOWN.<S>`
+    StreamLeaderStepdown(String),
+    /// `$JS.API.STREAM.PEER.REMOVE.<S>`
+    StreamPeerRemove(String),
+    /// `$JS.API.META.LEADER.STEPDOWN`
+    MetaLeaderStepdown,
+}
+
+/// The API prefix every operation lives under.
+pub const API_PREFIX: &str = "$JS.API.";
+
+impl ApiOp {
+    /// Parses a request subject; `None` for anything nats-server would not answer.
+    pub fn parse(subject: &str) -> Option<ApiOp> {
+        let rest = subject.strip_prefix(API_PREFIX)?;
+        let tokens: Vec<&str> = rest.split('.').collect();
+        let one = |name: &str| Some(name.to_string());
+        match tokens.as_slice() {
+            ["INFO"] => Some(ApiOp::AccountInfo),
+            ["STREAM", "CREATE", s] => one(s).map(ApiOp::StreamCreate),
+            ["STREAM", "UPDATE", s] => one(s).map(ApiOp::StreamUpdate),
+            ["STREAM", "INFO", s] => one(s).map(ApiOp::StreamInfo),
+            ["STREAM", "DELETE", s] => one(s).map(ApiOp::StreamDelete),
+            ["STREAM", "NAMES"] => Some(ApiOp::StreamNames),
+            ["STREAM", "LIST"] => Some(ApiOp::StreamList),
+            ["STREAM", "PURGE", s] => one(s).map(ApiOp::StreamPurge),
+            ["STREAM", "MSG", "GET", s] => one(s).map(ApiOp::MsgGet),
+            ["STREAM", "MSG", "DELETE", s] => one(s).map(ApiOp::MsgDelete),
+            ["STREAM", "LEADER", "STEPDOWN", s] => one(s).map(ApiOp::StreamLeaderStepdown),
+            ["STREAM", "PEER", "REMOVE", s] => one(s).map(ApiOp::StreamPeerRemove),
+            ["META", "LEADER", "STEPDOWN"] => Some(ApiOp::MetaLeaderStepdown),
+            ["DIRECT", "GET", s] => one(s).map(ApiOp::DirectGet),
+            ["DIRECT", "GET", s, subject @ ..] if !subject.is_empty() => {
+                Some(ApiOp::DirectGetLast(s.to_string(), subject.join(".")))
+            }
+            _ => None,
+        }
+        .filter(|op| op.stream().is_none_or(|s| !s.is_empty()))
+    }
+
+    /// The stream the operation names, if any.
+    pub fn stream(&self) -> Option<&str> {
+        match self {
+            ApiOp::StreamCreate(s)
+            | ApiOp::StreamUpdate(s)
+            | ApiOp::StreamInfo(s)
+            | ApiOp::StreamDelete(s)
+            | ApiOp::StreamPurge(s)
+            | ApiOp::MsgGet(s)
+            | ApiOp::MsgDelete(s)
+            | ApiOp::DirectGet(s)
+            | ApiOp::DirectGetLast(s, _)
+            | ApiOp::StreamLeaderStepdown(s)
+            | ApiOp::StreamPeerRemove(s) => Some(s),
+            ApiOp::AccountInfo
+            | ApiOp::StreamNames
+            | ApiOp::StreamList
+            | ApiOp::MetaLeaderStepdown => None,
+        }
+    }
+
+    /// Which node answers: the meta leader, the stream's leader, or whichever node got it.
+    pub fn owner(&self) -> Owner {
+        match self {
+            ApiOp::StreamCreate(_)
+            | ApiOp::StreamUpdate(_)
+            | ApiOp::StreamDelete(_)
+            | ApiOp::StreamPeerRemove(_)
+            | ApiOp::MetaLeaderStepdown => Owner::MetaLeader,
+            ApiOp::StreamInfo(_)
+            | ApiOp::StreamPurge(_)
+            | ApiOp::MsgGet(_)
+            | ApiOp::MsgDelete(_)
+            | ApiOp::StreamLeaderStepdown(_) => Owner::StreamLeader,
+            ApiOp::DirectGet(_) | ApiOp::DirectGetLast(..) => Owner::AnyReplica,
+            ApiOp::AccountInfo | ApiOp::StreamNames | ApiOp::StreamList => Owner::Any,
+        }
+    }
+}
+
+/// Where an API request must be answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// The meta group's leader (stream create/update/delete, cluster operations).
+    MetaLeader,
+    /// The stream group's leader (reads and writes that must be linearizable).
+    StreamLeader,
+    /// Any replica of the stream (direct get).
+    AnyReplica,
+    /// The node that received it.
+    Any,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_known_subjects() {
+        let cases = [
+            ("$JS.API.INFO", ApiOp::AccountInfo),
+            ("$JS.API.STREAM.CREATE.S", ApiOp::StreamCreate("S".into())),
+            ("$JS.API.STREAM.MSG.GET.S", ApiOp::MsgGet("S".into())),
+            ("$JS.API.STREAM.NAMES", ApiOp::StreamNames),
+            ("$JS.API.META.LEADER.STEPDOWN", ApiOp::MetaLeaderStepdown),
+            ("$JS.API.DIRECT.GET.S", ApiOp::DirectGet("S".into())),
+            (
+                "$JS.API.DIRECT.GET.S.a.b.c",
+                ApiOp::DirectGetLast("S".into(), "a.b.c".into()),
+            ),
+        ];
+        for (subject, want) in cases {
+            assert_eq!(ApiOp::parse(subject), Some(want), "{subject}");
+        }
+    }
+
+    #[test]
+    fn unknown_or_malformed_subjects_get_no_answer() {
+        for subject in [
+            "$JS.API.BOGUS.THING",
+            "$JS.API.STREAM.INFO",
+            "$JS.API.STREAM.INFO.a.b",
+            "$JS.API.STREAM.TEMPLATE.NAMES",
+            "$JS.API.INFO.x",
+            "$JS.API.STREAM.CREATE.",
+            "other",
+        ] {
+            assert_eq!(ApiOp::parse(subject), None, "{subject}");
+        }
+    }
+
+    #[test]
+    fn owners() {
+        assert_eq!(
+            ApiOp::StreamCreate("S".into()).owner(),
+            Owner::MetaLeader
+        );
+        assert_eq!(ApiOp::StreamInfo("S".into()).owner(), Owner::StreamLeader);
+        assert_eq!(ApiOp::StreamNames.owner(), Owner::Any);
+    }
+}

@@ -1,0 +1,252 @@
+//! [`JetStream`]: the node's JetStream runtime. It owns the node's Raft registry (meta group +
+//! the stream groups assigned here), keeps local stream replicas in step with the meta state,
+//! captures publishes on stream subjects, and answers `$JS.API` requests it owns, forwarding the
+//! rest to the node that owns them.
+//!
+//! - [`replica`]: a stream replica on this node and the shared state machine Raft applies to.
+//! - `reconcile`: start/stop local stream groups and capture subscriptions from the meta state.
+//! - `api`: the `$JS.API` request loop and its handlers.
+//! - `publish`: stream capture and proposals of `Append` entries.
+//! - `forward`: sending a request to the node that owns it.
+//!
+//! Invariants:
+//! - Only leaders answer: the meta leader for stream create/update/delete, the stream leader
+//!   for stream reads and writes. Followers forward or stay silent.
+//! - A PubAck is sent only after the `Append` is committed (fsynced on a quorum) and applied.
+//! - Locks (`local`, `captures`) are `parking_lot` locks held only to clone handles out.
+
+mod api;
+mod forward;
+mod publish;
+mod reconcile;
+pub mod replica;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use jetraft_raft::network::grpc::GrpcTransport;
+use jetraft_raft::rocks_log::RocksLogs;
+use jetraft_raft::{GroupId, GroupRegistry, NodeId, PeerNode, RaftTiming};
+use parking_lot::{Mutex, RwLock};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::Server;
+use crate::jetstream::meta::machine::{MetaMachine, MetaView};
+use crate::jetstream::stream::ServerIdentity;
+use replica::LocalStream;
+
+/// Why JetStream could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum JetStreamError {
+    /// The node's RocksDB could not be opened.
+    #[error("opening the store in {path}")]
+    Store {
+        /// Database directory.
+        path: String,
+        /// The storage error.
+        #[source]
+        source: jetraft_storage::StorageError,
+    },
+    /// A Raft group could not be started.
+    #[error("starting raft")]
+    Raft(#[from] jetraft_raft::RaftError),
+    /// The meta state could not be loaded.
+    #[error("loading the meta state")]
+    Meta(#[from] jetraft_raft::StateMachineError),
+}
+
+/// A capture subscription set of one stream (every node has one per stream).
+struct Capture {
+    /// The stream's uid when the capture was set up (recreated streams get new captures).
+    uid: u64,
+    /// Subjects captured.
+    subjects: Vec<String>,
+    /// Stops the capture task.
+    cancel: CancellationToken,
+}
+
+/// The node's JetStream runtime.
+pub struct JetStream {
+    /// The NATS side: routing, internal subscriptions, publishing answers.
+    server: Arc<Server>,
+    /// This node's Raft id.
+    node: NodeId,
+    /// The node's Raft groups.
+    registry: GroupRegistry<GrpcTransport>,
+    /// Outbound Raft transport (peer addresses are registered here).
+    transport: GrpcTransport,
+    /// The node's RocksDB and group-commit log writer.
+    logs: RocksLogs,
+    /// Read handle on the meta state.
+    meta: MetaView,
+    /// Stream replicas hosted here, by stream name.
+    local: RwLock<HashMap<String, Arc<LocalStream>>>,
+    /// Capture subscriptions by stream name.
+    captures: Mutex<HashMap<String, Capture>>,
+    /// What responses say about this server.
+    identity: ServerIdentity,
+    /// This node's cluster (gRPC) address, recorded in Raft membership.
+    cluster_addr: String,
+    /// Stops the runtime's tasks.
+    cancel: CancellationToken,
+}
+
+impl std::fmt::Debug for JetStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JetStream")
+            .field("node", &self.node)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Current wall-clock time in Unix nanoseconds (stamped by leaders into commands).
+pub(crate) fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+impl JetStream {
+    /// Opens the node's store under `store_dir`, starts the meta group (forming a one-node
+    /// cluster when there are no peers) and the request/capture/reconcile tasks.
+    pub async fn start(
+        server: Arc<Server>,
+        node: NodeId,
+        transport: GrpcTransport,
+        cluster_addr: String,
+        timing: RaftTiming,
+    ) -> Result<Arc<Self>, JetStreamError> {
+        let path = server.config.jetstream.store_dir.join("jetraft");
+        let logs = RocksLogs::open(&path).map_err(|source| JetStreamError::Store {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let registry = GroupRegistry::new(node, transport.clone(), timing)?;
+        let (meta_sm, meta) = MetaMachine::open(Some(logs.db().clone()))?;
+        logs.create_group(&registry, GroupId::META, Box::new(meta_sm))
+            .await?;
+        let js = Arc::new(Self {
+            server: server.clone(),
+            node,
+            registry,
+            transport,
+            logs,
+            meta,
+            local: RwLock::new(HashMap::new()),
+            captures: Mutex::new(HashMap::new()),
+            identity: ServerIdentity {
+                version: crate::server::NATS_VERSION.to_string(),
+                api_level: crate::server::API_LEVEL,
+            },
+            cluster_addr,
+            cancel: server.shutdown.child_token(),
+        });
+        js.spawn_tasks()?;
+        info!(node = %node, "jetstream started");
+        Ok(js)
+    }
+
+    fn spawn_tasks(self: &Arc<Self>) -> Result<(), JetStreamError> {
+        let api = self
+            .server
+            .internal
+            .subscribe("$JS.API.>")
+            .map_err(|e| JetStreamError::Raft(jetraft_raft::RaftError::Config {
+                reason: e.to_string(),
+            }))?;
+        let fwd = self
+            .server
+            .internal
+            .subscribe(&forward::inbox_pattern(self.node))
+            .map_err(|e| JetStreamError::Raft(jetraft_raft::RaftError::Config {
+                reason: e.to_string(),
+            }))?;
+        let js = self.clone();
+        self.server.tasks.spawn(async move { js.api_loop(api).await });
+        let js = self.clone();
+        self.server.tasks.spawn(async move { js.forward_loop(fwd).await });
+        let js = self.clone();
+        self.server.tasks.spawn(async move { js.reconcile_loop().await });
+        Ok(())
+    }
+
+    /// Initialises the meta group with `voters` (formation). Idempotent: an initialised group
+    /// is left alone.
+    pub async fn initialize_meta(&self, voters: BTreeMap<NodeId, PeerNode>) {
+        let Ok(raft) = self.registry.raft(GroupId::META) else {
+            return;
+        };
+        if raft.is_initialized().await.unwrap_or(true) {
+            return;
+        }
+        match self.registry.initialize(GroupId::META, voters).await {
+            Ok(()) => info!("meta group initialised"),
+            Err(e) => warn!(error = %e, "meta group initialisation failed"),
+        }
+    }
+
+    /// Forms a one-node cluster if the meta group was never initialised.
+    pub async fn form_single_node(&self) {
+        let mut voters = BTreeMap::new();
+        voters.insert(self.node, PeerNode::new(self.cluster_addr.clone()));
+        self.initialize_meta(voters).await;
+    }
+
+    /// Whether the meta group has state here (this node has been part of a cluster).
+    pub async fn has_meta_state(&self) -> bool {
+        match self.registry.raft(GroupId::META) {
+            Ok(raft) => raft.is_initialized().await.unwrap_or(false),
+            Err(_) => false,
+        }
+    }
+
+    /// The node's Raft groups (for the cluster listener's Raft service).
+    pub fn registry(&self) -> &GroupRegistry<GrpcTransport> {
+        &self.registry
+    }
+
+    /// The meta state view.
+    pub fn meta(&self) -> &MetaView {
+        &self.meta
+    }
+
+    /// This node's id.
+    pub fn node_id(&self) -> NodeId {
+        self.node
+    }
+
+    /// The meta leader, if known.
+    fn meta_leader(&self) -> Option<NodeId> {
+        self.registry.leader(GroupId::META).ok().and_then(|l| l.leader)
+    }
+
+    /// The local replica of `name`, if hosted here.
+    fn local_stream(&self, name: &str) -> Option<Arc<LocalStream>> {
+        self.local.read().get(name).cloned()
+    }
+
+    /// Waits (bounded) until `group` has a leader visible from this node.
+    async fn wait_group_leader(&self, group: GroupId, bound: Duration) -> Option<NodeId> {
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            if let Ok(info) = self.registry.leader(group)
+                && let Some(leader) = info.leader
+            {
+                return Some(leader);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Stops every group (node shutdown).
+    pub async fn shutdown(&self) {
+        self.cancel.cancel();
+        self.registry.shutdown().await;
+    }
+}

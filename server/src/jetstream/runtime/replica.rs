@@ -1,0 +1,60 @@
+//! A stream replica hosted on this node: its state machine shared between Raft (which applies
+//! committed entries) and the API/publish paths (which read it on the leader).
+//!
+//! Invariants:
+//! - The state machine mutex is a `parking_lot` mutex, held only for synchronous reads or one
+//!   apply, never across `.await`.
+//! - Only Raft mutates the state machine; readers never write.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use jetraft_raft::{AppliedState, GroupId, LogIndex, ReplicatedStateMachine, StateMachineError};
+use parking_lot::Mutex;
+
+use crate::jetstream::stream::StreamStateMachine;
+
+/// One stream replica on this node.
+#[derive(Debug)]
+pub struct LocalStream {
+    /// Stream name.
+    pub name: String,
+    /// Stream uid (also its Raft group id).
+    pub uid: u64,
+    /// Replica node ids, as the meta group assigned them.
+    pub replicas: Vec<u64>,
+    /// The replicated state, shared with Raft's apply.
+    pub sm: Arc<Mutex<StreamStateMachine>>,
+}
+
+impl LocalStream {
+    /// The stream's Raft group.
+    pub fn group(&self) -> GroupId {
+        GroupId(self.uid)
+    }
+}
+
+/// Hands Raft a [`ReplicatedStateMachine`] that applies to the shared state.
+pub struct SharedStream(pub Arc<Mutex<StreamStateMachine>>);
+
+impl ReplicatedStateMachine for SharedStream {
+    fn apply(&mut self, index: LogIndex, command: &[u8]) -> Result<Bytes, StateMachineError> {
+        self.0.lock().apply(index, command)
+    }
+
+    fn snapshot(&self) -> Result<Bytes, StateMachineError> {
+        self.0.lock().snapshot()
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), StateMachineError> {
+        self.0.lock().restore(snapshot)
+    }
+
+    fn save_applied(&mut self, state: &AppliedState) -> Result<(), StateMachineError> {
+        self.0.lock().save_applied(state)
+    }
+
+    fn load_applied(&self) -> Result<Option<AppliedState>, StateMachineError> {
+        self.0.lock().load_applied()
+    }
+}

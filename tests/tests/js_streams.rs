@@ -1,0 +1,391 @@
+//! JetStream streams through the official Rust client (async-nats 0.51) and raw `$JS.API`
+//! requests: stream management, publishing with PubAcks, dedup, expected-* headers, limits,
+//! purge/get/delete, direct get and persistence across restarts (single node).
+//!
+//! Every test first ran against the real nats-server (`JETRAFT_TEST_SERVER=nats-server`).
+
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, stream};
+use bytes::Bytes;
+use jetraft_tests::harness::{ServerOptions, ServerProcess, within};
+use serde_json::{Value, json};
+
+const OP: Duration = Duration::from_secs(10);
+
+async fn start() -> ServerProcess {
+    ServerProcess::start(ServerOptions::default())
+        .await
+        .expect("start server")
+}
+
+async fn connect(srv: &ServerProcess) -> async_nats::Client {
+    within(OP, "connect", async_nats::connect(srv.client_url()))
+        .await
+        .expect("connect")
+}
+
+/// A raw API request; returns the JSON answer.
+async fn api(nc: &async_nats::Client, subject: &str, body: Value) -> Value {
+    let payload = if body.is_null() {
+        Bytes::new()
+    } else {
+        Bytes::from(body.to_string())
+    };
+    let msg = within(OP, subject, nc.request(subject.to_string(), payload))
+        .await
+        .unwrap_or_else(|e| panic!("request {subject}: {e}"));
+    serde_json::from_slice(&msg.payload).expect("API answers JSON")
+}
+
+fn err_code(v: &Value) -> Option<u64> {
+    v["error"]["err_code"].as_u64()
+}
+
+async fn create(nc: &async_nats::Client, config: Value) -> Value {
+    let name = config["name"].as_str().expect("name").to_string();
+    api(nc, &format!("$JS.API.STREAM.CREATE.{name}"), config).await
+}
+
+/// Publishes with a reply and returns the PubAck JSON.
+async fn publish(nc: &async_nats::Client, subject: &str, headers: &[(&str, &str)], body: &str) -> Value {
+    let mut h = HeaderMap::new();
+    for (k, v) in headers {
+        h.insert(*k, *v);
+    }
+    let msg = within(
+        OP,
+        "publish",
+        nc.request_with_headers(subject.to_string(), h, Bytes::from(body.to_string())),
+    )
+    .await
+    .expect("puback");
+    serde_json::from_slice(&msg.payload).expect("PubAck JSON")
+}
+
+#[tokio::test]
+async fn create_applies_nats_server_defaults() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    let r = create(&nc, json!({"name": "ORDERS"})).await;
+    assert_eq!(r["type"], "io.nats.jetstream.api.v1.stream_create_response");
+    let c = &r["config"];
+    assert_eq!(c["subjects"], json!(["ORDERS"]));
+    assert_eq!(c["retention"], "limits");
+    assert_eq!(c["storage"], "file");
+    assert_eq!(c["discard"], "old");
+    assert_eq!(c["num_replicas"], 1);
+    assert_eq!(c["max_msgs"], -1);
+    assert_eq!(c["max_bytes"], -1);
+    assert_eq!(c["max_age"], 0);
+    assert_eq!(c["max_msgs_per_subject"], -1);
+    assert_eq!(c["max_msg_size"], -1);
+    assert_eq!(c["max_consumers"], -1);
+    assert_eq!(c["duplicate_window"], 120_000_000_000u64);
+    let s = &r["state"];
+    assert_eq!(s["messages"], 0);
+    assert_eq!(s["bytes"], 0);
+    assert_eq!(s["first_seq"], 0);
+    assert_eq!(s["last_seq"], 0);
+    assert!(r["created"].as_str().is_some());
+}
+
+#[tokio::test]
+async fn create_errors_match_nats_server() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    assert!(err_code(&create(&nc, json!({"name": "A", "subjects": ["a.*"]})).await).is_none());
+    // Same config again is fine; a different one is "name in use".
+    assert!(err_code(&create(&nc, json!({"name": "A", "subjects": ["a.*"]})).await).is_none());
+    let r = create(&nc, json!({"name": "A", "subjects": ["a.>"]})).await;
+    assert_eq!(err_code(&r), Some(10058), "{r}");
+    assert_eq!(r["error"]["code"], 400);
+    let r = create(&nc, json!({"name": "B", "subjects": ["a.b"]})).await;
+    assert_eq!(err_code(&r), Some(10065), "{r}");
+    let r = api(&nc, "$JS.API.STREAM.INFO.NOPE", Value::Null).await;
+    assert_eq!(err_code(&r), Some(10059), "{r}");
+    assert_eq!(r["error"]["code"], 404);
+    let r = api(&nc, "$JS.API.STREAM.DELETE.NOPE", Value::Null).await;
+    assert_eq!(err_code(&r), Some(10059), "{r}");
+}
+
+#[tokio::test]
+async fn publish_acks_sequences_and_info_counts_them() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    create(&nc, json!({"name": "S", "subjects": ["s.>"]})).await;
+    for i in 1..=3u64 {
+        let ack = publish(&nc, "s.x", &[], "hello").await;
+        assert_eq!(ack, json!({"stream": "S", "seq": i}));
+    }
+    let info = api(&nc, "$JS.API.STREAM.INFO.S", Value::Null).await;
+    assert_eq!(info["state"]["messages"], 3);
+    assert_eq!(info["state"]["first_seq"], 1);
+    assert_eq!(info["state"]["last_seq"], 3);
+    assert_eq!(info["state"]["num_subjects"], 1);
+    assert!(info["state"]["bytes"].as_u64().unwrap() > 0);
+}
+
+#[tokio::test]
+async fn dedup_and_expected_headers() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    create(&nc, json!({"name": "D", "subjects": ["d.*"]})).await;
+    let a = publish(&nc, "d.1", &[("Nats-Msg-Id", "m1")], "x").await;
+    assert_eq!(a, json!({"stream": "D", "seq": 1}));
+    let b = publish(&nc, "d.1", &[("Nats-Msg-Id", "m1")], "x").await;
+    assert_eq!(b, json!({"stream": "D", "seq": 1, "duplicate": true}));
+    let wrong = publish(&nc, "d.1", &[("Nats-Expected-Last-Sequence", "5")], "x").await;
+    assert_eq!(err_code(&wrong), Some(10071), "{wrong}");
+    let right = publish(&nc, "d.1", &[("Nats-Expected-Last-Sequence", "1")], "x").await;
+    assert_eq!(right["seq"], 2);
+    let stream = publish(&nc, "d.2", &[("Nats-Expected-Stream", "OTHER")], "x").await;
+    assert_eq!(err_code(&stream), Some(10060), "{stream}");
+    let subj = publish(&nc, "d.2", &[("Nats-Expected-Last-Subject-Sequence", "0")], "x").await;
+    assert_eq!(subj["seq"], 3, "{subj}");
+    let subj = publish(&nc, "d.2", &[("Nats-Expected-Last-Subject-Sequence", "2")], "x").await;
+    assert_eq!(err_code(&subj), Some(10071), "{subj}");
+    let id = publish(&nc, "d.3", &[("Nats-Expected-Last-Msg-Id", "nope")], "x").await;
+    assert_eq!(err_code(&id), Some(10070), "{id}");
+}
+
+#[tokio::test]
+async fn limits_discard_old_and_new() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    create(&nc, json!({"name": "OLD", "subjects": ["old"], "max_msgs": 3})).await;
+    for _ in 0..5 {
+        publish(&nc, "old", &[], "x").await;
+    }
+    let info = api(&nc, "$JS.API.STREAM.INFO.OLD", Value::Null).await;
+    assert_eq!(info["state"]["messages"], 3);
+    assert_eq!(info["state"]["first_seq"], 3);
+    create(
+        &nc,
+        json!({"name": "NEW", "subjects": ["new"], "max_msgs": 2, "discard": "new"}),
+    )
+    .await;
+    publish(&nc, "new", &[], "x").await;
+    publish(&nc, "new", &[], "x").await;
+    let full = publish(&nc, "new", &[], "x").await;
+    assert_eq!(err_code(&full), Some(10077), "{full}");
+    create(&nc, json!({"name": "PER", "subjects": ["per.*"], "max_msgs_per_subject": 1})).await;
+    publish(&nc, "per.a", &[], "1").await;
+    publish(&nc, "per.a", &[], "2").await;
+    publish(&nc, "per.b", &[], "3").await;
+    let info = api(&nc, "$JS.API.STREAM.INFO.PER", Value::Null).await;
+    assert_eq!(info["state"]["messages"], 2);
+    let big = create(&nc, json!({"name": "BIG", "subjects": ["big"], "max_msg_size": 4})).await;
+    assert!(err_code(&big).is_none(), "{big}");
+    let too_big = publish(&nc, "big", &[], "12345").await;
+    assert_eq!(err_code(&too_big), Some(10054), "{too_big}");
+}
+
+#[tokio::test]
+async fn purge_get_and_delete_messages() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    create(&nc, json!({"name": "P", "subjects": ["p.*"]})).await;
+    for (i, s) in ["p.a", "p.b", "p.a", "p.b", "p.a"].iter().enumerate() {
+        publish(&nc, s, &[], &format!("m{}", i + 1)).await;
+    }
+    let got = api(&nc, "$JS.API.STREAM.MSG.GET.P", json!({"seq": 2})).await;
+    assert_eq!(got["message"]["subject"], "p.b");
+    assert_eq!(got["message"]["seq"], 2);
+    assert_eq!(got["message"]["data"], "bTI="); // base64("m2")
+    let last = api(&nc, "$JS.API.STREAM.MSG.GET.P", json!({"last_by_subj": "p.a"})).await;
+    assert_eq!(last["message"]["seq"], 5);
+    let next = api(&nc, "$JS.API.STREAM.MSG.GET.P", json!({"seq": 3, "next_by_subj": "p.b"})).await;
+    assert_eq!(next["message"]["seq"], 4);
+    let missing = api(&nc, "$JS.API.STREAM.MSG.GET.P", json!({"seq": 99})).await;
+    assert_eq!(err_code(&missing), Some(10037), "{missing}");
+    let del = api(&nc, "$JS.API.STREAM.MSG.DELETE.P", json!({"seq": 1})).await;
+    assert_eq!(del["success"], true, "{del}");
+    let info = api(&nc, "$JS.API.STREAM.INFO.P", Value::Null).await;
+    assert_eq!(info["state"]["messages"], 4);
+    assert_eq!(info["state"]["first_seq"], 2);
+    let purged = api(&nc, "$JS.API.STREAM.PURGE.P", json!({"filter": "p.b"})).await;
+    assert_eq!(purged, json!({"type": "io.nats.jetstream.api.v1.stream_purge_response", "success": true, "purged": 2}));
+    let purged = api(&nc, "$JS.API.STREAM.PURGE.P", Value::Null).await;
+    assert_eq!(purged["purged"], 2);
+    let info = api(&nc, "$JS.API.STREAM.INFO.P", Value::Null).await;
+    assert_eq!(info["state"]["messages"], 0);
+    assert_eq!(info["state"]["first_seq"], 6);
+    assert_eq!(info["state"]["last_seq"], 5);
+}
+
+#[tokio::test]
+async fn names_list_update_and_delete() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    create(&nc, json!({"name": "B", "subjects": ["b.*"]})).await;
+    create(&nc, json!({"name": "A", "subjects": ["a.*"]})).await;
+    let names = api(&nc, "$JS.API.STREAM.NAMES", Value::Null).await;
+    assert_eq!(names["streams"], json!(["A", "B"]));
+    assert_eq!(names["total"], 2);
+    let filtered = api(&nc, "$JS.API.STREAM.NAMES", json!({"subject": "b.x"})).await;
+    assert_eq!(filtered["streams"], json!(["B"]));
+    let list = api(&nc, "$JS.API.STREAM.LIST", Value::Null).await;
+    assert_eq!(list["streams"].as_array().map(Vec::len), Some(2));
+    assert_eq!(list["streams"][0]["config"]["name"], "A");
+    let upd = api(
+        &nc,
+        "$JS.API.STREAM.UPDATE.A",
+        json!({"name": "A", "subjects": ["a.*", "aa"], "max_msgs": 10}),
+    )
+    .await;
+    assert!(err_code(&upd).is_none(), "{upd}");
+    assert_eq!(upd["config"]["max_msgs"], 10);
+    let bad = api(
+        &nc,
+        "$JS.API.STREAM.UPDATE.A",
+        json!({"name": "A", "subjects": ["a.*"], "storage": "memory"}),
+    )
+    .await;
+    assert_eq!(err_code(&bad), Some(10052), "{bad}");
+    let del = api(&nc, "$JS.API.STREAM.DELETE.A", Value::Null).await;
+    assert_eq!(del, json!({"type": "io.nats.jetstream.api.v1.stream_delete_response", "success": true}));
+    let names = api(&nc, "$JS.API.STREAM.NAMES", Value::Null).await;
+    assert_eq!(names["streams"], json!(["B"]));
+}
+
+#[tokio::test]
+async fn account_info_counts_streams() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    create(&nc, json!({"name": "X", "subjects": ["x"]})).await;
+    publish(&nc, "x", &[], "hello").await;
+    let info = api(&nc, "$JS.API.INFO", Value::Null).await;
+    assert_eq!(info["type"], "io.nats.jetstream.api.v1.account_info_response");
+    assert_eq!(info["streams"], 1);
+    assert_eq!(info["consumers"], 0);
+    assert!(info["storage"].as_u64().unwrap() > 0);
+    assert!(info["limits"].is_object());
+    assert!(info["api"]["total"].as_u64().is_some());
+}
+
+#[tokio::test]
+async fn official_client_stream_api_works() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc);
+    let mut s = js
+        .create_stream(stream::Config {
+            name: "EVENTS".into(),
+            subjects: vec!["events.>".into()],
+            storage: stream::StorageType::Memory,
+            ..Default::default()
+        })
+        .await
+        .expect("create stream");
+    for i in 0..10 {
+        let ack = js
+            .publish(format!("events.{}", i % 3), Bytes::from("e"))
+            .await
+            .expect("publish")
+            .await
+            .expect("ack");
+        assert_eq!(ack.stream, "EVENTS");
+        assert_eq!(ack.sequence, i + 1);
+    }
+    let info = s.info().await.expect("info");
+    assert_eq!(info.state.messages, 10);
+    assert_eq!(info.config.storage, stream::StorageType::Memory);
+    let raw = s.get_raw_message(4).await.expect("get");
+    assert_eq!(raw.subject.as_str(), "events.0");
+    let last = s.get_last_raw_message_by_subject("events.1").await.expect("last");
+    assert_eq!(last.sequence, 8);
+    assert!(s.delete_message(1).await.expect("delete"));
+    let err = js.get_stream("MISSING").await.expect_err("missing stream");
+    assert!(err.to_string().contains("not found"), "{err}");
+    js.delete_stream("EVENTS").await.expect("delete stream");
+}
+
+#[tokio::test]
+async fn publish_without_reply_is_stored_and_unbound_subjects_are_core_nats() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    create(&nc, json!({"name": "Q", "subjects": ["q"]})).await;
+    nc.publish("q", Bytes::from("silent")).await.expect("publish");
+    nc.flush().await.expect("flush");
+    jetraft_tests::harness::wait_for("message stored", OP, || {
+        let nc = nc.clone();
+        async move {
+            let info = api(&nc, "$JS.API.STREAM.INFO.Q", Value::Null).await;
+            (info["state"]["messages"] == 1).then_some(())
+        }
+    })
+    .await;
+    let js = jetstream::new(nc.clone());
+    let err = js
+        .publish("unbound.subject", Bytes::from("x"))
+        .await
+        .expect("send")
+        .await
+        .expect_err("no stream: no responders");
+    assert!(err.to_string().contains("no responders"), "{err}");
+}
+
+#[tokio::test]
+async fn direct_get_only_when_allowed() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    create(&nc, json!({"name": "DG", "subjects": ["dg.*"], "allow_direct": true})).await;
+    publish(&nc, "dg.a", &[], "one").await;
+    publish(&nc, "dg.b", &[], "two").await;
+    let msg = within(
+        OP,
+        "direct get",
+        nc.request("$JS.API.DIRECT.GET.DG", Bytes::from(r#"{"seq":2}"#)),
+    )
+    .await
+    .expect("direct get");
+    assert_eq!(msg.payload, Bytes::from("two"));
+    let h = msg.headers.expect("direct get headers");
+    assert_eq!(h.get("Nats-Stream").map(|v| v.as_str()), Some("DG"));
+    assert_eq!(h.get("Nats-Sequence").map(|v| v.as_str()), Some("2"));
+    assert_eq!(h.get("Nats-Subject").map(|v| v.as_str()), Some("dg.b"));
+    let last = within(
+        OP,
+        "direct get last",
+        nc.request("$JS.API.DIRECT.GET.DG.dg.a", Bytes::new()),
+    )
+    .await
+    .expect("direct get by subject");
+    assert_eq!(last.payload, Bytes::from("one"));
+    create(&nc, json!({"name": "ND", "subjects": ["nd"]})).await;
+    let err = nc
+        .request("$JS.API.DIRECT.GET.ND", Bytes::from(r#"{"seq":1}"#))
+        .await
+        .expect_err("no direct get without allow_direct");
+    assert_eq!(err.kind(), async_nats::RequestErrorKind::NoResponders, "{err}");
+}
+
+#[tokio::test]
+async fn streams_and_messages_survive_restart() {
+    let mut srv = start().await;
+    let nc = connect(&srv).await;
+    create(&nc, json!({"name": "DUR", "subjects": ["dur.>"]})).await;
+    for i in 0..20 {
+        publish(&nc, &format!("dur.{i}"), &[("Nats-Msg-Id", &format!("id{i}"))], "payload").await;
+    }
+    drop(nc);
+    srv.restart().await.expect("restart");
+    let nc = connect(&srv).await;
+    let info = jetraft_tests::harness::wait_for("stream back", OP, || {
+        let nc = nc.clone();
+        async move {
+            let info = api(&nc, "$JS.API.STREAM.INFO.DUR", Value::Null).await;
+            info["state"].is_object().then_some(info)
+        }
+    })
+    .await;
+    assert_eq!(info["state"]["messages"], 20);
+    assert_eq!(info["state"]["last_seq"], 20);
+    // Dedup state survives the restart too.
+    let dup = publish(&nc, "dur.3", &[("Nats-Msg-Id", "id3")], "payload").await;
+    assert_eq!(dup["duplicate"], true, "{dup}");
+    let next = publish(&nc, "dur.x", &[], "payload").await;
+    assert_eq!(next["seq"], 21);
+}
