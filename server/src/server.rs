@@ -20,8 +20,8 @@ use tracing::{debug, info, warn};
 
 use crate::auth::Authenticator;
 use crate::config::Config;
-use crate::internal::InternalSubs;
 use crate::conn::{Client, CloseReason, SubRef, Subscription, reader, writer};
+use crate::internal::InternalSubs;
 use crate::protocol::encode::{self, ServerInfo};
 use crate::protocol::headers;
 use crate::router::sublist::Sublist;

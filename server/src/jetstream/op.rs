@@ -163,10 +163,7 @@ mod tests {
 
     #[test]
     fn owners() {
-        assert_eq!(
-            ApiOp::StreamCreate("S".into()).owner(),
-            Owner::MetaLeader
-        );
+        assert_eq!(ApiOp::StreamCreate("S".into()).owner(), Owner::MetaLeader);
         assert_eq!(ApiOp::StreamInfo("S".into()).owner(), Owner::StreamLeader);
         assert_eq!(ApiOp::StreamNames.owner(), Owner::Any);
     }

@@ -45,7 +45,11 @@ pub fn decide(
     if heard.iter().any(|p| p.has_meta_state) {
         return Formation::Wait;
     }
-    let mut ids: Vec<u64> = heard.iter().map(|p| p.node_id).filter(|id| *id != me).collect();
+    let mut ids: Vec<u64> = heard
+        .iter()
+        .map(|p| p.node_id)
+        .filter(|id| *id != me)
+        .collect();
     ids.sort_unstable();
     ids.dedup();
     if ids.len() < expected_peers {

@@ -141,14 +141,11 @@ impl MetaState {
 
     /// Whether any of `subjects` overlaps a subject of a stream other than `name`.
     pub fn overlaps(&self, name: &str, subjects: &[String]) -> bool {
-        self.streams
-            .values()
-            .filter(|s| s.name != name)
-            .any(|s| {
-                s.subjects
-                    .iter()
-                    .any(|a| subjects.iter().any(|b| subjects_overlap(a, b)))
-            })
+        self.streams.values().filter(|s| s.name != name).any(|s| {
+            s.subjects
+                .iter()
+                .any(|a| subjects.iter().any(|b| subjects_overlap(a, b)))
+        })
     }
 
     /// The stream named `name`.
@@ -263,15 +260,24 @@ mod tests {
         let mut m = MetaState::default();
         let first = uid(&m.apply(create("A", &["a"], "{\"x\":1}")));
         assert_eq!(uid(&m.apply(create("A", &["a"], "{\"x\":1}"))), first);
-        assert_eq!(err_code(&m.apply(create("A", &["a"], "{\"x\":2}"))), Some(10058));
+        assert_eq!(
+            err_code(&m.apply(create("A", &["a"], "{\"x\":2}"))),
+            Some(10058)
+        );
     }
 
     #[test]
     fn overlapping_subjects_are_refused() {
         let mut m = MetaState::default();
         m.apply(create("A", &["orders.*"], "{}"));
-        assert_eq!(err_code(&m.apply(create("B", &["orders.>"], "{}"))), Some(10065));
-        assert_eq!(err_code(&m.apply(create("C", &["orders.eu"], "{}"))), Some(10065));
+        assert_eq!(
+            err_code(&m.apply(create("B", &["orders.>"], "{}"))),
+            Some(10065)
+        );
+        assert_eq!(
+            err_code(&m.apply(create("C", &["orders.eu"], "{}"))),
+            Some(10065)
+        );
         assert_eq!(err_code(&m.apply(create("D", &["orders"], "{}"))), None);
     }
 
