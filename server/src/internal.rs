@@ -33,13 +33,25 @@ pub struct InternalMsg {
     pub payload: Bytes,
 }
 
+/// Decides synchronously whether a matching subject is taken (a declined message does not
+/// count as delivered, so the publisher may get a no-responders status).
+pub type AcceptFn = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
 /// A subscriber entry in the internal index.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct InternalRef {
     /// Unique per subscription; equality is by id.
     id: u64,
     /// Where matches go.
     tx: mpsc::UnboundedSender<InternalMsg>,
+    /// Optional filter on matching subjects.
+    accept: Option<AcceptFn>,
+}
+
+impl std::fmt::Debug for InternalRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InternalRef").field("id", &self.id).finish()
+    }
 }
 
 impl PartialEq for InternalRef {
@@ -83,10 +95,20 @@ impl Drop for InternalSub {
 impl InternalSubs {
     /// Subscribes to `subject` (wildcards allowed).
     pub fn subscribe(&self, subject: &str) -> Result<InternalSub, SublistError> {
+        self.subscribe_filtered(subject, None)
+    }
+
+    /// Subscribes to `subject`, taking only the messages `accept` approves.
+    pub fn subscribe_filtered(
+        &self,
+        subject: &str,
+        accept: Option<AcceptFn>,
+    ) -> Result<InternalSub, SublistError> {
         let (tx, rx) = mpsc::unbounded_channel();
         let entry = InternalRef {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             tx,
+            accept,
         };
         self.list.insert(subject, None, entry.clone())?;
         Ok(InternalSub {
@@ -119,6 +141,7 @@ impl InternalSubs {
         result
             .plain
             .iter()
+            .filter(|r| r.accept.as_ref().is_none_or(|accept| accept(subject)))
             .filter(|r| r.tx.send(msg.clone()).is_ok())
             .count()
     }
@@ -146,5 +169,16 @@ mod tests {
         drop(a);
         assert!(!subs.has_interest("$JS.API.INFO"));
         assert_eq!(subs.deliver("$JS.API.INFO", None, None, b""), 0);
+    }
+
+    #[test]
+    fn declined_messages_do_not_count_as_delivered() {
+        let subs = InternalSubs::default();
+        let accept: AcceptFn = Arc::new(|s: &str| !s.ends_with(".no"));
+        let mut sub = subs.subscribe_filtered("a.*", Some(accept)).unwrap();
+        assert_eq!(subs.deliver("a.no", None, None, b""), 0);
+        assert_eq!(subs.deliver("a.yes", None, None, b""), 1);
+        assert_eq!(sub.rx.try_recv().unwrap().subject, "a.yes");
+        assert!(sub.rx.try_recv().is_err());
     }
 }

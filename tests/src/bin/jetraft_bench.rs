@@ -6,6 +6,7 @@
 //!   from its first to its last message.
 //! * `reqrep`: one echo responder and one requester doing sequential requests; latency
 //!   percentiles and requests per second.
+//! * `jspub`: JetStream publishing with PubAcks (async with N in flight, or synchronous).
 //!
 //! Each run prints exactly one `RESULT ...` line on stdout (space-separated `key=value` pairs);
 //! everything else goes to stderr. Run `jetraft-bench --help` for the options.
@@ -13,6 +14,8 @@
 // The crate root is a file in `src/bin/`, so its modules are found relative to that directory.
 #[path = "jetraft_bench/args.rs"]
 mod args;
+#[path = "jetraft_bench/jspub.rs"]
+mod jspub;
 #[path = "jetraft_bench/pubsub.rs"]
 mod pubsub;
 #[path = "jetraft_bench/reqrep.rs"]
@@ -63,6 +66,7 @@ fn run(args: Args) -> Result<()> {
             match args.bench {
                 Bench::PubSub => Box::pin(pubsub::run(&args)).await,
                 Bench::ReqRep => Box::pin(reqrep::run(&args)).await,
+                Bench::JsPub => Box::pin(jspub::run(&args)).await,
             }
         };
         match tokio::time::timeout(limit, work).await {

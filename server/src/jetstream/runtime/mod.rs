@@ -17,12 +17,14 @@
 
 mod api;
 mod forward;
+mod membership;
 mod publish;
 mod reconcile;
 pub mod replica;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use jetraft_raft::network::grpc::GrpcTransport;
@@ -83,12 +85,20 @@ pub struct JetStream {
     meta: MetaView,
     /// Stream replicas hosted here, by stream name.
     local: RwLock<HashMap<String, Arc<LocalStream>>>,
+    /// Streams with `allow_direct` (DIRECT.GET is answered only for them).
+    direct: Arc<RwLock<HashSet<String>>>,
     /// Capture subscriptions by stream name.
     captures: Mutex<HashMap<String, Capture>>,
     /// What responses say about this server.
     identity: ServerIdentity,
     /// This node's cluster (gRPC) address, recorded in Raft membership.
     cluster_addr: String,
+    /// Whether the node was started with cluster routes (clustered mode).
+    clustered: bool,
+    /// API requests received (account info `api.total`).
+    api_total: AtomicU64,
+    /// API requests answered with an error (account info `api.errors`).
+    api_errors: AtomicU64,
     /// Stops the runtime's tasks.
     cancel: CancellationToken,
 }
@@ -117,6 +127,7 @@ impl JetStream {
         node: NodeId,
         transport: GrpcTransport,
         cluster_addr: String,
+        clustered: bool,
         timing: RaftTiming,
     ) -> Result<Arc<Self>, JetStreamError> {
         let path = server.config.jetstream.store_dir.join("jetraft");
@@ -137,11 +148,15 @@ impl JetStream {
             meta,
             local: RwLock::new(HashMap::new()),
             captures: Mutex::new(HashMap::new()),
+            direct: Arc::new(RwLock::new(HashSet::new())),
             identity: ServerIdentity {
                 version: crate::server::NATS_VERSION.to_string(),
                 api_level: crate::server::API_LEVEL,
             },
             cluster_addr,
+            clustered,
+            api_total: AtomicU64::new(0),
+            api_errors: AtomicU64::new(0),
             cancel: server.shutdown.child_token(),
         });
         js.spawn_tasks()?;
@@ -150,10 +165,21 @@ impl JetStream {
     }
 
     fn spawn_tasks(self: &Arc<Self>) -> Result<(), JetStreamError> {
+        let direct = self.direct.clone();
+        let accept: crate::internal::AcceptFn = Arc::new(move |subject: &str| {
+            match subject.strip_prefix("$JS.API.DIRECT.GET.") {
+                // Only streams with allow_direct answer; others leave no responder (503).
+                Some(rest) => {
+                    let name = rest.split('.').next().unwrap_or_default();
+                    direct.read().contains(name)
+                }
+                None => true,
+            }
+        });
         let api = self
             .server
             .internal
-            .subscribe("$JS.API.>")
+            .subscribe_filtered("$JS.API.>", Some(accept))
             .map_err(|e| JetStreamError::Raft(jetraft_raft::RaftError::Config {
                 reason: e.to_string(),
             }))?;
@@ -211,6 +237,11 @@ impl JetStream {
     /// The meta state view.
     pub fn meta(&self) -> &MetaView {
         &self.meta
+    }
+
+    /// Whether this node runs clustered (started with routes).
+    pub fn clustered(&self) -> bool {
+        self.clustered
     }
 
     /// This node's id.

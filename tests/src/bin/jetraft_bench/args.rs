@@ -11,18 +11,25 @@ jetraft-bench: NATS core load generator (async-nats), in the spirit of `nats ben
 USAGE:
     jetraft-bench pubsub [--url URL] [--msgs N] [--size BYTES] [--timeout SECS]
     jetraft-bench reqrep [--url URL] [--count N] [--size BYTES] [--timeout SECS]
+    jetraft-bench jspub  [--url URL] [--msgs N] [--size BYTES] [--storage file|memory]
+                         [--replicas N] [--inflight N] [--timeout SECS]
 
 BENCHMARKS:
     pubsub   one publisher connection, one subscriber connection on the same subject; measures
              what the subscriber receives from its first to its last (N-th) message.
     reqrep   one responder connection (echo), one requester doing N sequential requests
              (after a short warm-up); measures per-request latency.
+    jspub    JetStream publish with PubAcks to a fresh stream, up to --inflight outstanding
+             (1 = synchronous); measures acknowledged messages per second.
 
 OPTIONS:
     --url URL        server URL                  [default: nats://127.0.0.1:4222]
     --msgs N         pubsub: messages to send    [default: 1000000]
     --count N        reqrep: requests to time    [default: 10000]
     --size BYTES     payload size                [default: 128]
+    --storage KIND   jspub: file or memory       [default: file]
+    --replicas N     jspub: stream replicas      [default: 1]
+    --inflight N     jspub: outstanding acks     [default: 256]
     --timeout SECS   bound on the whole run      [default: 120]
     -h, --help       this text
 
@@ -30,6 +37,7 @@ OUTPUT:
     human-readable progress on stderr; exactly one machine-readable line on stdout:
     RESULT pubsub msgs=.. size=.. elapsed_s=.. msgs_per_sec=.. mb_per_sec=.. pub_msgs_per_sec=..
     RESULT reqrep count=.. size=.. p50_us=.. p90_us=.. p99_us=.. max_us=.. rps=..
+    RESULT jspub msgs=.. size=.. storage=.. replicas=.. inflight=.. elapsed_s=.. msgs_per_sec=..
     (MB = 10^6 bytes; payload bytes only.)
 ";
 
@@ -40,6 +48,8 @@ pub(crate) enum Bench {
     PubSub,
     /// Sequential request/reply: latency.
     ReqRep,
+    /// JetStream publish with acks: throughput.
+    JsPub,
 }
 
 /// Parsed command line.
@@ -57,6 +67,12 @@ pub(crate) struct Args {
     pub(crate) size: usize,
     /// Bound on the whole run.
     pub(crate) timeout: Duration,
+    /// Stream storage for jspub (`file` or `memory`).
+    pub(crate) storage: String,
+    /// Stream replicas for jspub.
+    pub(crate) replicas: u64,
+    /// Outstanding PubAcks for jspub.
+    pub(crate) inflight: u64,
 }
 
 /// What the command line asks for.
@@ -75,7 +91,8 @@ pub(crate) fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Command> 
         None | Some("-h" | "--help" | "help") => return Ok(Command::Help),
         Some("pubsub") => Bench::PubSub,
         Some("reqrep") => Bench::ReqRep,
-        Some(other) => bail!("unknown benchmark {other:?} (expected pubsub or reqrep)"),
+        Some("jspub") => Bench::JsPub,
+        Some(other) => bail!("unknown benchmark {other:?} (expected pubsub, reqrep or jspub)"),
     };
     let mut args = Args {
         bench,
@@ -84,6 +101,9 @@ pub(crate) fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Command> 
         count: 10_000,
         size: 128,
         timeout: Duration::from_secs(120),
+        storage: "file".to_string(),
+        replicas: 1,
+        inflight: 256,
     };
     while let Some(arg) = it.next() {
         if arg == "-h" || arg == "--help" {
@@ -108,6 +128,10 @@ pub(crate) fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Command> 
                     .context("--size does not fit in memory")?;
             }
             "timeout" => args.timeout = Duration::from_secs(number(&key, &value)?),
+            "storage" if value == "file" || value == "memory" => args.storage = value,
+            "storage" => bail!("--storage must be file or memory, got {value:?}"),
+            "replicas" => args.replicas = number(&key, &value)?,
+            "inflight" => args.inflight = number(&key, &value)?,
             _ => bail!("unknown option --{key}"),
         }
     }
@@ -115,6 +139,9 @@ pub(crate) fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Command> 
         // Throughput is measured from the first to the last message: that needs two.
         Bench::PubSub if args.msgs < 2 => bail!("--msgs must be at least 2"),
         Bench::ReqRep if args.count == 0 => bail!("--count must be at least 1"),
+        Bench::JsPub if args.msgs == 0 || args.inflight == 0 => {
+            bail!("--msgs and --inflight must be at least 1")
+        }
         _ => {}
     }
     if args.timeout.is_zero() {

@@ -1,0 +1,605 @@
+//! The `$JS.API` request loop: parse the operation, find the node that owns the answer, answer
+//! here or forward there.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use jetraft_proto::meta::{MetaCommand, MetaResult, StreamAssignment, meta_command, meta_result};
+use jetraft_raft::{GroupId, NodeId, RaftError};
+use prost::Message;
+use tracing::debug;
+
+use super::{JetStream, now_ns};
+use crate::internal::{InternalMsg, InternalSub};
+use crate::jetstream::api::types::requests::{
+    BodyRule, MsgDeleteRequest, MsgGetRequest, PurgeRequest, StreamInfoRequest,
+    StreamNamesRequest, parse_body,
+};
+use crate::jetstream::api::types::responses::{
+    ApiResponse, Empty, StreamCreateBody, error_json, names_page,
+};
+use crate::jetstream::api::types::{
+    AccountInfo, ClusterInfo, StorageType, StreamConfig, StreamInfo, StreamStateInfo, go_time,
+    response_type,
+};
+use crate::jetstream::api::validate::{
+    CreateOutcome, ValidationContext, check_create, check_update, with_response_metadata,
+};
+use crate::jetstream::api::{ApiError, ErrorKind};
+use crate::jetstream::op::{ApiOp, Owner};
+use crate::jetstream::stream::{command, info};
+
+/// How long a create waits for the new stream's group to elect a leader before answering.
+const CREATE_LEADER_WAIT: Duration = Duration::from_secs(5);
+
+/// The response `type` of an operation.
+fn kind(op: &ApiOp) -> &'static str {
+    match op {
+        ApiOp::AccountInfo => response_type::ACCOUNT_INFO,
+        ApiOp::StreamCreate(_) => response_type::STREAM_CREATE,
+        ApiOp::StreamUpdate(_) => response_type::STREAM_UPDATE,
+        ApiOp::StreamInfo(_) => response_type::STREAM_INFO,
+        ApiOp::StreamDelete(_) => response_type::STREAM_DELETE,
+        ApiOp::StreamNames => response_type::STREAM_NAMES,
+        ApiOp::StreamList => response_type::STREAM_LIST,
+        ApiOp::StreamPurge(_) => response_type::STREAM_PURGE,
+        ApiOp::MsgGet(_) => response_type::STREAM_MSG_GET,
+        ApiOp::MsgDelete(_) => response_type::STREAM_MSG_DELETE,
+        ApiOp::StreamLeaderStepdown(_) => response_type::STREAM_LEADER_STEPDOWN,
+        ApiOp::MetaLeaderStepdown => "io.nats.jetstream.api.v1.meta_leader_stepdown_response",
+        ApiOp::StreamPeerRemove(_) => "io.nats.jetstream.api.v1.stream_remove_peer_response",
+        ApiOp::DirectGet(_) | ApiOp::DirectGetLast(..) => response_type::SYSTEM,
+    }
+}
+
+impl JetStream {
+    pub(super) async fn api_loop(self: Arc<Self>, mut sub: InternalSub) {
+        loop {
+            let msg = tokio::select! {
+                () = self.cancel.cancelled() => break,
+                m = sub.rx.recv() => match m {
+                    Some(m) => m,
+                    None => break,
+                },
+            };
+            let js = self.clone();
+            tokio::spawn(async move { js.handle_api(msg, 0).await });
+        }
+    }
+
+    fn reply(&self, msg: &InternalMsg, json: &str) {
+        if let Some(reply) = &msg.reply {
+            self.server.publish(reply, None, None, json.as_bytes());
+        }
+    }
+
+    fn reply_error(&self, msg: &InternalMsg, op: &ApiOp, error: ApiError) {
+        self.api_errors.fetch_add(1, Ordering::Relaxed);
+        let json = match op {
+            ApiOp::StreamInfo(_) => info::info_error_json(error),
+            _ => error_json(kind(op), error),
+        };
+        self.reply(msg, &json);
+    }
+
+    /// Answers (or forwards) one API request; `hops` counts forwards so far.
+    pub(super) async fn handle_api(self: Arc<Self>, msg: InternalMsg, hops: u32) {
+        let Some(op) = ApiOp::parse(&msg.subject) else {
+            return;
+        };
+        if hops == 0 {
+            self.api_total.fetch_add(1, Ordering::Relaxed);
+        }
+        match op.owner() {
+            Owner::Any => self.answer_here(&op, &msg).await,
+            Owner::MetaLeader => match self.meta_leader() {
+                Some(l) if l == self.node => self.answer_here(&op, &msg).await,
+                Some(l) => {
+                    if !self.forward_to(l, hops, &msg) {
+                        self.reply_error(&msg, &op, ApiError::new(ErrorKind::ClusterNotAvail));
+                    }
+                }
+                None => self.reply_error(&msg, &op, ApiError::new(ErrorKind::ClusterNotAvail)),
+            },
+            Owner::StreamLeader | Owner::AnyReplica => {
+                let name = op.stream().unwrap_or_default().to_string();
+                let Some(replicas) = self.meta.read(|m| m.stream(&name).map(|s| s.replicas.clone()))
+                else {
+                    if matches!(op, ApiOp::DirectGet(_) | ApiOp::DirectGetLast(..)) {
+                        return;
+                    }
+                    self.reply_error(&msg, &op, ApiError::stream_not_found());
+                    return;
+                };
+                let Some(local) = self.local_stream(&name) else {
+                    let target = replicas.first().copied().map(NodeId);
+                    if !target.is_some_and(|t| self.forward_to(t, hops, &msg)) {
+                        self.reply_error(&msg, &op, ApiError::new(ErrorKind::ClusterNotAvail));
+                    }
+                    return;
+                };
+                if op.owner() == Owner::AnyReplica {
+                    self.answer_here(&op, &msg).await;
+                    return;
+                }
+                let leader = match self.registry.leader(local.group()).ok().and_then(|l| l.leader) {
+                    Some(l) => Some(l),
+                    None => {
+                        self.wait_group_leader(local.group(), Duration::from_secs(2))
+                            .await
+                    }
+                };
+                match leader {
+                    Some(l) if l == self.node => self.answer_here(&op, &msg).await,
+                    Some(l) => {
+                        if !self.forward_to(l, hops, &msg) {
+                            self.reply_error(&msg, &op, ApiError::new(ErrorKind::ClusterNotAvail));
+                        }
+                    }
+                    None => {
+                        self.reply_error(&msg, &op, ApiError::new(ErrorKind::StreamOffline))
+                    }
+                }
+            }
+        }
+    }
+
+    async fn answer_here(&self, op: &ApiOp, msg: &InternalMsg) {
+        let result = match op {
+            ApiOp::AccountInfo => Ok(self.account_info()),
+            ApiOp::StreamNames => self.stream_names(msg),
+            ApiOp::StreamList => self.stream_list(msg),
+            ApiOp::StreamCreate(name) => self.stream_create(name, msg).await,
+            ApiOp::StreamUpdate(name) => self.stream_update(name, msg).await,
+            ApiOp::StreamDelete(name) => self.stream_delete(name, msg).await,
+            ApiOp::StreamInfo(name) => self.stream_info(name, msg),
+            ApiOp::StreamPurge(name) => self.stream_purge(name, msg).await,
+            ApiOp::MsgGet(name) => self.msg_get(name, msg),
+            ApiOp::MsgDelete(name) => self.msg_delete(name, msg).await,
+            ApiOp::DirectGet(name) => {
+                self.direct_get(name, None, msg);
+                return;
+            }
+            ApiOp::DirectGetLast(name, subject) => {
+                self.direct_get(name, Some(subject), msg);
+                return;
+            }
+            ApiOp::StreamLeaderStepdown(name) => self.stream_stepdown(name).await,
+            ApiOp::MetaLeaderStepdown => self.meta_stepdown().await,
+            ApiOp::StreamPeerRemove(_) => Err(ApiError::new(ErrorKind::ClusterRequired)),
+        };
+        match result {
+            Ok(json) => self.reply(msg, &json),
+            Err(e) => self.reply_error(msg, op, e),
+        }
+    }
+
+    fn account_info(&self) -> String {
+        let mut info = AccountInfo::default();
+        let (streams, consumers) = self.meta.read(|m| (m.streams().count() as u64, 0u64));
+        info.streams = streams;
+        info.consumers = consumers;
+        for ls in self.local.read().values() {
+            let sm = ls.sm.lock();
+            let bytes = sm.state().bytes;
+            match sm.config().storage {
+                StorageType::File => info.storage += bytes,
+                StorageType::Memory => info.memory += bytes,
+            }
+        }
+        info.api.total = self.api_total.load(Ordering::Relaxed);
+        info.api.errors = self.api_errors.load(Ordering::Relaxed);
+        crate::jetstream::api::types::to_go_json(&info)
+    }
+
+    fn other_streams(&self, name: &str) -> Vec<(String, Vec<String>)> {
+        self.meta.read(|m| {
+            m.streams()
+                .filter(|s| s.name != name)
+                .map(|s| (s.name.clone(), s.subjects.clone()))
+                .collect()
+        })
+    }
+
+    fn existing_config(&self, name: &str) -> Option<(StreamAssignment, StreamConfig)> {
+        let sa = self.meta.read(|m| m.stream(name).cloned())?;
+        let cfg = serde_json::from_slice(&sa.config_json).ok()?;
+        Some((sa, cfg))
+    }
+
+    fn cluster_size(&self) -> usize {
+        self.meta.read(|m| m.peers().len()).max(1)
+    }
+
+    async fn propose_meta(&self, op: meta_command::Op) -> Result<MetaResult, ApiError> {
+        let cmd = MetaCommand { op: Some(op) };
+        let bytes = self
+            .registry
+            .propose(GroupId::META, cmd.encode_to_vec().into())
+            .await
+            .map_err(raft_api_error)?;
+        MetaResult::decode(bytes.as_ref()).map_err(|e| ApiError::store_failed(&e.to_string()))
+    }
+
+    async fn stream_create(&self, name: &str, msg: &InternalMsg) -> Result<String, ApiError> {
+        let cfg: StreamConfig = parse_body(BodyRule::Required, &msg.payload)?
+            .ok_or_else(ApiError::bad_request)?;
+        let others = self.other_streams(name);
+        let existing = self.existing_config(name);
+        let ctx = ValidationContext {
+            clustered: self.clustered(),
+            cluster_size: self.cluster_size(),
+            other_streams: &others,
+        };
+        let cfg = match check_create(name, cfg, existing.as_ref().map(|(_, c)| c), &ctx)? {
+            CreateOutcome::Create(cfg) => cfg,
+            CreateOutcome::AlreadyExists => return Ok(self.create_answer(name).await),
+        };
+        let candidates: Vec<u64> = self.meta.read(|m| m.peers().keys().copied().collect());
+        let candidates = if candidates.is_empty() {
+            vec![self.node.0]
+        } else {
+            candidates
+        };
+        let replicas = usize::try_from(cfg.num_replicas.max(1)).unwrap_or(1);
+        let Some(placed) = self.meta.read(|m| m.place(replicas, &candidates)) else {
+            return Err(ApiError::new(ErrorKind::InsufficientResources));
+        };
+        let sa = StreamAssignment {
+            name: name.to_string(),
+            uid: 0,
+            config_json: crate::jetstream::api::types::to_go_json(&cfg).into_bytes().into(),
+            replicas: placed,
+            created_ns: i64::try_from(now_ns()).unwrap_or(i64::MAX),
+            subjects: cfg.subjects.clone(),
+        };
+        meta_answer(self.propose_meta(meta_command::Op::CreateStream(sa)).await?)?;
+        Ok(self.create_answer(name).await)
+    }
+
+    /// The create response: from the local replica once its group has a leader, else from the
+    /// meta record with an empty state.
+    async fn create_answer(&self, name: &str) -> String {
+        let deadline = tokio::time::Instant::now() + CREATE_LEADER_WAIT;
+        loop {
+            if let Some(ls) = self.local_stream(name) {
+                self.wait_group_leader(ls.group(), CREATE_LEADER_WAIT).await;
+                return info::create_response_json(&ls.sm.lock(), now_ns());
+            }
+            let hosted_here = self
+                .meta
+                .read(|m| m.stream(name).is_some_and(|s| s.replicas.contains(&self.node.0)));
+            if !hosted_here || tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        match self.existing_config(name) {
+            Some((sa, cfg)) => {
+                let body = StreamCreateBody {
+                    info: self.remote_info(&sa, &cfg),
+                    did_create: true,
+                };
+                ApiResponse::ok(response_type::STREAM_CREATE, body).to_json()
+            }
+            None => error_json(response_type::STREAM_CREATE, ApiError::stream_not_found()),
+        }
+    }
+
+    /// Stream info for a stream not hosted here: config and creation time, empty state.
+    fn remote_info(&self, sa: &StreamAssignment, cfg: &StreamConfig) -> StreamInfo {
+        StreamInfo {
+            config: with_response_metadata(cfg, &self.identity.version, self.identity.api_level),
+            created: go_time::format(u64::try_from(sa.created_ns).unwrap_or(0)),
+            state: StreamStateInfo::default(),
+            cluster: None,
+            ts: go_time::format(now_ns()),
+        }
+    }
+
+    async fn stream_update(&self, name: &str, msg: &InternalMsg) -> Result<String, ApiError> {
+        let cfg: StreamConfig = parse_body(BodyRule::Required, &msg.payload)?
+            .ok_or_else(ApiError::bad_request)?;
+        let others = self.other_streams(name);
+        let existing = self.existing_config(name);
+        let ctx = ValidationContext {
+            clustered: self.clustered(),
+            cluster_size: self.cluster_size(),
+            other_streams: &others,
+        };
+        let cfg = check_update(name, cfg, existing.as_ref().map(|(_, c)| c), &ctx)?;
+        let Some((sa, _)) = existing else {
+            return Err(ApiError::stream_not_found());
+        };
+        let updated = StreamAssignment {
+            config_json: crate::jetstream::api::types::to_go_json(&cfg).into_bytes().into(),
+            subjects: cfg.subjects.clone(),
+            ..sa.clone()
+        };
+        meta_answer(self.propose_meta(meta_command::Op::UpdateStream(updated)).await?)?;
+        // The stream leader applies the new config (reconcile proposes it); answer with the
+        // replica's state when it is here.
+        if let Some(ls) = self.local_stream(name)
+            && let Ok(info) = self.registry.leader(ls.group())
+            && info.is_self
+        {
+            let cmd = command::update_config(&cfg, now_ns());
+            let answer = self
+                .registry
+                .propose(ls.group(), cmd)
+                .await
+                .map_err(raft_api_error)?;
+            return Ok(String::from_utf8_lossy(&answer).into_owned());
+        }
+        Ok(ApiResponse::ok(response_type::STREAM_UPDATE, self.remote_info(&sa, &cfg)).to_json())
+    }
+
+    async fn stream_delete(&self, name: &str, msg: &InternalMsg) -> Result<String, ApiError> {
+        parse_body::<serde_json::Value>(BodyRule::Empty, &msg.payload)?;
+        meta_answer(
+            self.propose_meta(meta_command::Op::DeleteStream(name.to_string()))
+                .await?,
+        )?;
+        Ok(format!(
+            "{{\"type\":\"{}\",\"success\":true}}",
+            response_type::STREAM_DELETE
+        ))
+    }
+
+    fn stream_names(&self, msg: &InternalMsg) -> Result<String, ApiError> {
+        let req: StreamNamesRequest =
+            parse_body(BodyRule::Optional, &msg.payload)?.unwrap_or_default();
+        let names = self.filtered_names(&req.subject);
+        let page = names_page(names, req.offset);
+        Ok(ApiResponse::ok(response_type::STREAM_NAMES, page).to_json())
+    }
+
+    fn filtered_names(&self, subject: &str) -> Vec<String> {
+        self.meta.read(|m| {
+            m.streams()
+                .filter(|s| {
+                    subject.is_empty()
+                        || s.subjects.iter().any(|f| {
+                            crate::jetstream::meta::overlap::subjects_overlap(f, subject)
+                        })
+                })
+                .map(|s| s.name.clone())
+                .collect()
+        })
+    }
+
+    fn stream_list(&self, msg: &InternalMsg) -> Result<String, ApiError> {
+        let req: StreamNamesRequest =
+            parse_body(BodyRule::Optional, &msg.payload)?.unwrap_or_default();
+        let page = names_page(self.filtered_names(&req.subject), req.offset);
+        let mut infos = Vec::with_capacity(page.streams.len());
+        for name in &page.streams {
+            if let Some(ls) = self.local_stream(name) {
+                let cluster = self.cluster_info(&ls);
+                infos.push(info::stream_info(&ls.sm.lock(), now_ns(), cluster));
+            } else if let Some((sa, cfg)) = self.existing_config(name) {
+                infos.push(self.remote_info(&sa, &cfg));
+            }
+        }
+        let body = serde_json::json!({
+            "total": page.paging.total,
+            "offset": page.paging.offset,
+            "limit": 256,
+            "streams": infos,
+            "missing": Vec::<String>::new(),
+        });
+        let mut out = serde_json::Map::new();
+        out.insert("type".into(), response_type::STREAM_LIST.into());
+        if let serde_json::Value::Object(fields) = body {
+            out.extend(fields);
+        }
+        Ok(crate::jetstream::api::types::to_go_json(&out))
+    }
+
+    fn cluster_info(&self, ls: &super::replica::LocalStream) -> Option<ClusterInfo> {
+        let leader = self.registry.leader(ls.group()).ok()?.leader?;
+        let name = |id: u64| {
+            if id == self.node.0 {
+                Some(self.server.server_name.clone())
+            } else {
+                self.meta.read(|m| m.peers().get(&id).map(|p| p.server_name.clone()))
+            }
+        };
+        let mut ci = ClusterInfo {
+            name: self.server.config.cluster.name.clone().unwrap_or_default(),
+            leader: name(leader.0).unwrap_or_default(),
+            ..ClusterInfo::default()
+        };
+        for r in &ls.replicas {
+            if *r == leader.0 {
+                continue;
+            }
+            ci.replicas.push(crate::jetstream::api::types::PeerInfo {
+                name: name(*r).unwrap_or_default(),
+                current: true,
+                ..Default::default()
+            });
+        }
+        Some(ci)
+    }
+
+    fn stream_info(&self, name: &str, msg: &InternalMsg) -> Result<String, ApiError> {
+        let req: StreamInfoRequest =
+            parse_body(BodyRule::Optional, &msg.payload)?.unwrap_or_default();
+        let ls = self
+            .local_stream(name)
+            .ok_or_else(ApiError::stream_not_found)?;
+        let cluster = self.cluster_info(&ls);
+        info::info_response_json(&ls.sm.lock(), &req, now_ns(), cluster)
+            .map_err(|e| ApiError::store_failed(&e.to_string()))
+    }
+
+    async fn propose_stream(&self, name: &str, cmd: bytes::Bytes) -> Result<String, ApiError> {
+        let ls = self
+            .local_stream(name)
+            .ok_or_else(ApiError::stream_not_found)?;
+        let answer = self
+            .registry
+            .propose(ls.group(), cmd)
+            .await
+            .map_err(raft_api_error)?;
+        Ok(String::from_utf8_lossy(&answer).into_owned())
+    }
+
+    async fn stream_purge(&self, name: &str, msg: &InternalMsg) -> Result<String, ApiError> {
+        let req: PurgeRequest = parse_body(BodyRule::Optional, &msg.payload)?.unwrap_or_default();
+        req.to_store()?;
+        self.propose_stream(name, command::purge(&req.filter, req.seq, req.keep))
+            .await
+    }
+
+    async fn msg_delete(&self, name: &str, msg: &InternalMsg) -> Result<String, ApiError> {
+        let req: MsgDeleteRequest = parse_body(BodyRule::Required, &msg.payload)?
+            .ok_or_else(ApiError::bad_request)?;
+        self.propose_stream(name, command::delete_msg(req.seq, req.no_erase))
+            .await
+    }
+
+    fn msg_get(&self, name: &str, msg: &InternalMsg) -> Result<String, ApiError> {
+        let req: MsgGetRequest = parse_body(BodyRule::Required, &msg.payload)?
+            .ok_or_else(ApiError::bad_request)?;
+        let selector = req.selector()?;
+        let ls = self
+            .local_stream(name)
+            .ok_or_else(ApiError::stream_not_found)?;
+        let sm = ls.sm.lock();
+        info::msg_get_response_json(sm.store(), &selector, req.no_hdr)
+            .map_err(|e| ApiError::store_failed(&e.to_string()))
+    }
+
+    fn direct_get(&self, name: &str, last_subject: Option<&str>, msg: &InternalMsg) {
+        let Some(reply) = &msg.reply else {
+            return;
+        };
+        let Some(ls) = self.local_stream(name) else {
+            return;
+        };
+        let outcome = {
+            let sm = ls.sm.lock();
+            if !sm.config().allow_direct {
+                return;
+            }
+            direct_lookup(sm.store(), last_subject, &msg.payload)
+        };
+        match outcome {
+            DirectOutcome::Found(m, no_hdr) => {
+                let r = info::direct_get_reply(name, &m, no_hdr);
+                let hdrs = (!r.headers.is_empty()).then_some(r.headers.as_slice());
+                self.server.publish(reply, None, hdrs, &r.payload);
+            }
+            DirectOutcome::NotFound => {
+                let status = info::direct_status(404, "Message Not Found");
+                self.server.publish(reply, None, Some(&status), b"");
+            }
+            DirectOutcome::BadRequest => {
+                let status = info::direct_status(408, "Bad Request");
+                self.server.publish(reply, None, Some(&status), b"");
+            }
+        }
+    }
+
+    async fn stream_stepdown(&self, name: &str) -> Result<String, ApiError> {
+        if !self.clustered() {
+            return Err(ApiError::new(ErrorKind::ClusterRequired));
+        }
+        let ls = self
+            .local_stream(name)
+            .ok_or_else(ApiError::stream_not_found)?;
+        let to = ls.replicas.iter().copied().find(|r| *r != self.node.0);
+        let Some(to) = to else {
+            return Err(ApiError::new(ErrorKind::ClusterNoPeers));
+        };
+        self.registry
+            .transfer_leadership(ls.group(), NodeId(to))
+            .await
+            .map_err(raft_api_error)?;
+        Ok(format!(
+            "{{\"type\":\"{}\",\"success\":true}}",
+            response_type::STREAM_LEADER_STEPDOWN
+        ))
+    }
+
+    async fn meta_stepdown(&self) -> Result<String, ApiError> {
+        if !self.clustered() {
+            return Err(ApiError::new(ErrorKind::ClusterRequired));
+        }
+        let to = self
+            .registry
+            .raft(GroupId::META)
+            .map_err(raft_api_error)?
+            .voter_ids()
+            .find(|v| *v != self.node.0);
+        let Some(to) = to else {
+            return Err(ApiError::new(ErrorKind::ClusterNoPeers));
+        };
+        self.registry
+            .transfer_leadership(GroupId::META, NodeId(to))
+            .await
+            .map_err(raft_api_error)?;
+        Ok("{\"type\":\"io.nats.jetstream.api.v1.meta_leader_stepdown_response\",\"success\":true}"
+            .to_string())
+    }
+}
+
+/// Maps a meta state machine answer to success or the API error it carries.
+fn meta_answer(r: MetaResult) -> Result<Option<StreamAssignment>, ApiError> {
+    match r.result {
+        Some(meta_result::Result::Stream(s)) => Ok(Some(s)),
+        Some(meta_result::Result::Ok(_)) | None => Ok(None),
+        Some(meta_result::Result::Error(e)) => Err(ApiError::from_parts(
+            u16::try_from(e.code).unwrap_or(500),
+            u16::try_from(e.err_code).unwrap_or(10000),
+            &e.description,
+        )),
+    }
+}
+
+/// A Raft failure as the API error nats-server gives when the cluster cannot answer.
+fn raft_api_error(e: RaftError) -> ApiError {
+    debug!(error = %e, "raft operation failed");
+    ApiError::new(ErrorKind::ClusterNotAvail)
+}
+
+/// What a DIRECT.GET finds.
+enum DirectOutcome {
+    /// The message, and whether headers are left out.
+    Found(jetraft_storage::stream::StoredMsg, bool),
+    /// No such message.
+    NotFound,
+    /// The request was malformed.
+    BadRequest,
+}
+
+fn direct_lookup(
+    store: &dyn jetraft_storage::stream::StreamStore,
+    last_subject: Option<&str>,
+    body: &[u8],
+) -> DirectOutcome {
+    let (found, no_hdr) = match last_subject {
+        Some(subject) => {
+            if !body.is_empty() {
+                return DirectOutcome::BadRequest;
+            }
+            (store.last_for_subject(subject), false)
+        }
+        None => {
+            let Ok(Some(req)) = parse_body::<MsgGetRequest>(BodyRule::Required, body) else {
+                return DirectOutcome::BadRequest;
+            };
+            let Ok(selector) = req.selector() else {
+                return DirectOutcome::BadRequest;
+            };
+            (info::find_message(store, &selector), req.no_hdr)
+        }
+    };
+    match found {
+        Ok(Some(m)) => DirectOutcome::Found(m, no_hdr),
+        _ => DirectOutcome::NotFound,
+    }
+}

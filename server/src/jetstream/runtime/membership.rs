@@ -1,0 +1,159 @@
+//! Cluster formation and meta membership, driven by the cluster layer's peer table.
+//!
+//! Every node runs [`JetStream::membership_loop`]: while it has no meta state it applies the
+//! formation rule ([`formation::decide`]); once the meta group exists, the meta leader admits
+//! every connected peer (learner first, then voter), records it in the meta peers, and retires
+//! the old id of a node that came back under a new id after losing its data (same server name).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use jetraft_proto::meta::{MetaCommand, Peer, meta_command};
+use jetraft_raft::{GroupId, NodeId, PeerNode, RemovedVoters};
+use prost::Message;
+use tracing::{info, warn};
+
+use super::JetStream;
+use crate::cluster::{ClusterState, PeerInfo};
+use crate::jetstream::meta::formation::{self, Formation, PeerStatus};
+
+/// Re-evaluation period when nothing changes (retries failed steps).
+const TICK: Duration = Duration::from_secs(1);
+
+impl JetStream {
+    /// Forms or joins the cluster and keeps the meta membership in step with the live peers.
+    pub async fn membership_loop(self: Arc<Self>, cluster: Arc<ClusterState>, expected_peers: usize) {
+        let mut rx = cluster.peers.watch();
+        loop {
+            let peers = cluster.peers.snapshot();
+            let has_state = self.has_meta_state().await;
+            cluster.set_has_meta_state(has_state);
+            if has_state {
+                self.admit_peers(&peers).await;
+            } else {
+                self.try_form(&peers, expected_peers).await;
+            }
+            tokio::select! {
+                () = self.cancel.cancelled() => break,
+                changed = rx.changed() => if changed.is_err() { break },
+                () = tokio::time::sleep(TICK) => {}
+            }
+        }
+    }
+
+    async fn try_form(&self, peers: &BTreeMap<crate::cluster::NodeId, PeerInfo>, expected: usize) {
+        let heard: Vec<PeerStatus> = peers
+            .values()
+            .filter(|p| p.is_connected())
+            .map(|p| PeerStatus {
+                node_id: p.node_id.0,
+                has_meta_state: p.has_meta_state,
+            })
+            .collect();
+        let Formation::Initialize(ids) =
+            formation::decide(self.node.0, false, expected, &heard)
+        else {
+            return;
+        };
+        let mut voters = BTreeMap::new();
+        for id in ids {
+            let addr = if id == self.node.0 {
+                self.cluster_addr.clone()
+            } else {
+                match peers.get(&crate::cluster::NodeId(id)) {
+                    Some(p) => p.cluster_addr.clone(),
+                    None => return,
+                }
+            };
+            if id != self.node.0 {
+                self.transport.add_peer(NodeId(id), &addr);
+            }
+            voters.insert(NodeId(id), PeerNode::new(addr));
+        }
+        info!(voters = voters.len(), "forming the cluster");
+        self.initialize_meta(voters).await;
+    }
+
+    /// On the meta leader: record and admit connected peers; retire replaced ids.
+    async fn admit_peers(&self, peers: &BTreeMap<crate::cluster::NodeId, PeerInfo>) {
+        let Ok(leader) = self.registry.leader(GroupId::META) else {
+            return;
+        };
+        if !leader.is_self {
+            return;
+        }
+        let Ok(raft) = self.registry.raft(GroupId::META) else {
+            return;
+        };
+        let voters: BTreeSet<u64> = raft.voter_ids().collect();
+        let known = self.meta.read(|m| m.peers().clone());
+        for p in peers.values().filter(|p| p.is_connected()) {
+            let id = p.node_id.0;
+            if self.meta.read(|m| m.is_retired(id)) {
+                continue;
+            }
+            let record = Peer {
+                node_id: id,
+                server_name: p.server_name.clone(),
+                cluster_addr: p.cluster_addr.clone(),
+                client_url: p.client_url.clone(),
+            };
+            if known.get(&id) != Some(&record) {
+                self.propose_peer(meta_command::Op::AddPeer(record)).await;
+            }
+            if voters.contains(&id) {
+                continue;
+            }
+            // A node that lost its data comes back with a new id and the same name: its old
+            // id leaves the group and is retired for good.
+            let replaced: Vec<u64> = known
+                .values()
+                .filter(|k| k.server_name == p.server_name && k.node_id != id)
+                .map(|k| k.node_id)
+                .collect();
+            self.transport.add_peer(NodeId(id), &p.cluster_addr);
+            if let Err(e) = self
+                .registry
+                .add_learner(GroupId::META, NodeId(id), PeerNode::new(p.cluster_addr.clone()))
+                .await
+            {
+                warn!(peer = id, error = %e, "adding peer as learner failed");
+                continue;
+            }
+            let mut next: BTreeSet<NodeId> = voters
+                .iter()
+                .filter(|v| !replaced.contains(v))
+                .map(|v| NodeId(*v))
+                .collect();
+            next.insert(NodeId(id));
+            match self
+                .registry
+                .change_voters(GroupId::META, next, RemovedVoters::Remove)
+                .await
+            {
+                Ok(()) => info!(peer = id, name = %p.server_name, "peer joined the meta group"),
+                Err(e) => {
+                    warn!(peer = id, error = %e, "promoting peer to voter failed");
+                    continue;
+                }
+            }
+            for old in replaced {
+                self.propose_peer(meta_command::Op::RemovePeer(old)).await;
+                info!(old, new = id, "replaced node id retired");
+            }
+        }
+    }
+
+    async fn propose_peer(&self, op: meta_command::Op) {
+        let cmd = MetaCommand { op: Some(op) };
+        if let Err(e) = self
+            .registry
+            .propose(GroupId::META, cmd.encode_to_vec().into())
+            .await
+        {
+            warn!(error = %e, "meta peer update failed");
+        }
+    }
+}
+

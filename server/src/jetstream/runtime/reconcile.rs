@@ -1,0 +1,207 @@
+//! Keeping this node's stream replicas and capture subscriptions in step with the meta state.
+//!
+//! Runs after every meta change (and every few seconds, to retry what failed): starts the Raft
+//! group of every stream assigned here, stops and deletes the ones no longer assigned (or
+//! recreated under a new uid), initialises a new group on its first replica, records this node
+//! in the meta peers when it leads the meta group, and proposes config changes the meta group
+//! accepted to streams this node leads.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use jetraft_proto::meta::{MetaCommand, Peer, StreamAssignment, meta_command};
+use jetraft_raft::{GroupId, NodeId, PeerNode};
+use jetraft_storage::mem::MemStreamStore;
+use jetraft_storage::rocks::RocksStreamStore;
+use jetraft_storage::stream::{StreamStore, StreamUid};
+use parking_lot::Mutex;
+use prost::Message;
+use tracing::{info, warn};
+
+use super::replica::{LocalStream, SharedStream};
+use super::{JetStream, now_ns};
+use crate::jetstream::api::types::{StorageType, StreamConfig};
+use crate::jetstream::stream::{StreamStateMachine, command};
+
+/// Retry period for replicas that failed to start.
+const RETRY: Duration = Duration::from_secs(2);
+
+impl JetStream {
+    pub(super) async fn reconcile_loop(self: Arc<Self>) {
+        let mut version = self.meta.subscribe();
+        loop {
+            self.reconcile().await;
+            tokio::select! {
+                () = self.cancel.cancelled() => break,
+                changed = version.changed() => if changed.is_err() { break },
+                () = tokio::time::sleep(RETRY) => {}
+            }
+        }
+    }
+
+    async fn reconcile(self: &Arc<Self>) {
+        let (streams, peers) = self.meta.read(|m| {
+            (
+                m.streams().cloned().collect::<Vec<_>>(),
+                m.peers().clone(),
+            )
+        });
+        for p in peers.values() {
+            if p.node_id != self.node.0 {
+                self.transport.add_peer(NodeId(p.node_id), &p.cluster_addr);
+            }
+        }
+        self.register_self(&peers).await;
+        let captures: Vec<(String, u64, Vec<String>)> = streams
+            .iter()
+            .map(|s| (s.name.clone(), s.uid, s.subjects.clone()))
+            .collect();
+        self.sync_captures(&captures);
+        let direct = streams
+            .iter()
+            .filter(|s| {
+                serde_json::from_slice::<StreamConfig>(&s.config_json)
+                    .is_ok_and(|c| c.allow_direct)
+            })
+            .map(|s| s.name.clone())
+            .collect();
+        *self.direct.write() = direct;
+        let wanted: HashMap<&str, &StreamAssignment> = streams
+            .iter()
+            .filter(|s| s.replicas.contains(&self.node.0))
+            .map(|s| (s.name.as_str(), s))
+            .collect();
+        let current: Vec<Arc<LocalStream>> = self.local.read().values().cloned().collect();
+        for ls in current {
+            if wanted.get(ls.name.as_str()).map(|a| a.uid) != Some(ls.uid) {
+                self.stop_replica(&ls).await;
+            }
+        }
+        for a in wanted.values() {
+            let existing = self.local_stream(&a.name);
+            match existing {
+                None => {
+                    if let Err(e) = self.start_replica(a, &peers).await {
+                        warn!(stream = %a.name, error = %e, "stream replica not started");
+                    }
+                }
+                Some(ls) => self.push_config(&ls, a).await,
+            }
+        }
+    }
+
+    /// The meta leader records itself in the meta peers (address, name) once.
+    async fn register_self(&self, peers: &BTreeMap<u64, Peer>) {
+        let Ok(info) = self.registry.leader(GroupId::META) else {
+            return;
+        };
+        if !info.is_self || peers.contains_key(&self.node.0) {
+            return;
+        }
+        let cmd = MetaCommand {
+            op: Some(meta_command::Op::AddPeer(self.self_peer())),
+        };
+        if let Err(e) = self
+            .registry
+            .propose(GroupId::META, cmd.encode_to_vec().into())
+            .await
+        {
+            warn!(error = %e, "recording this node in the meta state failed");
+        }
+    }
+
+    /// This node as a meta peer record.
+    pub(super) fn self_peer(&self) -> Peer {
+        Peer {
+            node_id: self.node.0,
+            server_name: self.server.server_name.clone(),
+            cluster_addr: self.cluster_addr.clone(),
+            client_url: self.server.client_addr.to_string(),
+        }
+    }
+
+    async fn start_replica(
+        self: &Arc<Self>,
+        a: &StreamAssignment,
+        peers: &BTreeMap<u64, Peer>,
+    ) -> Result<(), String> {
+        let config: StreamConfig =
+            serde_json::from_slice(&a.config_json).map_err(|e| format!("stream config: {e}"))?;
+        let uid = StreamUid(a.uid);
+        let store: Box<dyn StreamStore + Sync> = match config.storage {
+            StorageType::File => Box::new(
+                RocksStreamStore::open(self.logs.db().clone(), uid).map_err(|e| e.to_string())?,
+            ),
+            StorageType::Memory => Box::new(MemStreamStore::new(uid)),
+        };
+        let created = u64::try_from(a.created_ns).unwrap_or(0);
+        let sm = StreamStateMachine::open(store, config, created, self.identity.clone())
+            .map_err(|e| e.to_string())?;
+        let sm = Arc::new(Mutex::new(sm));
+        let group = GroupId(a.uid);
+        self.logs
+            .create_group(&self.registry, group, Box::new(SharedStream(sm.clone())))
+            .await
+            .map_err(|e| e.to_string())?;
+        let local = Arc::new(LocalStream {
+            name: a.name.clone(),
+            uid: a.uid,
+            replicas: a.replicas.clone(),
+            sm,
+        });
+        self.local.write().insert(a.name.clone(), local);
+        info!(stream = %a.name, uid = a.uid, "stream replica started");
+        if a.replicas.first() == Some(&self.node.0) {
+            let mut members = BTreeMap::new();
+            for r in &a.replicas {
+                let addr = if *r == self.node.0 {
+                    self.cluster_addr.clone()
+                } else {
+                    peers.get(r).map(|p| p.cluster_addr.clone()).unwrap_or_default()
+                };
+                members.insert(NodeId(*r), PeerNode::new(addr));
+            }
+            let raft = self.registry.raft(group).map_err(|e| e.to_string())?;
+            if !raft.is_initialized().await.unwrap_or(true) {
+                self.registry
+                    .initialize(group, members)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn stop_replica(&self, ls: &LocalStream) {
+        self.local.write().remove(&ls.name);
+        if let Err(e) = self.logs.remove_group(&self.registry, ls.group()).await {
+            warn!(stream = %ls.name, error = %e, "stream group did not stop cleanly");
+        }
+        if let Err(e) = ls.sm.lock().destroy() {
+            warn!(stream = %ls.name, error = %e, "stream data not deleted");
+        }
+        info!(stream = %ls.name, uid = ls.uid, "stream replica removed");
+    }
+
+    /// On the stream leader: proposes the meta group's config for the stream if the replica
+    /// still runs an older one.
+    async fn push_config(&self, ls: &LocalStream, a: &StreamAssignment) {
+        let Ok(info) = self.registry.leader(ls.group()) else {
+            return;
+        };
+        if !info.is_self {
+            return;
+        }
+        let Ok(wanted) = serde_json::from_slice::<StreamConfig>(&a.config_json) else {
+            return;
+        };
+        if *ls.sm.lock().config() == wanted {
+            return;
+        }
+        let cmd = command::update_config(&wanted, now_ns());
+        if let Err(e) = self.registry.propose(ls.group(), cmd).await {
+            warn!(stream = %ls.name, error = %e, "stream config update not applied yet");
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! `jspub`: JetStream publishing with acknowledgements. Creates a fresh stream (deleting any
+//! stream of the same name), then publishes `--msgs` messages keeping up to `--inflight` PubAcks
+//! outstanding (`--inflight 1` is synchronous publishing) and reports acknowledged messages per
+//! second and ack latency percentiles.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use async_nats::jetstream::{self, stream};
+
+use crate::args::Args;
+
+/// Runs the benchmark and prints its `RESULT` line.
+pub(crate) async fn run(args: &Args) -> Result<()> {
+    let client = crate::connect(&args.url, "jspub", |o| o).await?;
+    crate::check_payload_size(&client, args.size)?;
+    let js = jetstream::new(client);
+    let name = "JETRAFT_BENCH";
+    let subject = crate::unique_subject("jspub");
+    let _ = js.delete_stream(name).await;
+    let storage = match args.storage.as_str() {
+        "memory" => stream::StorageType::Memory,
+        _ => stream::StorageType::File,
+    };
+    js.create_stream(stream::Config {
+        name: name.to_string(),
+        subjects: vec![subject.clone()],
+        storage,
+        num_replicas: usize::try_from(args.replicas).unwrap_or(1),
+        ..Default::default()
+    })
+    .await
+    .context("creating the benchmark stream")?;
+    let payload = crate::payload(args.size);
+    let inflight = usize::try_from(args.inflight.max(1)).unwrap_or(1);
+    let mut pending: VecDeque<(Instant, jetstream::context::PublishAckFuture)> =
+        VecDeque::with_capacity(inflight);
+    let mut latencies: Vec<Duration> = Vec::with_capacity(usize::try_from(args.msgs).unwrap_or(0));
+    let start = Instant::now();
+    let mut last_seq = 0;
+    for _ in 0..args.msgs {
+        if pending.len() >= inflight
+            && let Some((sent, ack)) = pending.pop_front()
+        {
+            let ack = ack.await.context("PubAck")?;
+            latencies.push(sent.elapsed());
+            last_seq = last_seq.max(ack.sequence);
+        }
+        let ack = js
+            .publish(subject.clone(), payload.clone())
+            .await
+            .context("publish")?;
+        pending.push_back((Instant::now(), ack));
+    }
+    while let Some((sent, ack)) = pending.pop_front() {
+        let ack = ack.await.context("PubAck")?;
+        latencies.push(sent.elapsed());
+        last_seq = last_seq.max(ack.sequence);
+    }
+    let elapsed = start.elapsed();
+    ensure!(
+        last_seq == args.msgs,
+        "expected the last PubAck to carry sequence {}, got {last_seq}",
+        args.msgs
+    );
+    latencies.sort_unstable();
+    let pct = |p: f64| {
+        let i = ((latencies.len() as f64 - 1.0) * p).round() as usize;
+        latencies.get(i).map_or(0, |d| d.as_micros())
+    };
+    let rate = args.msgs as f64 / elapsed.as_secs_f64();
+    println!(
+        "RESULT jspub msgs={} size={} storage={} replicas={} inflight={} elapsed_s={:.3} msgs_per_sec={:.0} p50_us={} p99_us={}",
+        args.msgs,
+        args.size,
+        args.storage,
+        args.replicas,
+        inflight,
+        elapsed.as_secs_f64(),
+        rate,
+        pct(0.50),
+        pct(0.99)
+    );
+    let _ = js.delete_stream(name).await;
+    Ok(())
+}
