@@ -13,6 +13,12 @@ pub mod meta {
     include!(concat!(env!("OUT_DIR"), "/jetraft.meta.rs"));
 }
 
+/// Core NATS between nodes: the `NodeLink` service, interest and forwarded messages.
+#[allow(missing_docs, unreachable_pub, clippy::all)]
+pub mod cluster {
+    include!(concat!(env!("OUT_DIR"), "/jetraft.cluster.rs"));
+}
+
 #[cfg(test)]
 mod tests {
     use prost::Message;
@@ -26,8 +32,44 @@ mod tests {
             server_name: "n1".into(),
             client_url: "127.0.0.1:4222".into(),
             cluster_name: "c".into(),
+            server_id: "NABC".into(),
+            cluster_addr: "127.0.0.1:6222".into(),
         };
         let bytes = id.encode_to_vec();
         assert_eq!(NodeIdentity::decode(bytes.as_slice()).unwrap(), id);
+    }
+
+    #[test]
+    fn identity_from_before_server_id_still_decodes() {
+        // Bytes written by the first NodeIdentity (fields 1-4 only).
+        let old = NodeIdentity {
+            node_id: 7,
+            server_name: "n1".into(),
+            client_url: "h:1".into(),
+            cluster_name: "c".into(),
+            ..NodeIdentity::default()
+        }
+        .encode_to_vec();
+        let id = NodeIdentity::decode(old.as_slice()).unwrap();
+        assert_eq!(id.node_id, 7);
+        assert!(id.server_id.is_empty() && id.cluster_addr.is_empty());
+    }
+
+    #[test]
+    fn cluster_frame_with_msg_batch_round_trips() {
+        use super::cluster::{Frame, Msg, MsgBatch, frame::Kind};
+        let frame = Frame {
+            kind: Some(Kind::Msgs(MsgBatch {
+                msgs: vec![Msg {
+                    subject: "a.b".into(),
+                    reply: "r".into(),
+                    headers: Default::default(),
+                    payload: "hi".into(),
+                    queues: vec!["q".into()],
+                }],
+            })),
+        };
+        let bytes = frame.encode_to_vec();
+        assert_eq!(Frame::decode(bytes.as_slice()).unwrap(), frame);
     }
 }

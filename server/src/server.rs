@@ -19,12 +19,13 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::auth::Authenticator;
+use crate::cluster::{self, ClusterState, NodeId, identity};
 use crate::config::Config;
 use crate::conn::{Client, CloseReason, SubRef, Subscription, reader, writer};
 use crate::internal::InternalSubs;
 use crate::protocol::encode::{self, ServerInfo};
 use crate::protocol::headers;
-use crate::router::sublist::Sublist;
+use crate::router::sublist::{Sublist, SublistError};
 
 /// The nats-server version whose client-visible behaviour jetraft implements.
 pub const NATS_VERSION: &str = "2.11.0";
@@ -47,6 +48,9 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    /// The node id could not be read or created.
+    #[error("node identity")]
+    Identity(#[from] identity::IdentityError),
     /// The data directory could not be created.
     #[error("create store dir {path}")]
     StoreDir {
@@ -121,7 +125,32 @@ pub struct Server {
     pub http_addr: Mutex<Option<SocketAddr>>,
     /// Tasks to wait for at shutdown.
     pub tasks: TaskTracker,
+    /// Cluster links, peers and interest; `None` without a cluster port.
+    pub cluster: Option<Arc<ClusterState>>,
+    /// Bound cluster address, if clustered.
+    pub cluster_addr: Option<SocketAddr>,
+    /// The `connect_urls` last advertised, to send async INFO only on a change.
+    connect_urls: Mutex<Vec<String>>,
     next_cid: AtomicU64,
+}
+
+/// Where a routed message comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum Origin<'a> {
+    /// A client of this node published it; with `echo` off its own subscriptions are skipped.
+    /// It goes to local subscribers and is forwarded once to each peer with interest.
+    Client {
+        /// The publisher.
+        client: &'a Arc<Client>,
+        /// Whether the publisher receives its own messages.
+        echo: bool,
+    },
+    /// A peer forwarded it: local subscribers only (one hop), and of the queue groups only the
+    /// ones the peer picked this node for.
+    Peer {
+        /// Queue groups this node must serve.
+        queues: &'a [String],
+    },
 }
 
 /// Receivers touched by one read batch of a producer: writers to wake once at the end of the
@@ -179,11 +208,32 @@ impl Server {
         let (listener, client_addr) =
             bind("client", &format!("{}:{}", config.host, config.port)).await?;
         let server_id = new_server_id();
+        let server_name = config
+            .server_name
+            .clone()
+            .unwrap_or_else(|| server_id.clone());
+        let (cluster_state, cluster_listener) = match config.cluster.port {
+            Some(port) => {
+                let host = config.cluster.host.as_deref().unwrap_or("0.0.0.0");
+                let (listener, addr) = bind("cluster", &format!("{host}:{port}")).await?;
+                let node_id = identity::load_or_create(&config.jetstream.store_dir)?;
+                let identity = jetraft_proto::node::NodeIdentity {
+                    node_id: node_id.0,
+                    server_name: server_name.clone(),
+                    client_url: format!("{}:{}", config.host, client_addr.port()),
+                    cluster_name: config.cluster.name.clone().unwrap_or_default(),
+                    server_id: server_id.clone(),
+                    cluster_addr: format!("{host}:{}", addr.port()),
+                };
+                (
+                    Some(Arc::new(ClusterState::new(identity))),
+                    Some((listener, addr)),
+                )
+            }
+            None => (None, None),
+        };
         let server = Arc::new(Server {
-            server_name: config
-                .server_name
-                .clone()
-                .unwrap_or_else(|| server_id.clone()),
+            server_name,
             server_id,
             auth: Authenticator::new(&config.auth),
             config: config.clone(),
@@ -198,6 +248,9 @@ impl Server {
             client_addr,
             http_addr: Mutex::new(None),
             tasks: TaskTracker::new(),
+            cluster: cluster_state,
+            cluster_addr: cluster_listener.as_ref().map(|(_, a)| *a),
+            connect_urls: Mutex::new(Vec::new()),
             next_cid: AtomicU64::new(1),
         });
         if let Some(port) = config.http_port {
@@ -217,6 +270,18 @@ impl Server {
             env!("CARGO_PKG_VERSION")
         );
         info!(addr = %client_addr, "listening for client connections");
+        if let (Some(cluster), Some((listener, addr))) = (&server.cluster, cluster_listener) {
+            info!(addr = %addr, node_id = %cluster.node_id(), "listening for route connections");
+            let routes = cluster::listener::routes(&server);
+            server.tasks.spawn(cluster::listener::serve(
+                listener,
+                routes,
+                server.shutdown.clone(),
+            ));
+            for route in &config.cluster.routes {
+                cluster::link::ensure_dialer(&server, route, None);
+            }
+        }
         info!("server is ready");
         let s = server.clone();
         server
@@ -296,7 +361,7 @@ impl Server {
             jetstream: true,
             client_id: client.cid,
             client_ip: client.addr.ip().to_string(),
-            connect_urls: Vec::new(),
+            connect_urls: self.connect_urls.lock().clone(),
             cluster: self.config.cluster.name.clone(),
             api_lvl: API_LEVEL,
             ldm: false,
@@ -309,8 +374,7 @@ impl Server {
     pub fn remove_client(&self, client: &Arc<Client>) {
         let subs: Vec<Arc<Subscription>> = client.subs.lock().drain().map(|(_, s)| s).collect();
         for sub in subs {
-            self.sublist
-                .remove(&sub.subject, sub.queue.as_deref(), &SubRef(sub.clone()));
+            self.remove_subscription(&sub);
         }
         if self.clients.write().remove(&client.cid).is_none() {
             return;
@@ -345,11 +409,13 @@ impl Server {
         });
     }
 
-    /// Routes a message to every matching subscription (one member per queue group). Returns
-    /// the number of deliveries. `from` is the publishing client (for echo suppression).
+    /// Routes a message to every matching subscription (one member per queue group cluster
+    /// wide, preferring a local one) and forwards it once to each peer with interest. Returns
+    /// the number of local deliveries plus forwards, so a request answered only by a remote
+    /// responder does not get no-responders.
     pub fn route(
         &self,
-        from: Option<(&Arc<Client>, bool)>,
+        origin: Origin<'_>,
         subject: &str,
         reply: Option<&[u8]>,
         hdrs: Option<&[u8]>,
@@ -357,31 +423,67 @@ impl Server {
         flush: &mut FlushSet,
     ) -> usize {
         let result = self.sublist.match_subject(subject);
-        let mut delivered = 0;
+        let (from, peer_queues) = match origin {
+            Origin::Client { client, echo } => (Some((client, echo)), None),
+            Origin::Peer { queues } => (None, Some(queues)),
+        };
         let skip = |sub: &Subscription| match from {
             Some((c, echo)) => !echo && Arc::ptr_eq(&sub.client, c),
             None => false,
         };
+        let mut delivered = 0;
+        let mut forwards: Vec<(NodeId, Vec<String>)> = Vec::new();
         for sub in &result.plain {
-            if !skip(&sub.0) && self.deliver(&sub.0, subject, reply, hdrs, payload, flush) {
-                delivered += 1;
+            match sub {
+                SubRef::Local(sub) => {
+                    if !skip(sub) && self.deliver(sub, subject, reply, hdrs, payload, flush) {
+                        delivered += 1;
+                    }
+                }
+                SubRef::Remote(node) => {
+                    if peer_queues.is_none() {
+                        add_forward(&mut forwards, *node, None);
+                    }
+                }
             }
         }
         for group in &result.queues {
-            let n = group.members.len();
+            if let Some(qs) = peer_queues
+                && !qs.iter().any(|q| *q == *group.name)
+            {
+                continue;
+            }
+            let members = &group.members;
+            let n = members.len();
             if n == 0 {
                 continue;
             }
             let start = rand::rng().random_range(0..n);
+            let mut served = false;
             for i in 0..n {
-                let sub = &group.members[(start + i) % n].0;
+                let SubRef::Local(sub) = &members[(start + i) % n] else {
+                    continue;
+                };
                 if skip(sub) || sub.client.is_closed() {
                     continue;
                 }
                 if self.deliver(sub, subject, reply, hdrs, payload, flush) {
                     delivered += 1;
+                    served = true;
                     break;
                 }
+            }
+            if served || peer_queues.is_some() {
+                continue;
+            }
+            let remote = (0..n)
+                .map(|i| &members[(start + i) % n])
+                .find_map(|m| match m {
+                    SubRef::Remote(node) => Some(*node),
+                    SubRef::Local(_) => None,
+                });
+            if let Some(node) = remote {
+                add_forward(&mut forwards, node, Some(&group.name));
             }
         }
         delivered += self.internal.deliver(subject, reply, hdrs, payload);
@@ -393,6 +495,13 @@ impl Server {
             self.stats
                 .out_bytes
                 .fetch_add(size * delivered as u64, Ordering::Relaxed);
+        }
+        if let Some(cluster) = &self.cluster {
+            for (node, queues) in forwards {
+                let msg = cluster::outbound::msg(subject, reply, hdrs, payload, queues);
+                cluster.forward(node, msg);
+                delivered += 1;
+            }
         }
         delivered
     }
@@ -458,9 +567,55 @@ impl Server {
         let Some(sub) = client.subs.lock().remove(sid) else {
             return false;
         };
-        self.sublist
-            .remove(&sub.subject, sub.queue.as_deref(), &SubRef(sub.clone()));
+        self.remove_subscription(&sub);
         true
+    }
+
+    /// Adds a client subscription to the sublist and announces it to peers.
+    pub fn add_subscription(&self, sub: &Arc<Subscription>) -> Result<(), SublistError> {
+        let queue = sub.queue.as_deref();
+        self.sublist
+            .insert(&sub.subject, queue, SubRef::Local(sub.clone()))?;
+        if let Some(c) = &self.cluster {
+            c.local_subscribed(&sub.subject, queue);
+        }
+        Ok(())
+    }
+
+    /// Removes a client subscription from the sublist and announces it to peers.
+    pub fn remove_subscription(&self, sub: &Arc<Subscription>) {
+        let queue = sub.queue.as_deref();
+        if self
+            .sublist
+            .remove(&sub.subject, queue, &SubRef::Local(sub.clone()))
+            && let Some(c) = &self.cluster
+        {
+            c.local_unsubscribed(&sub.subject, queue);
+        }
+    }
+
+    /// Called when a peer link goes up or down: when the client URLs of the connected peers
+    /// changed, clients that take async INFO get a new INFO with the new `connect_urls`.
+    pub fn cluster_changed(&self) {
+        let Some(cluster) = &self.cluster else {
+            return;
+        };
+        let urls = cluster.peers.connected_client_urls();
+        {
+            let mut last = self.connect_urls.lock();
+            if *last == urls {
+                return;
+            }
+            *last = urls;
+        }
+        let clients: Vec<Arc<Client>> = self.clients.read().values().cloned().collect();
+        for c in clients {
+            if c.async_info.load(Ordering::Relaxed) && !c.is_closed() {
+                let info = self.info_for(&c, false);
+                encode::info(&mut c.out.lock().buf, &info);
+                c.wake_writer();
+            }
+        }
     }
 
     /// Sends the no-responders status (503) to the publisher's own subscription matching
@@ -471,11 +626,14 @@ impl Server {
             .plain
             .iter()
             .chain(result.queues.iter().flat_map(|g| g.members.iter()))
-            .find(|s| Arc::ptr_eq(&s.0.client, client));
+            .find_map(|s| match s {
+                SubRef::Local(s) if Arc::ptr_eq(&s.client, client) => Some(s),
+                _ => None,
+            });
         if let Some(sub) = own {
             let hdr = headers::status_block(503, None, &[("Nats-Subject", subject)]);
             if client
-                .queue_msg(reply.as_bytes(), &sub.0.sid, None, Some(&hdr), b"")
+                .queue_msg(reply.as_bytes(), &sub.sid, None, Some(&hdr), b"")
                 .is_some()
             {
                 client.wake_writer();
@@ -502,6 +660,20 @@ pub(crate) async fn bind(
     let listener = TcpListener::bind(addr).await.map_err(err)?;
     let bound = listener.local_addr().map_err(err)?;
     Ok((listener, bound))
+}
+
+/// Adds `queue` (if any) to the forward for `node`, creating it on first use.
+fn add_forward(forwards: &mut Vec<(NodeId, Vec<String>)>, node: NodeId, queue: Option<&str>) {
+    let idx = match forwards.iter().position(|(n, _)| *n == node) {
+        Some(i) => i,
+        None => {
+            forwards.push((node, Vec::new()));
+            forwards.len() - 1
+        }
+    };
+    if let Some(q) = queue {
+        forwards[idx].1.push(q.to_string());
+    }
 }
 
 /// A random 56-character id in nats-server's style (`N` + base32 alphabet).

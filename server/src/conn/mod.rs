@@ -26,6 +26,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::UserPermissions;
+use crate::cluster::NodeId;
 use crate::protocol::encode;
 
 /// A subscription of one client.
@@ -45,13 +46,23 @@ pub struct Subscription {
     pub max: AtomicU64,
 }
 
-/// A subscription as stored in the sublist: compared by identity.
+/// An entry of the server's sublist: who is interested in a pattern.
 #[derive(Debug, Clone)]
-pub struct SubRef(pub Arc<Subscription>);
+pub enum SubRef {
+    /// A subscription of a client connected to this node; compared by identity.
+    Local(Arc<Subscription>),
+    /// A peer node has at least one subscription on the pattern (queue group); the message is
+    /// forwarded to it once and it delivers to its own clients.
+    Remote(NodeId),
+}
 
 impl PartialEq for SubRef {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        match (self, other) {
+            (Self::Local(a), Self::Local(b)) => Arc::ptr_eq(a, b),
+            (Self::Remote(a), Self::Remote(b)) => a == b,
+            _ => false,
+        }
     }
 }
 
@@ -165,6 +176,8 @@ pub struct Client {
     pub meta: Mutex<ClientMeta>,
     /// The client negotiated headers (HMSG).
     pub headers: AtomicBool,
+    /// CONNECT said `protocol >= 1`: the client takes async INFO (cluster `connect_urls` changes).
+    pub async_info: AtomicBool,
     /// CONNECT was accepted (server PINGs start only then).
     pub connected: AtomicBool,
     /// Permissions of the authenticated user (`None`: everything allowed).
@@ -201,6 +214,7 @@ impl Client {
             stats: ClientStats::default(),
             meta: Mutex::new(ClientMeta::default()),
             headers: AtomicBool::new(false),
+            async_info: AtomicBool::new(false),
             connected: AtomicBool::new(false),
             perms: Mutex::new(None),
             restricted: AtomicBool::new(false),

@@ -11,11 +11,11 @@ use tokio::io::AsyncReadExt;
 use tokio::net::tcp::OwnedReadHalf;
 use tracing::{debug, trace};
 
-use super::{Client, CloseReason, SubRef, Subscription};
+use super::{Client, CloseReason, Subscription};
 use crate::protocol::encode;
 use crate::protocol::{ClientOp, ConnectOptions, Parser, ProtocolError};
 use crate::router::subject;
-use crate::server::{FlushSet, Server};
+use crate::server::{FlushSet, Origin, Server};
 
 /// Reply subjects a client may not use (JetStream acks, service imports, gateway replies).
 const RESERVED_REPLY_PREFIXES: [&[u8]; 3] = [b"$JS.ACK.", b"_R_.", b"$GNR."];
@@ -244,6 +244,9 @@ impl Session {
             meta.user = authed.user.unwrap_or_default();
         }
         self.client.headers.store(opts.headers, Ordering::Relaxed);
+        self.client
+            .async_info
+            .store(opts.protocol.unwrap_or(0) >= 1, Ordering::Relaxed);
         self.opts = opts;
         self.connected = true;
         self.ok();
@@ -293,7 +296,10 @@ impl Session {
             return;
         }
         self.ok();
-        let from = Some((&self.client, self.opts.echo()));
+        let from = Origin::Client {
+            client: &self.client,
+            echo: self.opts.echo(),
+        };
         let delivered = self.server.route(
             from,
             subj,
@@ -360,12 +366,7 @@ impl Session {
             delivered: Default::default(),
             max: Default::default(),
         });
-        if self
-            .server
-            .sublist
-            .insert(subj, queue, SubRef(sub.clone()))
-            .is_err()
-        {
+        if self.server.add_subscription(&sub).is_err() {
             drop(subs);
             c.send_err("Invalid Subject");
             return;

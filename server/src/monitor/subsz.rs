@@ -9,6 +9,7 @@ use axum::response::Response;
 use serde_json::{Map, Value, json};
 
 use super::{Params, flag, json_response, number, rfc3339};
+use crate::conn::SubRef;
 use crate::router::subject;
 use crate::server::Server;
 
@@ -39,11 +40,20 @@ pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> R
         .get("test")
         .filter(|t| subject::is_valid_literal_subject(t));
     if flag(&q, "subs") || test.is_some() {
-        let mut all = s.sublist.all();
+        // Remote interest counts in the totals (as in nats-server) but is not listed.
+        let mut all: Vec<_> = s
+            .sublist
+            .all()
+            .into_iter()
+            .filter_map(|(pattern, queue, sub)| match sub {
+                SubRef::Local(sub) => Some((pattern, queue, sub)),
+                SubRef::Remote(_) => None,
+            })
+            .collect();
         if let Some(t) = test {
             all.retain(|(pattern, _, _)| subject::matches(pattern, t));
         }
-        all.sort_by_key(|(_, _, sub)| (sub.0.client.cid, sub.0.sid.clone()));
+        all.sort_by_key(|(_, _, sub)| (sub.client.cid, sub.sid.clone()));
         let total = all.len();
         let list: Vec<Value> = all
             .iter()
@@ -57,12 +67,9 @@ pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> R
                 if let Some(q) = queue {
                     m.insert("qgroup".into(), json!(q.as_ref()));
                 }
-                m.insert("sid".into(), json!(String::from_utf8_lossy(&sub.0.sid)));
-                m.insert(
-                    "msgs".into(),
-                    json!(sub.0.delivered.load(Ordering::Relaxed)),
-                );
-                m.insert("cid".into(), json!(sub.0.client.cid));
+                m.insert("sid".into(), json!(String::from_utf8_lossy(&sub.sid)));
+                m.insert("msgs".into(), json!(sub.delivered.load(Ordering::Relaxed)));
+                m.insert("cid".into(), json!(sub.client.cid));
                 Value::Object(m)
             })
             .collect();

@@ -1,0 +1,399 @@
+//! Links between nodes: [`dial_loop`] keeps an outbound link to one address up forever, and
+//! [`LinkService`] (the `NodeLink` gRPC service) accepts peers' links and applies what they send.
+//!
+//! Handshake: the dialer sends its `Hello` first; the acceptor answers with its own. A `Hello`
+//! with this node's own id means the address is this node (a node may list itself in
+//! `--routes`): the dialer stops dialing it. A different cluster name refuses the link: the
+//! acceptor answers with its `Hello` and ends the call, and the dialer keeps retrying at the
+//! slowest backoff (the other side may be reconfigured).
+
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures_util::Stream;
+use jetraft_proto::cluster::node_link_client::NodeLinkClient;
+use jetraft_proto::cluster::node_link_server::NodeLink;
+use jetraft_proto::cluster::{Frame, Hello, frame::Kind};
+use jetraft_proto::node::NodeIdentity;
+use rand::Rng;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Endpoint;
+use tonic::{Request, Response, Status, Streaming};
+use tracing::{debug, info, warn};
+
+use super::identity::NodeId;
+use super::listener::{CONNECTION_WINDOW, STREAM_WINDOW};
+use super::outbound::PeerSender;
+use super::peers::{Direction, PeerInfo};
+use crate::server::{FlushSet, Origin, Server};
+
+/// Largest frame accepted on a link (batches aim at 1 MiB; one message may reach max_payload).
+pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
+/// Bound on connecting and on waiting for the peer's `Hello`.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// First reconnect delay.
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+/// Longest reconnect delay.
+const BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// How one attempt at an outbound link ended.
+#[derive(Debug)]
+enum LinkEnd {
+    /// The address is this node.
+    IsSelf,
+    /// The peer belongs to another cluster.
+    Refused {
+        /// The peer's cluster name.
+        cluster: String,
+    },
+    /// A link to that peer is already up (the address is an alias).
+    Duplicate,
+    /// Connecting or the handshake failed.
+    Failed(String),
+    /// The link was up and then ended.
+    Closed,
+}
+
+/// Starts a dial loop to `addr` unless one is running for that address or for `node`.
+pub fn ensure_dialer(server: &Arc<Server>, addr: &str, node: Option<NodeId>) {
+    let Some(cluster) = server.cluster.clone() else {
+        return;
+    };
+    {
+        let mut dialers = cluster.dialers.lock();
+        let known = dialers.contains_key(addr)
+            || node.is_some_and(|n| dialers.values().any(|d| *d == Some(n)));
+        if known {
+            return;
+        }
+        dialers.insert(addr.to_string(), node);
+    }
+    let s = server.clone();
+    let addr = addr.to_string();
+    server.tasks.spawn(dial_loop(s, addr));
+}
+
+/// Keeps an outbound link to `addr` up, reconnecting with jittered exponential backoff, until
+/// shutdown or until the address turns out to be this node.
+async fn dial_loop(server: Arc<Server>, addr: String) {
+    let mut backoff = BACKOFF_MIN;
+    let mut refused_logged = false;
+    loop {
+        if server.shutdown.is_cancelled() {
+            return;
+        }
+        match run_link(&server, &addr).await {
+            LinkEnd::IsSelf => {
+                debug!(%addr, "route to self ignored");
+                if let Some(c) = &server.cluster {
+                    c.dialers.lock().remove(&addr);
+                }
+                return;
+            }
+            LinkEnd::Refused { cluster } => {
+                if !refused_logged {
+                    warn!(%addr, peer_cluster = %cluster, "route refused: cluster name differs");
+                    refused_logged = true;
+                }
+                backoff = BACKOFF_MAX;
+            }
+            LinkEnd::Duplicate => backoff = BACKOFF_MAX,
+            LinkEnd::Failed(e) => debug!(%addr, error = %e, "route connect failed"),
+            LinkEnd::Closed => {
+                backoff = BACKOFF_MIN;
+                refused_logged = false;
+            }
+        }
+        let jitter = rand::rng().random_range(0..=backoff.as_millis() as u64 / 2);
+        let delay = backoff + Duration::from_millis(jitter);
+        tokio::select! {
+            () = server.shutdown.cancelled() => return,
+            () = tokio::time::sleep(delay) => {}
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+}
+
+/// One outbound link attempt: connect, handshake, register, then wait until it ends.
+async fn run_link(server: &Arc<Server>, addr: &str) -> LinkEnd {
+    let Some(cluster) = server.cluster.clone() else {
+        return LinkEnd::IsSelf;
+    };
+    let endpoint = match Endpoint::from_shared(format!("http://{addr}")) {
+        Ok(e) => e,
+        Err(e) => return LinkEnd::Failed(e.to_string()),
+    };
+    let endpoint = endpoint
+        .connect_timeout(HANDSHAKE_TIMEOUT)
+        .tcp_nodelay(true)
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .http2_keep_alive_interval(Duration::from_secs(5))
+        .keep_alive_timeout(Duration::from_secs(10));
+    let channel = match endpoint.connect().await {
+        Ok(c) => c,
+        Err(e) => return LinkEnd::Failed(e.to_string()),
+    };
+    let mut client = NodeLinkClient::new(channel).max_decoding_message_size(MAX_FRAME_BYTES);
+    let sender = Arc::new(PeerSender::new(cluster.stats.dropped_msgs.clone()));
+    let request = sender.clone().frames(hello(server));
+    let mut inbound = match tokio::time::timeout(HANDSHAKE_TIMEOUT, client.link(request)).await {
+        Ok(Ok(r)) => r.into_inner(),
+        Ok(Err(status)) => return LinkEnd::Failed(status.to_string()),
+        Err(_) => return LinkEnd::Failed("handshake timed out".into()),
+    };
+    let end = |e: LinkEnd| {
+        sender.closed.cancel();
+        e
+    };
+    let peer = match tokio::time::timeout(HANDSHAKE_TIMEOUT, inbound.message()).await {
+        Ok(Ok(Some(Frame {
+            kind: Some(Kind::Hello(h)),
+        }))) => h.identity.unwrap_or_default(),
+        Ok(Ok(_)) => return end(LinkEnd::Failed("peer did not send Hello".into())),
+        Ok(Err(status)) => return end(LinkEnd::Failed(status.to_string())),
+        Err(_) => return end(LinkEnd::Failed("no Hello from peer".into())),
+    };
+    if peer.node_id == cluster.identity.node_id {
+        return end(LinkEnd::IsSelf);
+    }
+    if peer.cluster_name != cluster.identity.cluster_name {
+        return end(LinkEnd::Refused {
+            cluster: peer.cluster_name,
+        });
+    }
+    let node = NodeId(peer.node_id);
+    if !cluster.register_sender(node, &sender) {
+        return end(LinkEnd::Duplicate);
+    }
+    cluster.dialers.lock().insert(addr.to_string(), Some(node));
+    let host = addr.rsplit_once(':').map(|(h, _)| h);
+    let info = peer_info(&peer, host.and_then(|h| h.parse().ok()));
+    info!(peer = %info.server_name, %addr, "route connection created");
+    cluster.peers.set_link(&info, Direction::Outbound, true);
+    server.cluster_changed();
+    // The response stream carries nothing after the Hello; it ends when the peer drops us.
+    loop {
+        tokio::select! {
+            () = server.shutdown.cancelled() => break,
+            () = sender.closed.cancelled() => break,
+            m = inbound.message() => match m {
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => break,
+            },
+        }
+    }
+    cluster.unregister_sender(node, &sender);
+    cluster.peers.set_link(&info, Direction::Outbound, false);
+    server.cluster_changed();
+    info!(peer = %info.server_name, %addr, "route connection closed");
+    LinkEnd::Closed
+}
+
+/// This node's `Hello`.
+fn hello(server: &Server) -> Hello {
+    let (identity, known_peers) = match &server.cluster {
+        Some(c) => (
+            c.identity.clone(),
+            c.peers
+                .snapshot()
+                .values()
+                .map(|p| p.cluster_addr.clone())
+                .collect(),
+        ),
+        None => (NodeIdentity::default(), Vec::new()),
+    };
+    Hello {
+        identity: Some(identity),
+        has_meta_state: false,
+        known_peers,
+    }
+}
+
+/// A peer's table entry from its identity; an unspecified advertised host (`0.0.0.0`) is
+/// replaced by the address the peer was reached at.
+fn peer_info(id: &NodeIdentity, seen_at: Option<IpAddr>) -> PeerInfo {
+    PeerInfo {
+        node_id: NodeId(id.node_id),
+        server_name: id.server_name.clone(),
+        server_id: id.server_id.clone(),
+        client_url: concrete_addr(&id.client_url, seen_at),
+        cluster_addr: concrete_addr(&id.cluster_addr, seen_at),
+        inbound: false,
+        outbound: false,
+    }
+}
+
+/// `host:port` with an unspecified host replaced by `seen_at`.
+pub fn concrete_addr(addr: &str, seen_at: Option<IpAddr>) -> String {
+    let Some((host, port)) = addr.rsplit_once(':') else {
+        return addr.to_string();
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let unspecified = host.is_empty() || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_unspecified());
+    match seen_at {
+        Some(IpAddr::V6(ip)) if unspecified => format!("[{ip}]:{port}"),
+        Some(ip) if unspecified => format!("{ip}:{port}"),
+        _ => addr.to_string(),
+    }
+}
+
+/// The `NodeLink` service: accepts peers' links.
+#[derive(Debug)]
+pub struct LinkService {
+    /// The server whose local subscribers get forwarded messages.
+    server: Arc<Server>,
+}
+
+impl LinkService {
+    /// The service for `server` (which must have cluster state).
+    pub fn new(server: Arc<Server>) -> Self {
+        Self { server }
+    }
+}
+
+/// The response stream of an accepted link: our `Hello`, then nothing until the link ends.
+type HelloThenWait = Pin<Box<dyn Stream<Item = Result<Frame, Status>> + Send>>;
+
+fn hello_then_wait(hello: Hello, done: CancellationToken) -> HelloThenWait {
+    let first = Frame {
+        kind: Some(Kind::Hello(hello)),
+    };
+    Box::pin(futures_util::stream::unfold(
+        (Some(first), done),
+        |(first, done)| async move {
+            if let Some(f) = first {
+                return Some((Ok(f), (None, done)));
+            }
+            done.cancelled().await;
+            None
+        },
+    ))
+}
+
+#[tonic::async_trait]
+impl NodeLink for LinkService {
+    type LinkStream = HelloThenWait;
+
+    async fn link(
+        &self,
+        request: Request<Streaming<Frame>>,
+    ) -> Result<Response<Self::LinkStream>, Status> {
+        let Some(cluster) = self.server.cluster.clone() else {
+            return Err(Status::unavailable("not clustered"));
+        };
+        let seen_at = request.remote_addr().map(|a| a.ip());
+        let mut inbound = request.into_inner();
+        let peer = match tokio::time::timeout(HANDSHAKE_TIMEOUT, inbound.message()).await {
+            Ok(Ok(Some(Frame {
+                kind: Some(Kind::Hello(h)),
+            }))) => h.identity.unwrap_or_default(),
+            Ok(Ok(_)) => return Err(Status::invalid_argument("first frame must be Hello")),
+            Ok(Err(status)) => return Err(status),
+            Err(_) => return Err(Status::deadline_exceeded("no Hello")),
+        };
+        let done = CancellationToken::new();
+        let reply = hello_then_wait(hello(&self.server), done.clone());
+        if peer.node_id == cluster.identity.node_id || peer.node_id == 0 {
+            done.cancel();
+            return Ok(Response::new(reply));
+        }
+        if peer.cluster_name != cluster.identity.cluster_name {
+            warn!(
+                peer = %peer.server_name,
+                peer_cluster = %peer.cluster_name,
+                "route refused: cluster name differs"
+            );
+            done.cancel();
+            return Ok(Response::new(reply));
+        }
+        let info = peer_info(&peer, seen_at);
+        let server = self.server.clone();
+        self.server
+            .tasks
+            .spawn(run_inbound(server, info, inbound, done));
+        Ok(Response::new(reply))
+    }
+}
+
+/// Applies an accepted link's frames until it ends, then forgets the peer's interest.
+async fn run_inbound(
+    server: Arc<Server>,
+    info: PeerInfo,
+    mut inbound: Streaming<Frame>,
+    done: CancellationToken,
+) {
+    let Some(cluster) = server.cluster.clone() else {
+        return;
+    };
+    let node = info.node_id;
+    let session = cluster.remote_begin(node, &server.sublist);
+    cluster.peers.set_link(&info, Direction::Inbound, true);
+    server.cluster_changed();
+    ensure_dialer(&server, &info.cluster_addr, Some(node));
+    let mut flush = FlushSet::default();
+    loop {
+        let frame = tokio::select! {
+            () = server.shutdown.cancelled() => break,
+            m = inbound.message() => match m {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => {
+                    debug!(peer = %info.server_name, error = %e, "route read failed");
+                    break;
+                }
+            },
+        };
+        match frame.kind {
+            Some(Kind::Interest(i)) => {
+                cluster.remote_apply(node, session, i.snapshot, i.changes, &server.sublist);
+            }
+            Some(Kind::Msgs(batch)) => {
+                cluster
+                    .stats
+                    .received_msgs
+                    .fetch_add(batch.msgs.len() as u64, Ordering::Relaxed);
+                for m in &batch.msgs {
+                    let reply = (!m.reply.is_empty()).then_some(&m.reply[..]);
+                    let hdrs = (!m.headers.is_empty()).then_some(&m.headers[..]);
+                    server.route(
+                        Origin::Peer { queues: &m.queues },
+                        &m.subject,
+                        reply,
+                        hdrs,
+                        &m.payload,
+                        &mut flush,
+                    );
+                }
+                for c in flush.wake.drain(..) {
+                    c.notify.notify_one();
+                }
+                flush.stalled.clear();
+            }
+            Some(Kind::Hello(_)) | None => {}
+        }
+    }
+    cluster.remote_end(node, session, &server.sublist);
+    cluster.peers.set_link(&info, Direction::Inbound, false);
+    server.cluster_changed();
+    done.cancel();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unspecified_hosts_become_the_address_seen() {
+        let ip: IpAddr = "10.0.0.5".parse().unwrap();
+        assert_eq!(concrete_addr("0.0.0.0:4222", Some(ip)), "10.0.0.5:4222");
+        assert_eq!(concrete_addr("[::]:4222", Some(ip)), "10.0.0.5:4222");
+        assert_eq!(concrete_addr("n1:4222", Some(ip)), "n1:4222");
+        assert_eq!(concrete_addr("0.0.0.0:4222", None), "0.0.0.0:4222");
+        let v6: IpAddr = "::1".parse().unwrap();
+        assert_eq!(concrete_addr("0.0.0.0:1", Some(v6)), "[::1]:1");
+    }
+}

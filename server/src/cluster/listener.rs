@@ -1,0 +1,49 @@
+//! The cluster port: one tonic server for every node-to-node gRPC service.
+//!
+//! [`routes`] lists the services; add another one (the Raft service, say) there with
+//! `builder.add_service(...)`, and it is served on the same port and connections as `NodeLink`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jetraft_proto::cluster::node_link_server::NodeLinkServer;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tonic::service::{Routes, RoutesBuilder};
+use tonic::transport::server::TcpIncoming;
+use tracing::warn;
+
+use super::link::{LinkService, MAX_FRAME_BYTES};
+use crate::server::Server;
+
+/// HTTP/2 flow-control window per stream: large, so a forwarding stream is not throttled to
+/// 64 KiB per round trip.
+pub const STREAM_WINDOW: u32 = 8 * 1024 * 1024;
+/// HTTP/2 flow-control window per connection.
+pub const CONNECTION_WINDOW: u32 = 16 * 1024 * 1024;
+
+/// Every gRPC service served on the cluster port.
+pub fn routes(server: &Arc<Server>) -> Routes {
+    let mut builder = RoutesBuilder::default();
+    builder.add_service(
+        NodeLinkServer::new(LinkService::new(server.clone()))
+            .max_decoding_message_size(MAX_FRAME_BYTES),
+    );
+    builder.routes()
+}
+
+/// Serves `routes` on `listener` until `shutdown` is cancelled.
+pub async fn serve(listener: TcpListener, routes: Routes, shutdown: CancellationToken) {
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let result = tonic::transport::Server::builder()
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .http2_keepalive_interval(Some(Duration::from_secs(5)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        .add_routes(routes)
+        .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
+        .await;
+    if let Err(e) = result {
+        warn!(error = %e, "cluster listener failed");
+    }
+}

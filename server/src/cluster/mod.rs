@@ -1,0 +1,320 @@
+//! Core NATS between nodes: links to peers, interest propagation and message forwarding.
+//!
+//! - [`identity`]: the permanent [`NodeId`] kept in the store dir.
+//! - [`peers`]: [`ClusterPeers`], the peer table others read and watch.
+//! - [`interest`]: pure counting of local and remote interest.
+//! - [`outbound`]: [`outbound::PeerSender`], the batched, bounded send side of a link.
+//! - [`link`]: dialing peers (reconnect with backoff forever) and the `NodeLink` service that
+//!   accepts their links.
+//! - [`listener`]: the tonic server on the cluster port; other node-to-node services (Raft)
+//!   are added to the same router there.
+//!
+//! Links: each node dials every peer it knows (from `--routes`, and back to any node that dialed
+//! it), and sends its `Hello`, interest and forwarded messages only on the call it dialed; it
+//! receives a peer's on the call the peer dialed. A node listed in its own routes recognises
+//! itself by node id in the `Hello` and stops dialing that address; peers with another cluster
+//! name are refused. Forwarding is one hop (full mesh, as nats-server routes): a message that
+//! arrived from a peer is only delivered locally.
+//!
+//! Lock order: `local` (this node's interest) may be held while taking `senders` and a
+//! sender's queue lock; `remote` may be held while calling into the sublist. The sublist never
+//! calls back here.
+
+pub mod identity;
+pub mod interest;
+pub mod link;
+pub mod listener;
+pub mod outbound;
+pub mod peers;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use jetraft_proto::cluster::{InterestChange, Msg};
+use jetraft_proto::node::NodeIdentity;
+use parking_lot::{Mutex, RwLock};
+use tracing::debug;
+
+use crate::conn::SubRef;
+use crate::router::sublist::Sublist;
+
+pub use identity::NodeId;
+pub use peers::{ClusterPeers, PeerInfo};
+
+use interest::{InterestKey, LocalInterest, RemoteInterest, Transition};
+use outbound::PeerSender;
+
+/// Counters of the cluster layer.
+#[derive(Debug, Default)]
+pub struct ClusterStats {
+    /// Messages forwarded to peers (one per peer per message).
+    pub forwarded_msgs: AtomicU64,
+    /// Messages received from peers.
+    pub received_msgs: AtomicU64,
+    /// Messages dropped because the peer's link was down or its queue full.
+    pub dropped_msgs: Arc<AtomicU64>,
+}
+
+/// The cluster state shared by the server, the link tasks and the `NodeLink` service.
+#[derive(Debug)]
+pub struct ClusterState {
+    /// Who this node is, as sent in `Hello`.
+    pub identity: NodeIdentity,
+    /// The peer table.
+    pub peers: ClusterPeers,
+    /// Counters.
+    pub stats: ClusterStats,
+    /// This node's client interest; the source of snapshots and deltas.
+    local: Mutex<LocalInterest>,
+    /// Send sides of the outbound links that are up, by peer.
+    senders: RwLock<HashMap<NodeId, Arc<PeerSender>>>,
+    /// Interest announced by each peer on its current inbound link.
+    remote: Mutex<HashMap<NodeId, RemoteInterest>>,
+    /// Source of inbound link session numbers.
+    next_session: AtomicU64,
+    /// Addresses with a running dial loop, and the peer each turned out to be (once known).
+    pub(crate) dialers: Mutex<HashMap<String, Option<NodeId>>>,
+}
+
+impl ClusterState {
+    /// Cluster state for a node with this identity and no links yet.
+    pub fn new(identity: NodeIdentity) -> Self {
+        Self {
+            identity,
+            peers: ClusterPeers::default(),
+            stats: ClusterStats::default(),
+            local: Mutex::new(LocalInterest::default()),
+            senders: RwLock::new(HashMap::new()),
+            remote: Mutex::new(HashMap::new()),
+            next_session: AtomicU64::new(1),
+            dialers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// This node's id.
+    pub fn node_id(&self) -> NodeId {
+        NodeId(self.identity.node_id)
+    }
+
+    /// The cluster name links must agree on.
+    pub fn cluster_name(&self) -> &str {
+        &self.identity.cluster_name
+    }
+
+    /// A local client subscribed: tell peers if the pattern is new on this node.
+    pub fn local_subscribed(&self, subject: &str, queue: Option<&str>) {
+        self.local_changed(subject, queue, true);
+    }
+
+    /// A local client subscription went away: tell peers if it was the last on the pattern.
+    pub fn local_unsubscribed(&self, subject: &str, queue: Option<&str>) {
+        self.local_changed(subject, queue, false);
+    }
+
+    fn local_changed(&self, subject: &str, queue: Option<&str>, added: bool) {
+        let key: InterestKey = (subject.to_string(), queue.map(str::to_string));
+        let mut local = self.local.lock();
+        let t = if added {
+            local.add(key.clone())
+        } else {
+            local.remove(&key)
+        };
+        if let Some(t) = t {
+            for s in self.senders.read().values() {
+                s.push_interest(key.clone(), t.delta());
+            }
+        }
+    }
+
+    /// Registers the send side of a new outbound link, with this node's interest snapshot as
+    /// its first content. Returns `false` when a link to that peer is already up.
+    pub(crate) fn register_sender(&self, node: NodeId, sender: &Arc<PeerSender>) -> bool {
+        let local = self.local.lock();
+        let mut senders = self.senders.write();
+        if senders.contains_key(&node) {
+            return false;
+        }
+        sender.set_snapshot(local.keys());
+        senders.insert(node, sender.clone());
+        true
+    }
+
+    /// Removes the send side of an outbound link that ended (if it is still the registered one).
+    pub(crate) fn unregister_sender(&self, node: NodeId, sender: &Arc<PeerSender>) {
+        let mut senders = self.senders.write();
+        if senders.get(&node).is_some_and(|s| Arc::ptr_eq(s, sender)) {
+            senders.remove(&node);
+        }
+        sender.closed.cancel();
+    }
+
+    /// Whether an outbound link to `node` is up.
+    pub fn has_outbound(&self, node: NodeId) -> bool {
+        self.senders.read().contains_key(&node)
+    }
+
+    /// Queues `msg` for `node`; counts a drop when its link is down or its queue full.
+    pub fn forward(&self, node: NodeId, msg: Msg) {
+        let sender = self.senders.read().get(&node).cloned();
+        match sender {
+            Some(s) => {
+                if s.push_msg(msg) {
+                    self.stats.forwarded_msgs.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            None => {
+                self.stats.dropped_msgs.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Starts a new inbound session from `node`, dropping whatever an older session announced.
+    pub(crate) fn remote_begin(&self, node: NodeId, sublist: &Sublist<SubRef>) -> u64 {
+        let session = self.next_session.fetch_add(1, Ordering::Relaxed);
+        let mut remote = self.remote.lock();
+        if let Some(mut old) = remote.insert(node, RemoteInterest::new(session)) {
+            remove_all(node, &mut old, sublist);
+        }
+        session
+    }
+
+    /// Applies interest changes from `node`'s session `session` to the sublist. A snapshot
+    /// replaces everything that session announced before.
+    pub(crate) fn remote_apply(
+        &self,
+        node: NodeId,
+        session: u64,
+        snapshot: bool,
+        changes: Vec<InterestChange>,
+        sublist: &Sublist<SubRef>,
+    ) {
+        let mut remote = self.remote.lock();
+        let Some(table) = remote.get_mut(&node).filter(|t| t.session == session) else {
+            return;
+        };
+        if snapshot {
+            remove_all(node, table, sublist);
+        }
+        for c in changes {
+            let queue = (!c.queue.is_empty()).then_some(c.queue);
+            let key = (c.subject, queue);
+            let Some(t) = table.apply(key.clone(), c.delta) else {
+                continue;
+            };
+            let (subject, queue) = &key;
+            match t {
+                Transition::Added => {
+                    if let Err(e) = sublist.insert(subject, queue.as_deref(), SubRef::Remote(node))
+                    {
+                        debug!(peer = %node, error = %e, "peer announced an invalid subject");
+                        table.apply(key.clone(), -c.delta);
+                    }
+                }
+                Transition::Removed => {
+                    sublist.remove(subject, queue.as_deref(), &SubRef::Remote(node));
+                }
+            }
+        }
+    }
+
+    /// Ends `node`'s inbound session `session`: its interest leaves the sublist.
+    pub(crate) fn remote_end(&self, node: NodeId, session: u64, sublist: &Sublist<SubRef>) {
+        let mut remote = self.remote.lock();
+        if remote.get(&node).is_some_and(|t| t.session == session)
+            && let Some(mut old) = remote.remove(&node)
+        {
+            remove_all(node, &mut old, sublist);
+        }
+    }
+}
+
+fn remove_all(node: NodeId, table: &mut RemoteInterest, sublist: &Sublist<SubRef>) {
+    for (subject, queue) in table.drain() {
+        sublist.remove(&subject, queue.as_deref(), &SubRef::Remote(node));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> ClusterState {
+        ClusterState::new(NodeIdentity {
+            node_id: 1,
+            cluster_name: "c".into(),
+            ..NodeIdentity::default()
+        })
+    }
+
+    fn change(s: &str, q: &str, delta: i32) -> InterestChange {
+        InterestChange {
+            subject: s.into(),
+            queue: q.into(),
+            delta,
+        }
+    }
+
+    #[test]
+    fn remote_interest_enters_and_leaves_the_sublist() {
+        let st = state();
+        let sl = Sublist::new();
+        let peer = NodeId(9);
+        let s1 = st.remote_begin(peer, &sl);
+        st.remote_apply(
+            peer,
+            s1,
+            true,
+            vec![change("a.*", "", 1), change("b", "q", 1)],
+            &sl,
+        );
+        assert_eq!(sl.match_subject("a.x").plain, vec![SubRef::Remote(peer)]);
+        assert_eq!(
+            sl.match_subject("b").queues[0].members,
+            vec![SubRef::Remote(peer)]
+        );
+        st.remote_apply(peer, s1, false, vec![change("a.*", "", -1)], &sl);
+        assert!(sl.match_subject("a.x").is_empty());
+        // A new session (reconnect) starts from nothing; the old session's frames are ignored.
+        let s2 = st.remote_begin(peer, &sl);
+        assert!(sl.match_subject("b").is_empty());
+        st.remote_apply(peer, s1, false, vec![change("c", "", 1)], &sl);
+        assert!(sl.match_subject("c").is_empty());
+        st.remote_apply(peer, s2, true, vec![change("c", "", 1)], &sl);
+        st.remote_end(peer, s1, &sl);
+        assert_eq!(sl.count(), 1, "ending a stale session changes nothing");
+        st.remote_end(peer, s2, &sl);
+        assert_eq!(sl.count(), 0);
+    }
+
+    #[test]
+    fn a_snapshot_replaces_earlier_interest() {
+        let st = state();
+        let sl = Sublist::new();
+        let peer = NodeId(2);
+        let s = st.remote_begin(peer, &sl);
+        st.remote_apply(peer, s, true, vec![change("old", "", 1)], &sl);
+        st.remote_apply(peer, s, true, vec![change("new", "", 1)], &sl);
+        assert!(sl.match_subject("old").is_empty());
+        assert!(!sl.match_subject("new").is_empty());
+    }
+
+    #[test]
+    fn local_changes_reach_registered_senders_as_presence() {
+        let st = state();
+        st.local_subscribed("x", None);
+        let sender = Arc::new(PeerSender::new(Arc::default()));
+        assert!(st.register_sender(NodeId(5), &sender));
+        assert!(!st.register_sender(NodeId(5), &Arc::new(PeerSender::new(Arc::default()))));
+        assert!(st.has_outbound(NodeId(5)));
+        st.local_subscribed("x", None);
+        st.local_unsubscribed("x", None);
+        st.forward(NodeId(5), outbound::msg("x", None, None, b"hi", Vec::new()));
+        st.forward(NodeId(6), outbound::msg("x", None, None, b"hi", Vec::new()));
+        assert_eq!(st.stats.forwarded_msgs.load(Ordering::Relaxed), 1);
+        assert_eq!(st.stats.dropped_msgs.load(Ordering::Relaxed), 1);
+        st.unregister_sender(NodeId(5), &sender);
+        assert!(!st.has_outbound(NodeId(5)));
+        assert!(sender.closed.is_cancelled());
+    }
+}
