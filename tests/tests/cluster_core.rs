@@ -206,6 +206,7 @@ async fn queue_group_across_three_nodes_delivers_each_message_exactly_once() {
     let numbers: HashSet<u32> = got.iter().map(|(_, n)| *n).collect();
     assert_eq!(got.len(), 200, "each message delivered exactly once");
     assert_eq!(numbers.len(), 200);
+    c.assert_clean_logs();
 }
 
 #[tokio::test]
@@ -386,4 +387,5 @@ async fn killed_node_leaves_the_others_working_and_rejoins_with_its_interest_reb
     c2.publish("k.z", "to3".into()).await.unwrap();
     c2.flush().await.unwrap();
     assert_eq!(next_msg(&mut on3).await.payload, "to3");
+    c.assert_clean_logs();
 }

@@ -69,6 +69,13 @@ impl Cluster {
         self.nodes.is_empty()
     }
 
+    /// Fails on unexpected `ERROR` or panic lines in any member's log (jetraft only).
+    pub fn assert_clean_logs(&self) {
+        for n in &self.nodes {
+            super::assert_clean_log(n);
+        }
+    }
+
     /// SIGKILLs member `i`.
     pub fn kill(&mut self, i: usize) {
         self.nodes[i].kill();
