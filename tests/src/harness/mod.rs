@@ -3,6 +3,7 @@
 //! - [`ServerProcess`]: spawn a server with nats-server style flags on free loopback ports, wait
 //!   until it sends `INFO`, capture its log, stop it with SIGTERM or SIGKILL, kill it on drop.
 //! - [`RawClient`]: a byte-exact protocol client where every read is bounded in time.
+//! - [`cluster::Cluster`]: N linked server processes, with kill -9 and restart of a member.
 //! - [`http`]: a minimal HTTP/1.1 GET for the monitoring endpoints.
 //! - [`assert_clean_log`]: fail a test on unexpected `ERROR` or panic lines in a jetraft log.
 //!
@@ -12,12 +13,14 @@
 //! Invariants: the harness only ever signals processes it spawned itself (by their pid), binds
 //! only `127.0.0.1`, and every wait is bounded.
 
+pub mod cluster;
 pub mod http;
 mod log;
 mod ports;
 mod process;
 mod raw;
 
+pub use cluster::Cluster;
 pub use log::{assert_clean_log, assert_clean_log_allowing};
 pub use ports::free_port;
 pub use process::{ServerKind, ServerOptions, ServerProcess, server_kind};

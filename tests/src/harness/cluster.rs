@@ -1,0 +1,154 @@
+//! [`Cluster`]: N server processes linked into one cluster on loopback, started with
+//! nats-server style flags (`-n nX --cluster_name c --cluster nats://127.0.0.1:CP --routes
+//! nats://127.0.0.1:CP1,...`, every node listing every node including itself), so the same
+//! tests run against jetraft and against a real nats-server cluster.
+//!
+//! "Formed" is judged from the outside, the way a client sees it: every running node's INFO
+//! `connect_urls` lists the client URL of every other running node.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use tokio::io::AsyncReadExt as _;
+use tokio::net::TcpStream;
+use tokio::time::{Instant, sleep, timeout};
+
+use super::ports::free_port;
+use super::process::{ServerOptions, ServerProcess};
+
+/// Bound on cluster formation (and re-formation after a restart).
+pub const FORM_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A running cluster of server processes.
+pub struct Cluster {
+    /// The members, `n1` first; a killed member stays in place (not running).
+    nodes: Vec<ServerProcess>,
+}
+
+impl Cluster {
+    /// Starts `n` nodes named `n1..nN` in cluster `name` and waits until they are linked.
+    pub async fn start(n: usize, name: &str) -> anyhow::Result<Cluster> {
+        let cluster_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let routes = cluster_ports
+            .iter()
+            .map(|p| format!("nats://127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut nodes = Vec::with_capacity(n);
+        for (i, cp) in cluster_ports.iter().enumerate() {
+            let opts = ServerOptions::default().name(format!("n{}", i + 1)).args([
+                "--cluster_name".to_string(),
+                name.to_string(),
+                "--cluster".to_string(),
+                format!("nats://127.0.0.1:{cp}"),
+                "--routes".to_string(),
+                routes.clone(),
+            ]);
+            let node = ServerProcess::start(opts)
+                .await
+                .with_context(|| format!("start n{}", i + 1))?;
+            nodes.push(node);
+        }
+        let mut cluster = Cluster { nodes };
+        cluster.wait_formed().await?;
+        Ok(cluster)
+    }
+
+    /// Member `i` (0-based).
+    pub fn node(&self, i: usize) -> &ServerProcess {
+        &self.nodes[i]
+    }
+
+    /// Number of members (running or not).
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the cluster has no members.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Fails on unexpected `ERROR` or panic lines in any member's log (jetraft only).
+    pub fn assert_clean_logs(&self) {
+        for n in &self.nodes {
+            super::assert_clean_log(n);
+        }
+    }
+
+    /// SIGKILLs member `i`.
+    pub fn kill(&mut self, i: usize) {
+        self.nodes[i].kill();
+    }
+
+    /// Starts member `i` again (same ports and store dir) and waits until the cluster is formed.
+    pub async fn restart(&mut self, i: usize) -> anyhow::Result<()> {
+        self.nodes[i].start_again().await?;
+        self.wait_formed().await
+    }
+
+    /// Waits until every running member advertises every other running member in INFO
+    /// `connect_urls`.
+    pub async fn wait_formed(&mut self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + FORM_TIMEOUT;
+        loop {
+            let running: Vec<usize> = (0..self.nodes.len())
+                .filter(|&i| self.nodes[i].is_running())
+                .collect();
+            let mut missing = None;
+            for &i in &running {
+                let urls = connect_urls(&self.nodes[i]).await.unwrap_or_default();
+                for &j in &running {
+                    let want = self.nodes[j].client_addr();
+                    if j != i && !urls.contains(&want) {
+                        missing = Some(format!("{} does not list {want}: {urls:?}", i + 1));
+                    }
+                }
+            }
+            let Some(why) = missing else {
+                return Ok(());
+            };
+            if Instant::now() >= deadline {
+                bail!("cluster not formed within {FORM_TIMEOUT:?}: node {why}");
+            }
+            sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// The `connect_urls` of the INFO a fresh connection to `node` gets.
+pub async fn connect_urls(node: &ServerProcess) -> anyhow::Result<Vec<String>> {
+    let info = read_info(&node.client_addr()).await?;
+    Ok(info["connect_urls"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// Connects to `addr` and parses the first `INFO` line's JSON.
+pub async fn read_info(addr: &str) -> anyhow::Result<serde_json::Value> {
+    let bound = Duration::from_secs(2);
+    let mut stream = timeout(bound, TcpStream::connect(addr))
+        .await
+        .context("connect timed out")??;
+    let mut buf = Vec::new();
+    let read = async {
+        while !buf.windows(2).any(|w| w == b"\r\n") {
+            match stream.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    };
+    timeout(bound, read).await.context("INFO timed out")?;
+    let line = std::str::from_utf8(&buf).context("INFO is not UTF-8")?;
+    let json = line
+        .strip_prefix("INFO ")
+        .and_then(|l| l.split("\r\n").next())
+        .context("no INFO line")?;
+    serde_json::from_str(json.trim()).context("parse INFO JSON")
+}
