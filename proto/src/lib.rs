@@ -1,5 +1,6 @@
 //! `jetraft-proto` owns every encoded form exchanged between nodes (and, later, the Raft log
-//! payloads). It contains generated code and no logic.
+//! payloads): [`node`] and [`raft`] (Raft RPCs and log entries). It contains generated code and no
+//! logic.
 
 /// Node identity and node-to-node control messages.
 #[allow(missing_docs, unreachable_pub, clippy::all)]
@@ -17,6 +18,12 @@ pub mod meta {
 #[allow(missing_docs, unreachable_pub, clippy::all)]
 pub mod cluster {
     include!(concat!(env!("OUT_DIR"), "/jetraft.cluster.rs"));
+}
+
+/// Raft RPCs between nodes (tonic service) and the Raft log's stored forms.
+#[allow(missing_docs, unreachable_pub, clippy::all)]
+pub mod raft {
+    include!(concat!(env!("OUT_DIR"), "/jetraft.raft.rs"));
 }
 
 #[cfg(test)]

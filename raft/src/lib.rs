@@ -8,18 +8,22 @@
 //!   openraft adapter.
 //! - [`registry`]: [`GroupRegistry`], the node's groups: create/remove at runtime, propose with a
 //!   deadline, membership, leader info.
-//! - [`network`]: the [`Transport`](network::Transport) a node shares among its groups, and
+//! - [`network`]: the [`Transport`](network::Transport) a node shares among its groups:
+//!   [`GrpcTransport`](network::grpc::GrpcTransport) with its
+//!   [`RaftGrpcService`](network::grpc::RaftGrpcService) between nodes, and
 //!   [`MemTransport`](network::mem::MemTransport) with fault knobs for tests.
+//! - [`convert`]: openraft types <-> `jetraft.raft` protobuf messages (wire and disk).
+//! - [`codec`]: [`ProstCodec`](codec::ProstCodec), the Raft log's on-disk encoding.
+//! - [`rocks_log`]: [`RocksLogs`](rocks_log::RocksLogs), each group's RocksDB log over the node's
+//!   one database, and deleting it when a group leaves.
 //! - [`mem_log`]: an in-memory log store, test support only.
 //!
-//! # Plugging in a log store
+//! # Log stores
 //! [`GroupRegistry::create_group`] takes any `openraft::storage::RaftLogStorage<JetraftConfig>`.
-//! The RocksDB store from `jetraft-storage` (generic over a type config `C` and a `LogCodec<C>`)
-//! plugs in as `RaftLogStore<JetraftConfig, K>`, with `K` a codec for this crate's types
-//! (`Entry` of [`types::Command`], vote, log id, membership of [`PeerNode`]); that codec belongs
-//! here or in `jetraft-proto`, since storage must not know these types. Before use it must pass
-//! openraft's conformance suite with [`sm::StateMachineAdapter`], as `tests/store_suite.rs` does
-//! for [`mem_log::MemLogStore`], and complete `IOFlushed` only after the WAL sync.
+//! Nodes use `jetraft_storage::rocks::RaftLogStore<JetraftConfig, ProstCodec>`
+//! ([`rocks_log::GroupLogStore`]), which passes openraft's conformance suite with
+//! [`sm::StateMachineAdapter`] (`tests/store_suite.rs`, next to [`mem_log::MemLogStore`]) and
+//! completes `IOFlushed` only after the WAL sync.
 //!
 //! Invariants: ids are newtypes at this crate's API ([`NodeId`], [`GroupId`], [`LogIndex`]);
 //! every wait on Raft or the network has a deadline; a state machine or storage error stops the
@@ -28,10 +32,13 @@
 use std::fmt;
 use std::time::Duration;
 
+pub mod codec;
+pub mod convert;
 pub mod error;
 pub mod mem_log;
 pub mod network;
 pub mod registry;
+pub mod rocks_log;
 pub mod sm;
 pub mod types;
 

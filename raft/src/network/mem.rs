@@ -234,6 +234,9 @@ impl MemTransport {
     }
 }
 
+/// Peers are found by node id on the shared wire; addresses are not needed.
+impl super::Transport for MemTransport {}
+
 fn rpc_to_streaming(e: RPCError<JetraftConfig>) -> StreamingError<JetraftConfig> {
     match e {
         RPCError::Timeout(t) => StreamingError::Timeout(t),

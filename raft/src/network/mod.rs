@@ -4,11 +4,16 @@
 //! names its target node and group. [`GroupNetwork`] is the per-group openraft network factory:
 //! it binds (target, group) with openraft-multi's [`GroupNetworkAdapter`].
 //!
-//! Implementations: [`mem::MemTransport`] (in-process, with fault knobs) today; the gRPC
-//! transport (one connection per peer) comes with the proto services.
+//! Implementations: [`mem::MemTransport`] (in-process, with fault knobs) and
+//! [`grpc::GrpcTransport`] (tonic, one connection per peer address shared by all groups).
+//!
+//! Peers are addressed by node id; a transport that dials addresses learns them from
+//! [`Transport::note_peer`], which [`GroupNetwork`] calls with the [`PeerNode`] openraft takes
+//! from the group's membership whenever it opens a client to a peer.
 //!
 //! Invariant: every transport call is bounded by the `RPCOption::hard_ttl` openraft passes in.
 
+pub mod grpc;
 pub mod mem;
 
 use openraft::RaftNetworkFactory;
@@ -18,9 +23,13 @@ use crate::GroupId;
 use crate::types::{JetraftConfig, PeerNode, SnapshotData};
 
 /// A node's shared outbound transport for all its groups.
-pub trait Transport: GroupRouter<JetraftConfig, GroupId, SnapshotData = SnapshotData> {}
-
-impl<T> Transport for T where T: GroupRouter<JetraftConfig, GroupId, SnapshotData = SnapshotData> {}
+pub trait Transport: GroupRouter<JetraftConfig, GroupId, SnapshotData = SnapshotData> {
+    /// openraft is about to talk to `target`, which membership says is at `node`. Transports
+    /// that dial addresses remember it; the default ignores it.
+    fn note_peer(&self, target: u64, node: &PeerNode) {
+        let _ = (target, node);
+    }
+}
 
 /// openraft network factory for one group: clients are the shared transport bound to a target.
 #[derive(Clone)]
@@ -41,7 +50,8 @@ impl<T: Transport> GroupNetwork<T> {
 impl<T: Transport> RaftNetworkFactory<JetraftConfig> for GroupNetwork<T> {
     type Network = GroupNetworkAdapter<JetraftConfig, GroupId, T>;
 
-    async fn new_client(&mut self, target: u64, _node: &PeerNode) -> Self::Network {
+    async fn new_client(&mut self, target: u64, node: &PeerNode) -> Self::Network {
+        self.transport.note_peer(target, node);
         GroupNetworkAdapter::new(self.transport.clone(), target, self.group)
     }
 }

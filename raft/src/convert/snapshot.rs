@@ -1,0 +1,284 @@
+//! Full snapshots: metadata, splitting the bytes into bounded [`pb::SnapshotChunk`]s, and
+//! reassembling them on the receiving side.
+//!
+//! Invariants: the first chunk alone carries group, sender, vote and meta; chunks arrive in
+//! order with contiguous offsets; the last one has `done`; the reassembled size is bounded.
+
+use bytes::{Bytes, BytesMut};
+use jetraft_proto::raft as pb;
+use openraft::raft::SnapshotResponse;
+use openraft::type_config::alias::SnapshotMetaOf;
+
+use super::{DecodeError, log_id, membership, required, vote};
+use crate::types::{GroupSnapshot, GroupVote, JetraftConfig};
+
+/// Size of the data in each snapshot chunk sent over the wire.
+pub const CHUNK_SIZE: usize = 1 << 20;
+
+/// Encodes snapshot metadata.
+pub fn meta_to_pb(m: &SnapshotMetaOf<JetraftConfig>) -> pb::SnapshotMeta {
+    pb::SnapshotMeta {
+        last_log_id: log_id::opt_to_pb(m.last_log_id.as_ref()),
+        last_membership: Some(membership::stored_to_pb(&m.last_membership)),
+    }
+}
+
+/// Decodes snapshot metadata.
+pub fn meta_from_pb(m: pb::SnapshotMeta) -> Result<SnapshotMetaOf<JetraftConfig>, DecodeError> {
+    Ok(SnapshotMetaOf::<JetraftConfig> {
+        last_log_id: log_id::opt_from_pb(m.last_log_id),
+        last_membership: membership::stored_from_pb(required(
+            m.last_membership,
+            "SnapshotMeta.last_membership",
+        )?)?,
+    })
+}
+
+/// Splits `snapshot` into chunks of at most `chunk_size` data bytes (the data is shared, not
+/// copied). An empty snapshot is one chunk.
+pub fn to_chunks(
+    group: u64,
+    from: u64,
+    vote: &GroupVote,
+    snapshot: &GroupSnapshot,
+    chunk_size: usize,
+) -> Vec<pb::SnapshotChunk> {
+    let data = &snapshot.snapshot;
+    let size = chunk_size.max(1);
+    let mut chunks = Vec::with_capacity(data.len() / size + 1);
+    let mut offset = 0;
+    loop {
+        let end = (offset + size).min(data.len());
+        let first = offset == 0;
+        chunks.push(pb::SnapshotChunk {
+            group_id: group,
+            from,
+            vote: first.then(|| vote::to_pb(vote)),
+            meta: first.then(|| meta_to_pb(&snapshot.meta)),
+            offset: offset as u64,
+            data: data.slice(offset..end),
+            done: end == data.len(),
+        });
+        if end == data.len() {
+            return chunks;
+        }
+        offset = end;
+    }
+}
+
+/// Why a chunk sequence was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChunkError {
+    /// The first chunk lacked a header field, or a field did not decode.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// A chunk's offset is not where the previous one ended.
+    #[error("chunk at offset {got}, expected {expected}")]
+    OutOfOrder {
+        /// Where the data received so far ends.
+        expected: u64,
+        /// The chunk's offset.
+        got: u64,
+    },
+    /// The snapshot grew past the receiver's bound.
+    #[error("snapshot larger than {limit} bytes")]
+    TooLarge {
+        /// The bound.
+        limit: usize,
+    },
+    /// The stream ended (or the sequence continued) without exactly one final chunk.
+    #[error("snapshot stream ended before its last chunk")]
+    Incomplete,
+}
+
+/// Reassembles one snapshot from its chunks.
+#[derive(Debug)]
+pub struct Assembler {
+    /// `(group, from, vote, meta)` from the first chunk.
+    header: Option<(u64, u64, GroupVote, SnapshotMetaOf<JetraftConfig>)>,
+    /// Data received so far.
+    data: BytesMut,
+    /// Set once the `done` chunk arrived.
+    done: bool,
+    /// Largest snapshot accepted.
+    limit: usize,
+}
+
+impl Assembler {
+    /// An assembler that refuses snapshots larger than `limit` bytes.
+    pub fn new(limit: usize) -> Self {
+        Self {
+            header: None,
+            data: BytesMut::new(),
+            done: false,
+            limit,
+        }
+    }
+
+    /// The group named by the first chunk, once it arrived.
+    pub fn group(&self) -> Option<u64> {
+        self.header.as_ref().map(|h| h.0)
+    }
+
+    /// Adds the next chunk.
+    pub fn push(&mut self, chunk: pb::SnapshotChunk) -> Result<(), ChunkError> {
+        if self.done {
+            return Err(ChunkError::Incomplete);
+        }
+        if self.header.is_none() {
+            let vote = vote::required_from_pb(chunk.vote, "SnapshotChunk.vote")?;
+            let meta = meta_from_pb(required(chunk.meta, "SnapshotChunk.meta")?)?;
+            self.header = Some((chunk.group_id, chunk.from, vote, meta));
+        }
+        let expected = self.data.len() as u64;
+        if chunk.offset != expected {
+            return Err(ChunkError::OutOfOrder {
+                expected,
+                got: chunk.offset,
+            });
+        }
+        if self.data.len() + chunk.data.len() > self.limit {
+            return Err(ChunkError::TooLarge { limit: self.limit });
+        }
+        self.data.extend_from_slice(&chunk.data);
+        self.done = chunk.done;
+        Ok(())
+    }
+
+    /// The group, sender, vote and snapshot, once the last chunk arrived.
+    pub fn finish(self) -> Result<(u64, u64, GroupVote, GroupSnapshot), ChunkError> {
+        match (self.header, self.done) {
+            (Some((group, from, vote, meta)), true) => Ok((
+                group,
+                from,
+                vote,
+                GroupSnapshot {
+                    meta,
+                    snapshot: Bytes::from(self.data),
+                },
+            )),
+            _ => Err(ChunkError::Incomplete),
+        }
+    }
+}
+
+/// Encodes the receiver's answer.
+pub fn response_to_pb(r: &SnapshotResponse<JetraftConfig>) -> pb::SnapshotResponse {
+    pb::SnapshotResponse {
+        vote: Some(vote::to_pb(&r.vote)),
+    }
+}
+
+/// Decodes the receiver's answer.
+pub fn response_from_pb(
+    r: pb::SnapshotResponse,
+) -> Result<SnapshotResponse<JetraftConfig>, DecodeError> {
+    Ok(SnapshotResponse::new(vote::required_from_pb(
+        r.vote,
+        "SnapshotResponse.vote",
+    )?))
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::convert::strategies;
+
+    fn snapshot() -> impl Strategy<Value = GroupSnapshot> {
+        (
+            strategies::opt_log_id(),
+            strategies::stored_membership(),
+            proptest::collection::vec(any::<u8>(), 0..300),
+        )
+            .prop_map(|(last_log_id, last_membership, data)| GroupSnapshot {
+                meta: SnapshotMetaOf::<JetraftConfig> {
+                    last_log_id,
+                    last_membership,
+                },
+                snapshot: Bytes::from(data),
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn chunks_reassemble_to_the_same_snapshot(
+            snap in snapshot(),
+            v in strategies::vote(),
+            size in 1usize..64,
+        ) {
+            let chunks = to_chunks(7, 3, &v, &snap, size);
+            prop_assert_eq!(chunks.len(), snap.snapshot.len().div_ceil(size).max(1));
+            prop_assert!(chunks.iter().all(|c| c.data.len() <= size));
+            let mut asm = Assembler::new(1 << 20);
+            for c in chunks {
+                asm.push(c).unwrap();
+            }
+            let (group, from, vote, back) = asm.finish().unwrap();
+            prop_assert_eq!((group, from, vote), (7, 3, v));
+            prop_assert_eq!(back.meta, snap.meta);
+            prop_assert_eq!(back.snapshot, snap.snapshot);
+        }
+
+        #[test]
+        fn response_round_trips(v in strategies::vote()) {
+            let r = SnapshotResponse::<JetraftConfig>::new(v);
+            prop_assert_eq!(response_from_pb(response_to_pb(&r)).unwrap(), r);
+        }
+    }
+
+    fn sample(len: usize) -> (GroupVote, GroupSnapshot) {
+        let snap = GroupSnapshot {
+            meta: SnapshotMetaOf::<JetraftConfig>::default(),
+            snapshot: Bytes::from(vec![7u8; len]),
+        };
+        (GroupVote::new_committed(2, 1), snap)
+    }
+
+    #[test]
+    fn out_of_order_chunk_is_refused() {
+        let (v, snap) = sample(10);
+        let mut chunks = to_chunks(1, 1, &v, &snap, 4);
+        let mut asm = Assembler::new(100);
+        asm.push(chunks.remove(0)).unwrap();
+        let err = asm.push(chunks.remove(1)).unwrap_err();
+        assert_eq!(
+            err,
+            ChunkError::OutOfOrder {
+                expected: 4,
+                got: 8
+            }
+        );
+    }
+
+    #[test]
+    fn oversized_snapshot_is_refused() {
+        let (v, snap) = sample(10);
+        let mut asm = Assembler::new(6);
+        let mut chunks = to_chunks(1, 1, &v, &snap, 4).into_iter();
+        asm.push(chunks.next().unwrap()).unwrap();
+        let err = asm.push(chunks.next().unwrap()).unwrap_err();
+        assert_eq!(err, ChunkError::TooLarge { limit: 6 });
+    }
+
+    #[test]
+    fn stream_cut_before_last_chunk_is_incomplete() {
+        let (v, snap) = sample(10);
+        let mut asm = Assembler::new(100);
+        asm.push(to_chunks(1, 1, &v, &snap, 4).remove(0)).unwrap();
+        assert_eq!(asm.finish().unwrap_err(), ChunkError::Incomplete);
+    }
+
+    #[test]
+    fn first_chunk_without_meta_is_refused() {
+        let (v, snap) = sample(3);
+        let mut chunk = to_chunks(1, 1, &v, &snap, 4).remove(0);
+        chunk.meta = None;
+        let err = Assembler::new(100).push(chunk).unwrap_err();
+        assert_eq!(
+            err,
+            ChunkError::Decode(DecodeError::Missing("SnapshotChunk.meta"))
+        );
+    }
+}

@@ -1,0 +1,55 @@
+//! The gRPC Raft transport: [`GrpcTransport`] (outbound, a
+//! [`GroupRouter`](openraft_multi::GroupRouter) with one connection per peer address shared by
+//! every group) and [`RaftGrpcService`] (inbound, dispatching by group id through
+//! [`Groups`](crate::Groups)).
+//!
+//! A node hosts one tonic server on its cluster port; it adds [`service`] next to its own
+//! services, or uses [`serve`] when the Raft service is all it needs (tests, examples):
+//!
+//! ```text
+//! let transport = GrpcTransport::new(node);
+//! let registry = GroupRegistry::new(node, transport.clone(), timing)?;
+//! Server::builder().add_service(grpc::service(registry.groups().clone())).serve(addr);
+//! ```
+//!
+//! Messages are the `jetraft.raft` protobufs ([`crate::convert`] maps them); snapshots travel as
+//! a client stream of chunks of at most [`CHUNK_SIZE`](crate::convert::snapshot::CHUNK_SIZE)
+//! bytes on a separate channel, so a transfer does not hold up heartbeats.
+
+mod client;
+mod peers;
+mod server;
+
+use std::future::Future;
+
+use futures_util::Stream;
+use tokio::net::{TcpListener, TcpStream};
+
+pub use client::GrpcTransport;
+pub use peers::GrpcSettings;
+pub use server::{MAX_SNAPSHOT_BYTES, RaftGrpcService, service, service_with_limit};
+
+use crate::registry::Groups;
+
+/// Accepted connections of `listener` as a stream for tonic, with `TCP_NODELAY` set.
+pub fn incoming(listener: TcpListener) -> impl Stream<Item = std::io::Result<TcpStream>> {
+    futures_util::stream::unfold(listener, |listener| async move {
+        let conn = listener.accept().await.and_then(|(stream, _peer)| {
+            stream.set_nodelay(true)?;
+            Ok(stream)
+        });
+        Some((conn, listener))
+    })
+}
+
+/// Serves only the Raft service for `groups` on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: TcpListener,
+    groups: Groups,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), tonic::transport::Error> {
+    tonic::transport::Server::builder()
+        .add_service(service(groups))
+        .serve_with_incoming_shutdown(incoming(listener), shutdown)
+        .await
+}

@@ -1,0 +1,213 @@
+//! The peer table of a [`GrpcTransport`](super::GrpcTransport): for each node id, its address
+//! and two lazily connected tonic channels (Raft RPCs, snapshots), plus a reconnect backoff.
+//!
+//! Invariants:
+//! - One entry per peer node, shared by every group; an entry is replaced only when the peer's
+//!   address changes.
+//! - After a link failure, calls to that peer fail fast (as `Unreachable`) until the backoff
+//!   expires; the backoff doubles per consecutive failure up to a cap and resets on success.
+//! - Locks are `parking_lot` and never held across `.await`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use jetraft_proto::raft::raft_service_client::RaftServiceClient;
+use parking_lot::{Mutex, RwLock};
+use tonic::transport::{Channel, Endpoint};
+
+/// Connection settings of a transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrpcSettings {
+    /// Bound on establishing a TCP + HTTP/2 connection.
+    pub connect_timeout: Duration,
+    /// First wait after a link failure.
+    pub backoff_min: Duration,
+    /// Longest wait between reconnect attempts.
+    pub backoff_max: Duration,
+    /// Largest message sent or accepted (AppendEntries batches, snapshot chunks).
+    pub max_message_size: usize,
+}
+
+impl Default for GrpcSettings {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(1),
+            backoff_min: Duration::from_millis(50),
+            backoff_max: Duration::from_secs(1),
+            max_message_size: 64 << 20,
+        }
+    }
+}
+
+/// Consecutive failures and when the next attempt is allowed.
+#[derive(Debug, Default)]
+struct Backoff {
+    failures: u32,
+    retry_at: Option<Instant>,
+}
+
+/// One peer node: where it is and the channels to it.
+#[derive(Debug)]
+pub(crate) struct Peer {
+    /// The address the channels dial.
+    pub(crate) addr: String,
+    /// Raft RPCs of every group.
+    pub(crate) rpc: RaftServiceClient<Channel>,
+    /// Snapshot streams, so a large transfer does not delay heartbeats.
+    pub(crate) snapshots: RaftServiceClient<Channel>,
+    backoff: Mutex<Backoff>,
+}
+
+impl Peer {
+    /// `Err(wait)` while the peer is backing off after a failure.
+    pub(crate) fn ready(&self, now: Instant) -> Result<(), Duration> {
+        match self.backoff.lock().retry_at {
+            Some(at) if at > now => Err(at - now),
+            _ => Ok(()),
+        }
+    }
+
+    /// Records a link failure and pushes the next attempt out.
+    pub(crate) fn failed(&self, now: Instant, settings: &GrpcSettings) {
+        let mut b = self.backoff.lock();
+        b.failures = b.failures.saturating_add(1);
+        let shift = b.failures.saturating_sub(1).min(16);
+        let wait = settings
+            .backoff_min
+            .saturating_mul(1u32 << shift)
+            .min(settings.backoff_max);
+        b.retry_at = Some(now + wait);
+    }
+
+    /// Records a successful call.
+    pub(crate) fn succeeded(&self) {
+        let mut b = self.backoff.lock();
+        if b.failures != 0 || b.retry_at.is_some() {
+            *b = Backoff::default();
+        }
+    }
+}
+
+/// Why a peer address cannot be dialed.
+#[derive(Debug, thiserror::Error)]
+#[error("bad peer address {addr:?}: {reason}")]
+pub(crate) struct BadAddress {
+    addr: String,
+    reason: String,
+}
+
+/// Node id -> peer. Clones are not shared; the transport keeps it in an `Arc`.
+#[derive(Debug, Default)]
+pub(crate) struct Peers {
+    map: RwLock<HashMap<u64, Arc<Peer>>>,
+    /// How many peer entries (each one pair of channels) were ever created.
+    created: AtomicUsize,
+}
+
+impl Peers {
+    /// The peer `id`, if its address is known.
+    pub(crate) fn get(&self, id: u64) -> Option<Arc<Peer>> {
+        self.map.read().get(&id).cloned()
+    }
+
+    /// Number of peer entries ever created.
+    pub(crate) fn created(&self) -> usize {
+        self.created.load(Ordering::Relaxed)
+    }
+
+    /// Records that `id` is at `addr`, creating lazily connected channels if the address is new
+    /// or changed. Must run inside a tokio runtime (channels spawn their worker there).
+    pub(crate) fn set(&self, id: u64, addr: &str, s: &GrpcSettings) -> Result<(), BadAddress> {
+        if self.map.read().get(&id).is_some_and(|p| p.addr == addr) {
+            return Ok(());
+        }
+        let peer = Arc::new(Peer {
+            addr: addr.to_string(),
+            rpc: client(channel(addr, s)?, s),
+            snapshots: client(channel(addr, s)?, s),
+            backoff: Mutex::new(Backoff::default()),
+        });
+        let mut map = self.map.write();
+        // Another caller may have raced us to the same address: keep theirs.
+        if map.get(&id).is_some_and(|p| p.addr == addr) {
+            return Ok(());
+        }
+        map.insert(id, peer);
+        self.created.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+fn channel(addr: &str, s: &GrpcSettings) -> Result<Channel, BadAddress> {
+    let uri = if addr.contains("://") {
+        addr.to_string()
+    } else {
+        format!("http://{addr}")
+    };
+    let endpoint = Endpoint::from_shared(uri).map_err(|e| BadAddress {
+        addr: addr.to_string(),
+        reason: e.to_string(),
+    })?;
+    Ok(endpoint
+        .connect_timeout(s.connect_timeout)
+        .tcp_nodelay(true)
+        .connect_lazy())
+}
+
+fn client(ch: Channel, s: &GrpcSettings) -> RaftServiceClient<Channel> {
+    RaftServiceClient::new(ch)
+        .max_decoding_message_size(s.max_message_size)
+        .max_encoding_message_size(s.max_message_size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn same_address_keeps_the_entry_and_a_new_one_replaces_it() {
+        let peers = Peers::default();
+        let s = GrpcSettings::default();
+        peers.set(2, "127.0.0.1:1", &s).unwrap();
+        peers.set(2, "127.0.0.1:1", &s).unwrap();
+        assert_eq!(peers.created(), 1);
+        peers.set(2, "127.0.0.1:2", &s).unwrap();
+        assert_eq!(peers.created(), 2);
+        assert_eq!(peers.get(2).unwrap().addr, "127.0.0.1:2");
+        assert!(peers.get(3).is_none());
+    }
+
+    #[tokio::test]
+    async fn backoff_doubles_up_to_the_cap_and_resets_on_success() {
+        let peers = Peers::default();
+        let s = GrpcSettings {
+            backoff_min: Duration::from_millis(10),
+            backoff_max: Duration::from_millis(35),
+            ..GrpcSettings::default()
+        };
+        peers.set(2, "127.0.0.1:1", &s).unwrap();
+        let p = peers.get(2).unwrap();
+        let t0 = Instant::now();
+        assert_eq!(p.ready(t0), Ok(()));
+        let waits: Vec<Duration> = (0..4)
+            .map(|_| {
+                p.failed(t0, &s);
+                p.ready(t0).unwrap_err()
+            })
+            .collect();
+        let ms: Vec<u128> = waits.iter().map(Duration::as_millis).collect();
+        assert_eq!(ms, vec![10, 20, 35, 35]);
+        assert_eq!(p.ready(t0 + Duration::from_millis(36)), Ok(()));
+        p.succeeded();
+        p.failed(t0, &s);
+        assert_eq!(p.ready(t0).unwrap_err(), Duration::from_millis(10));
+    }
+
+    #[test]
+    fn unparsable_address_is_refused() {
+        let peers = Peers::default();
+        assert!(peers.set(2, "not a uri", &GrpcSettings::default()).is_err());
+    }
+}

@@ -1,0 +1,157 @@
+//! [`RaftGrpcService`]: the inbound side. Looks each RPC's group up in the node's [`Groups`]
+//! and hands it to that group's Raft.
+//!
+//! Status codes (the client side maps them, see [`super::client`]): unknown group `NotFound`,
+//! group stopped `FailedPrecondition`, malformed request or snapshot stream `InvalidArgument`.
+//! `Unavailable` is left to tonic for link problems.
+
+use jetraft_proto::raft as pb;
+use jetraft_proto::raft::raft_service_server::{RaftService, RaftServiceServer};
+use tonic::{Request, Response, Status};
+
+use crate::GroupId;
+use crate::convert::snapshot::Assembler;
+use crate::convert::{DecodeError, append, snapshot, transfer, vote};
+use crate::registry::Groups;
+use crate::types::GroupRaft;
+
+/// Largest snapshot a node accepts over the wire.
+pub const MAX_SNAPSHOT_BYTES: usize = 4 << 30;
+
+/// Serves the Raft RPCs of every group in a node's [`Groups`].
+#[derive(Clone)]
+pub struct RaftGrpcService {
+    groups: Groups,
+    max_snapshot: usize,
+}
+
+impl RaftGrpcService {
+    /// A service over `groups` (shared with the node's registry).
+    pub fn new(groups: Groups) -> Self {
+        Self {
+            groups,
+            max_snapshot: MAX_SNAPSHOT_BYTES,
+        }
+    }
+
+    fn raft(&self, group: u64) -> Result<GroupRaft, Status> {
+        self.groups
+            .get(GroupId(group))
+            .ok_or_else(|| Status::not_found(format!("raft group {group} is not on this node")))
+    }
+}
+
+/// The service wrapped for a tonic server, accepting messages up to `max_message_size` bytes
+/// (use the senders' [`GrpcSettings::max_message_size`](super::GrpcSettings)).
+pub fn service_with_limit(
+    groups: Groups,
+    max_message_size: usize,
+) -> RaftServiceServer<RaftGrpcService> {
+    RaftServiceServer::new(RaftGrpcService::new(groups))
+        .max_decoding_message_size(max_message_size)
+        .max_encoding_message_size(max_message_size)
+}
+
+/// The service wrapped for a tonic server with the default message size limit; add it to the
+/// node's cluster-port server next to its other services.
+pub fn service(groups: Groups) -> RaftServiceServer<RaftGrpcService> {
+    service_with_limit(groups, super::GrpcSettings::default().max_message_size)
+}
+
+fn bad_request(e: impl std::fmt::Display) -> Status {
+    Status::invalid_argument(e.to_string())
+}
+
+fn stopped(group: u64, e: impl std::fmt::Display) -> Status {
+    Status::failed_precondition(format!("raft group {group} stopped: {e}"))
+}
+
+fn decoded<T>(r: Result<T, DecodeError>) -> Result<T, Status> {
+    r.map_err(bad_request)
+}
+
+#[tonic::async_trait]
+impl RaftService for RaftGrpcService {
+    async fn append_entries(
+        &self,
+        request: Request<pb::AppendEntriesRequest>,
+    ) -> Result<Response<pb::AppendEntriesResponse>, Status> {
+        let req = request.into_inner();
+        let group = req.group_id;
+        let raft = self.raft(group)?;
+        let rpc = decoded(append::request_from_pb(req))?;
+        let resp = raft
+            .append_entries(rpc)
+            .await
+            .map_err(|e| stopped(group, e))?;
+        Ok(Response::new(append::response_to_pb(&resp)))
+    }
+
+    async fn vote(
+        &self,
+        request: Request<pb::VoteRequest>,
+    ) -> Result<Response<pb::VoteResponse>, Status> {
+        let req = request.into_inner();
+        let group = req.group_id;
+        let raft = self.raft(group)?;
+        let rpc = decoded(vote::request_from_pb(req))?;
+        let resp = raft.vote(rpc).await.map_err(|e| stopped(group, e))?;
+        Ok(Response::new(vote::response_to_pb(&resp)))
+    }
+
+    async fn pre_vote(
+        &self,
+        request: Request<pb::VoteRequest>,
+    ) -> Result<Response<pb::VoteResponse>, Status> {
+        let req = request.into_inner();
+        let group = req.group_id;
+        let raft = self.raft(group)?;
+        let rpc = decoded(vote::request_from_pb(req))?;
+        let resp = raft.pre_vote(rpc).await.map_err(|e| stopped(group, e))?;
+        Ok(Response::new(vote::response_to_pb(&resp)))
+    }
+
+    async fn install_snapshot(
+        &self,
+        request: Request<tonic::Streaming<pb::SnapshotChunk>>,
+    ) -> Result<Response<pb::SnapshotResponse>, Status> {
+        let mut stream = request.into_inner();
+        let mut asm = Assembler::new(self.max_snapshot);
+        while let Some(chunk) = stream.message().await? {
+            let first = asm.group().is_none();
+            asm.push(chunk).map_err(bad_request)?;
+            if first && let Some(group) = asm.group() {
+                // Refuse early rather than after receiving the whole snapshot.
+                self.raft(group)?;
+            }
+        }
+        let (group, from, vote, snap) = asm.finish().map_err(bad_request)?;
+        let raft = self.raft(group)?;
+        tracing::info!(
+            group,
+            from,
+            bytes = snap.snapshot.len(),
+            "installing snapshot received over grpc"
+        );
+        let resp = raft
+            .install_full_snapshot(vote, snap)
+            .await
+            .map_err(|e| stopped(group, e))?;
+        Ok(Response::new(snapshot::response_to_pb(&resp)))
+    }
+
+    async fn transfer_leader(
+        &self,
+        request: Request<pb::TransferLeaderRequest>,
+    ) -> Result<Response<pb::TransferLeaderResponse>, Status> {
+        let req = request.into_inner();
+        let group = req.group_id;
+        let raft = self.raft(group)?;
+        let rpc = decoded(transfer::request_from_pb(req))?;
+        let resp = raft
+            .handle_transfer_leader(rpc)
+            .await
+            .map_err(|e| stopped(group, e))?;
+        Ok(Response::new(transfer::response_to_pb(&resp)))
+    }
+}

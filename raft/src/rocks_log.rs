@@ -1,0 +1,85 @@
+//! RocksDB-backed group logs: [`RocksLogs`] hands out each group's
+//! [`RaftLogStore`](jetraft_storage::rocks::RaftLogStore) over the node's one [`Db`] and
+//! group-commit [`LogWriter`], and deletes a group's log when the group leaves the node.
+//!
+//! Invariant: a group's log data is deleted only after its Raft core stopped
+//! ([`RocksLogs::remove_group`]), so no append can land after the delete.
+
+use std::path::Path;
+
+use jetraft_storage::rocks::{self, LogWriter};
+use jetraft_storage::{Db, StorageError};
+
+use crate::GroupId;
+use crate::codec::ProstCodec;
+use crate::error::RaftError;
+use crate::network::Transport;
+use crate::registry::GroupRegistry;
+use crate::sm::ReplicatedStateMachine;
+use crate::types::{GroupRaft, JetraftConfig};
+
+/// A group's RocksDB log, protobuf-encoded.
+pub type GroupLogStore = rocks::RaftLogStore<JetraftConfig, ProstCodec>;
+
+/// The node's RocksDB and log writer, shared by every group's log. Clones share both.
+#[derive(Debug, Clone)]
+pub struct RocksLogs {
+    /// The node's one database.
+    db: Db,
+    /// Group commit for every group's appends.
+    writer: LogWriter,
+}
+
+impl RocksLogs {
+    /// Logs over an already open database and its writer.
+    pub fn new(db: Db, writer: LogWriter) -> Self {
+        Self { db, writer }
+    }
+
+    /// Opens (or creates) the database in `dir` and starts its log writer.
+    pub fn open(dir: &Path) -> Result<Self, StorageError> {
+        let db = Db::open(dir)?;
+        let writer = LogWriter::start(db.clone())?;
+        Ok(Self { db, writer })
+    }
+
+    /// The node's database, for state machines that store next to the logs.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// The log of `group` (empty if the group never ran here).
+    pub fn log(&self, group: GroupId) -> GroupLogStore {
+        GroupLogStore::new(
+            self.db.clone(),
+            self.writer.clone(),
+            rocks::GroupId(group.0),
+        )
+    }
+
+    /// Starts `group` on `registry` over its RocksDB log (resuming whatever the log holds).
+    pub async fn create_group<T: Transport>(
+        &self,
+        registry: &GroupRegistry<T>,
+        group: GroupId,
+        sm: Box<dyn ReplicatedStateMachine>,
+    ) -> Result<GroupRaft, RaftError> {
+        registry.create_group(group, self.log(group), sm).await
+    }
+
+    /// Stops `group` on `registry`, then deletes its log and Raft state from the database.
+    pub async fn remove_group<T: Transport>(
+        &self,
+        registry: &GroupRegistry<T>,
+        group: GroupId,
+    ) -> Result<(), RaftError> {
+        registry.remove_group(group).await?;
+        self.log(group)
+            .destroy()
+            .await
+            .map_err(|e| RaftError::Stopped {
+                group,
+                reason: format!("deleting the group's log failed: {e}"),
+            })
+    }
+}

@@ -1,0 +1,458 @@
+//! Clusters over the real gRPC transport: three (or four) registries in this process, each with
+//! its own tonic server on a loopback port and its own RocksDB in a tempdir, groups logging to
+//! RocksDB through the protobuf codec.
+//!
+//! Every wait is bounded and panics with context; servers and registries are stopped at the end
+//! of each test.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use jetraft_proto::raft as pb;
+use jetraft_proto::raft::raft_service_client::RaftServiceClient;
+use jetraft_raft::network::grpc::{self, GrpcTransport};
+use jetraft_raft::rocks_log::RocksLogs;
+use jetraft_raft::{GroupId, GroupRegistry, NodeId, PeerNode, RaftError};
+use openraft::async_runtime::WatchReceiver;
+use parking_lot::Mutex;
+use support::{Disk, DurableList, test_timing};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+const G: GroupId = GroupId(1);
+
+/// One running node: registry, transport, RocksDB logs and its gRPC server.
+struct Running {
+    registry: GroupRegistry<GrpcTransport>,
+    transport: GrpcTransport,
+    logs: RocksLogs,
+    server: JoinHandle<()>,
+    /// Connections the server accepted.
+    accepted: Arc<AtomicUsize>,
+}
+
+/// A node of the test cluster; `run` is `None` while it is down.
+struct Node {
+    id: NodeId,
+    addr: SocketAddr,
+    dir: PathBuf,
+    /// Each group's state machine "disk", surviving restarts like the RocksDB dir does.
+    disks: Mutex<BTreeMap<GroupId, Arc<Mutex<Disk>>>>,
+    run: Option<Running>,
+}
+
+impl Node {
+    fn running(&self) -> &Running {
+        self.run.as_ref().expect("node is running")
+    }
+
+    fn registry(&self) -> &GroupRegistry<GrpcTransport> {
+        &self.running().registry
+    }
+
+    fn peer(&self) -> PeerNode {
+        PeerNode::new(self.addr.to_string())
+    }
+
+    /// What the state machine of `group` made durable here.
+    fn items(&self, group: GroupId) -> Vec<Bytes> {
+        self.disks.lock()[&group].lock().items.clone()
+    }
+}
+
+/// Opens RocksDB in `dir`, retrying while a previous instance in this process still releases
+/// its lock.
+async fn open_logs(dir: &Path) -> RocksLogs {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match RocksLogs::open(dir) {
+            Ok(logs) => return logs,
+            Err(e) => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "reopen {dir:?}: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Binds `addr` (port 0 for a fresh one), retrying briefly while a stopped server's port drains.
+async fn bind(addr: SocketAddr) -> TcpListener {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match TcpListener::bind(addr).await {
+            Ok(l) => return l,
+            Err(e) => {
+                assert!(tokio::time::Instant::now() < deadline, "bind {addr}: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Starts a node's server, registry and logs on `listener`.
+async fn start(id: NodeId, listener: TcpListener, dir: &Path) -> Running {
+    let logs = open_logs(dir).await;
+    let transport = GrpcTransport::new(id);
+    let registry = GroupRegistry::new(id, transport.clone(), test_timing()).unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = accepted.clone();
+    let incoming = grpc::incoming(listener).inspect(move |c| {
+        if c.is_ok() {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    let service = grpc::service(registry.groups().clone());
+    let server = tokio::spawn(async move {
+        let _ = tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(incoming)
+            .await;
+    });
+    Running {
+        registry,
+        transport,
+        logs,
+        server,
+        accepted,
+    }
+}
+
+struct Cluster {
+    nodes: BTreeMap<NodeId, Node>,
+    _tmp: tempfile::TempDir,
+}
+
+impl Cluster {
+    async fn new(n: u64) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut c = Self {
+            nodes: BTreeMap::new(),
+            _tmp: tmp,
+        };
+        for i in 1..=n {
+            c.add_node(NodeId(i)).await;
+        }
+        c
+    }
+
+    async fn add_node(&mut self, id: NodeId) {
+        let dir = self._tmp.path().join(format!("node-{}", id.0));
+        std::fs::create_dir_all(&dir).unwrap();
+        let listener = bind("127.0.0.1:0".parse().unwrap()).await;
+        let addr = listener.local_addr().unwrap();
+        let run = start(id, listener, &dir).await;
+        self.nodes.insert(
+            id,
+            Node {
+                id,
+                addr,
+                dir,
+                disks: Mutex::new(BTreeMap::new()),
+                run: Some(run),
+            },
+        );
+    }
+
+    fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[&id]
+    }
+
+    /// Starts (or resumes) `group` on `id` over its RocksDB log and durable list.
+    async fn start_group(&self, id: NodeId, group: GroupId) {
+        let node = self.node(id);
+        let disk = node.disks.lock().entry(group).or_default().clone();
+        let run = node.running();
+        run.logs
+            .create_group(&run.registry, group, Box::new(DurableList::open(disk)))
+            .await
+            .unwrap();
+    }
+
+    /// Starts `group` on `members` and initialises it with them as voters.
+    async fn create_group(&self, group: GroupId, members: &[NodeId]) {
+        for &id in members {
+            self.start_group(id, group).await;
+        }
+        let voters: BTreeMap<NodeId, PeerNode> = members
+            .iter()
+            .map(|&id| (id, self.node(id).peer()))
+            .collect();
+        self.node(members[0])
+            .registry()
+            .initialize(group, voters)
+            .await
+            .unwrap();
+    }
+
+    /// Kills node `id`: drops its server (and every connection) at once, stops its groups and
+    /// closes its RocksDB.
+    async fn kill(&mut self, id: NodeId) {
+        let node = self.nodes.get_mut(&id).unwrap();
+        let run = node.run.take().unwrap();
+        run.server.abort();
+        let _ = run.server.await;
+        run.registry.shutdown().await;
+    }
+
+    /// Restarts node `id` on its old address over its old RocksDB dir, resuming `groups`.
+    async fn restart(&mut self, id: NodeId, groups: &[GroupId]) {
+        let node = self.nodes.get_mut(&id).unwrap();
+        let listener = bind(node.addr).await;
+        node.run = Some(start(node.id, listener, &node.dir).await);
+        for &g in groups {
+            self.start_group(id, g).await;
+        }
+    }
+
+    /// Waits until every node in `among` agrees on one leader of `group` that is in `among`.
+    async fn wait_for_leader(&self, group: GroupId, among: &[NodeId]) -> NodeId {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let views: Vec<_> = among
+                .iter()
+                .map(|&n| self.node(n).registry().leader(group).unwrap())
+                .collect();
+            if let Some(leader) = views[0].leader
+                && among.contains(&leader)
+                && views.iter().all(|v| v.leader == Some(leader))
+                && self.node(leader).registry().leader(group).unwrap().is_self
+            {
+                return leader;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no agreed leader for group {group} among {among:?}: {views:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Proposes `cmd` through the leader among `among`, retrying through elections.
+    async fn propose(&self, group: GroupId, among: &[NodeId], cmd: Bytes) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        let mut target = self.wait_for_leader(group, among).await;
+        loop {
+            match self
+                .node(target)
+                .registry()
+                .propose(group, cmd.clone())
+                .await
+            {
+                Ok(_) => return,
+                Err(RaftError::NotLeader {
+                    leader: Some(l), ..
+                }) if among.contains(&l) => target = l,
+                Err(e) => {
+                    assert!(
+                        tokio::time::Instant::now() < deadline,
+                        "propose to group {group} failed: {e}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    target = self.wait_for_leader(group, among).await;
+                }
+            }
+        }
+    }
+
+    /// Waits until every node in `nodes` made exactly `want` durable for `group`.
+    async fn wait_for_items(&self, group: GroupId, nodes: &[NodeId], want: &[Bytes]) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let lens: Vec<usize> = nodes
+                .iter()
+                .map(|&n| self.node(n).items(group).len())
+                .collect();
+            if nodes.iter().all(|&n| self.node(n).items(group) == want) {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "group {group}: replicas {nodes:?} hold {lens:?} items, want {}",
+                want.len()
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    async fn shutdown(&mut self) {
+        let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
+        for id in ids {
+            if self.node(id).run.is_some() {
+                self.kill(id).await;
+            }
+        }
+    }
+}
+
+fn cmd(i: usize) -> Bytes {
+    Bytes::from(format!("cmd-{i}"))
+}
+
+fn ids(n: u64) -> Vec<NodeId> {
+    (1..=n).map(NodeId).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicates_survives_leader_loss_and_a_restarted_node_catches_up() {
+    let mut c = Cluster::new(3).await;
+    let all = ids(3);
+    c.create_group(G, &all).await;
+    let mut want = Vec::new();
+    for i in 0..200 {
+        c.propose(G, &all, cmd(i)).await;
+        want.push(cmd(i));
+    }
+    c.wait_for_items(G, &all, &want).await;
+
+    // Kill the leader: the other two elect a new one and keep accepting proposals.
+    let old = c.wait_for_leader(G, &all).await;
+    c.kill(old).await;
+    let rest: Vec<NodeId> = all.iter().copied().filter(|&n| n != old).collect();
+    let new = c.wait_for_leader(G, &rest).await;
+    assert_ne!(new, old);
+    for i in 200..250 {
+        c.propose(G, &rest, cmd(i)).await;
+        want.push(cmd(i));
+    }
+    c.wait_for_items(G, &rest, &want).await;
+
+    // Restart the old leader from its RocksDB dir: it resumes its log and catches up.
+    c.restart(old, &[G]).await;
+    let log_state = c.node(old).registry().raft(G).unwrap();
+    assert!(
+        log_state.metrics().borrow_watched().last_log_index >= Some(200),
+        "restarted node did not resume its RocksDB log"
+    );
+    c.wait_for_items(G, &all, &want).await;
+    c.propose(G, &all, cmd(250)).await;
+    want.push(cmd(250));
+    c.wait_for_items(G, &all, &want).await;
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fresh_learner_catches_up_from_a_chunked_snapshot() {
+    let mut c = Cluster::new(3).await;
+    let all = ids(3);
+    c.create_group(G, &all).await;
+    // 100 commands of 16 KiB: the snapshot is over 1.6 MiB, so it travels in two chunks.
+    let mut want = Vec::new();
+    for i in 0..100 {
+        let mut body = format!("big-{i}-").into_bytes();
+        body.resize(16 << 10, b'x');
+        let b = Bytes::from(body);
+        c.propose(G, &all, b.clone()).await;
+        want.push(b);
+    }
+    c.wait_for_items(G, &all, &want).await;
+
+    let leader = c.wait_for_leader(G, &all).await;
+    let raft = c.node(leader).registry().raft(G).unwrap();
+    let applied = raft.metrics().borrow_watched().last_applied.unwrap().index;
+    raft.trigger().snapshot().await.unwrap();
+    raft.wait(Some(Duration::from_secs(10)))
+        .metrics(
+            |m| m.snapshot.map(|s| s.index) >= Some(applied),
+            "snapshot built",
+        )
+        .await
+        .unwrap();
+    raft.trigger().purge_log(applied).await.unwrap();
+    raft.wait(Some(Duration::from_secs(10)))
+        .metrics(|m| m.purged.map(|p| p.index) >= Some(applied), "log purged")
+        .await
+        .unwrap();
+
+    let fresh = NodeId(4);
+    c.add_node(fresh).await;
+    c.start_group(fresh, G).await;
+    let peer = c.node(fresh).peer();
+    c.node(leader)
+        .registry()
+        .add_learner(G, fresh, peer)
+        .await
+        .unwrap();
+    c.wait_for_items(G, &[fresh], &want).await;
+    let snap = c
+        .node(fresh)
+        .registry()
+        .raft(G)
+        .unwrap()
+        .metrics()
+        .borrow_watched()
+        .snapshot;
+    assert!(
+        snap.is_some_and(|s| s.index >= applied),
+        "learner caught up without installing the snapshot: {snap:?}"
+    );
+    // The learner keeps following the log after the snapshot.
+    c.propose(G, &all, cmd(1000)).await;
+    want.push(cmd(1000));
+    c.wait_for_items(G, &[all.as_slice(), &[fresh]].concat(), &want)
+        .await;
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_groups_share_one_connection_per_peer() {
+    let mut c = Cluster::new(3).await;
+    let all = ids(3);
+    let groups: Vec<GroupId> = (1..=20).map(GroupId).collect();
+    for &g in &groups {
+        c.create_group(g, &all).await;
+    }
+    for &g in &groups {
+        c.propose(g, &all, Bytes::from(format!("g{}", g.0))).await;
+    }
+    for &g in &groups {
+        c.wait_for_items(g, &all, &[Bytes::from(format!("g{}", g.0))])
+            .await;
+    }
+    for &id in &all {
+        let run = c.node(id).running();
+        // One peer entry (Raft channel + idle snapshot channel) per other node.
+        assert_eq!(run.transport.peer_channels_created(), 2, "node {id}");
+        // Each server saw one connection from each peer, however many groups talk.
+        assert_eq!(run.accepted.load(Ordering::Relaxed), 2, "node {id}");
+    }
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rpc_for_a_group_not_on_the_node_is_not_found() {
+    let mut c = Cluster::new(1).await;
+    let addr = c.node(NodeId(1)).addr;
+    let mut client = RaftServiceClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap();
+    let err = client
+        .vote(pb::VoteRequest {
+            group_id: 99,
+            from: 2,
+            vote: Some(pb::Vote {
+                term: 1,
+                node_id: 2,
+                committed: false,
+            }),
+            last_log_id: None,
+            leadership_transfer: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::NotFound);
+    assert!(err.message().contains("99"), "{}", err.message());
+    c.shutdown().await;
+}
