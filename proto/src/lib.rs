@@ -7,6 +7,12 @@ pub mod node {
     include!(concat!(env!("OUT_DIR"), "/jetraft.node.rs"));
 }
 
+/// Stream-group Raft commands and stream snapshots.
+#[allow(missing_docs, unreachable_pub, clippy::all)]
+pub mod stream {
+    include!(concat!(env!("OUT_DIR"), "/jetraft.stream.rs"));
+}
+
 #[cfg(test)]
 mod tests {
     use prost::Message;

@@ -10,6 +10,7 @@
 pub mod auth;
 pub mod config;
 pub mod conn;
+pub mod jetstream;
 pub mod logging;
 pub mod metrics;
 pub mod monitor;
