@@ -26,6 +26,12 @@ pub mod raft {
     include!(concat!(env!("OUT_DIR"), "/jetraft.raft.rs"));
 }
 
+/// Stream-group Raft commands and stream snapshots.
+#[allow(missing_docs, unreachable_pub, clippy::all)]
+pub mod stream {
+    include!(concat!(env!("OUT_DIR"), "/jetraft.stream.rs"));
+}
+
 #[cfg(test)]
 mod tests {
     use prost::Message;

@@ -1,4 +1,17 @@
-//! JetStream: the meta group, stream groups and the `$JS.API` surface. See DESIGN.md §2-3.
+//! JetStream: streams replicated by Raft, the meta group that places them, and the `$JS.API`
+//! surface. See DESIGN.md §2-3.
+//!
+//! Pure parts (no sockets, tasks or clocks; time comes in as an argument or inside a
+//! replicated command, so every replica computes the same answers):
+//! - [`api`]: the `$JS.API` JSON types, the error table and config validation.
+//! - [`stream`]: the replicated stream state machine.
+//! - [`meta`]: the meta state machine (peers, stream placement) and the formation rule.
+//! - [`op`]: which operation an API subject names and who answers it.
+//!
+//! The runtime ([`runtime`]) ties them to Raft groups, internal subscriptions and the cluster.
 
+pub mod api;
 pub mod meta;
 pub mod op;
+pub mod runtime;
+pub mod stream;

@@ -26,6 +26,8 @@ pub struct MemStreamStore {
     first_seq: u64,
     last_seq: u64,
     last_ts: u64,
+    /// State-machine records ([`StreamStore::put_meta`]); survive [`StreamStore::reset`].
+    meta: BTreeMap<u8, Vec<u8>>,
 }
 
 impl MemStreamStore {
@@ -39,6 +41,7 @@ impl MemStreamStore {
             first_seq: 0,
             last_seq: 0,
             last_ts: 0,
+            meta: BTreeMap::new(),
         }
     }
 
@@ -222,6 +225,28 @@ impl StreamStore for MemStreamStore {
 
     fn first_seq_for_subject(&self, subject: &str) -> Result<Option<u64>, StorageError> {
         Ok(self.subjects.get(subject).and_then(|s| s.first().copied()))
+    }
+
+    fn reset(&mut self) -> Result<(), StorageError> {
+        let meta = std::mem::take(&mut self.meta);
+        *self = Self::new(self.uid);
+        self.meta = meta;
+        Ok(())
+    }
+
+    fn put_meta(&mut self, kind: u8, body: &[u8]) -> Result<(), StorageError> {
+        if kind < crate::keys::META_USER_MIN {
+            return Err(StorageError::corrupt(
+                "sm_meta",
+                format!("reserved meta kind {kind}"),
+            ));
+        }
+        self.meta.insert(kind, body.to_vec());
+        Ok(())
+    }
+
+    fn get_meta(&self, kind: u8) -> Result<Option<Vec<u8>>, StorageError> {
+        Ok(self.meta.get(&kind).cloned())
     }
 }
 

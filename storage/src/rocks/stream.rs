@@ -497,6 +497,29 @@ impl StreamStore for RocksStreamStore {
         }
         self.subject_seek(subject, 0)
     }
+
+    fn reset(&mut self) -> Result<(), StorageError> {
+        let uid = self.uid.0;
+        let mut batch = WriteBatch::default();
+        let end = keys::id_range_end(uid);
+        let start = uid.to_be_bytes();
+        batch.delete_range_cf(&self.db.cf(ColumnFamily::Msgs)?, &start[..], &end[..]);
+        batch.delete_range_cf(&self.db.cf(ColumnFamily::Subjects)?, &start[..], &end[..]);
+        let c = Counters::default();
+        self.put_counters(&mut batch, &c)?;
+        self.db.write(batch, false)?;
+        self.counters = c;
+        self.subjects.clear();
+        Ok(())
+    }
+
+    fn put_meta(&mut self, kind: u8, body: &[u8]) -> Result<(), StorageError> {
+        RocksStreamStore::put_meta(self, kind, body)
+    }
+
+    fn get_meta(&self, kind: u8) -> Result<Option<Vec<u8>>, StorageError> {
+        RocksStreamStore::get_meta(self, kind)
+    }
 }
 
 impl RocksStreamStore {

@@ -354,6 +354,30 @@ pub(crate) fn max_age_expires_from_the_front<S: StreamStore>(mut s: S) {
     );
 }
 
+pub(crate) fn reset_forgets_messages_and_sequences<S: StreamStore>(mut s: S) {
+    for seq in 5..=7 {
+        put(&mut s, seq, "a");
+    }
+    s.put_meta(crate::keys::META_USER_MIN, b"applied").unwrap();
+    s.reset().unwrap();
+    let st = s.state();
+    assert_eq!(
+        (st.msgs, st.bytes, st.first_seq, st.last_seq, st.last_ts, st.num_subjects),
+        (0, 0, 0, 0, 0, 0)
+    );
+    assert!(s.get(5).unwrap().is_none());
+    assert!(s.last_for_subject("a").unwrap().is_none());
+    assert_eq!(s.subject_count("a"), 0);
+    assert_eq!(
+        s.get_meta(crate::keys::META_USER_MIN).unwrap().as_deref(),
+        Some(&b"applied"[..])
+    );
+    // Sequences below the old last_seq are accepted again.
+    put(&mut s, 2, "b");
+    assert_eq!((s.state().first_seq, s.state().last_seq), (2, 2));
+    assert!(s.put_meta(0, b"x").is_err());
+}
+
 /// Instantiates every conformance check as a `#[test]`; `$make` returns `(guard, store)`.
 macro_rules! stream_conformance_tests {
     ($make:expr) => {
@@ -363,7 +387,8 @@ macro_rules! stream_conformance_tests {
             next_matching_one_and_many_filters, purge_all_keeps_last_seq,
             purge_up_to_seq_and_keep, purge_by_filter_with_keep_and_seq,
             subject_counts_filtered, skip_to_sets_first_seq, limits_discard_old,
-            limits_discard_new, max_age_expires_from_the_front);
+            limits_discard_new, max_age_expires_from_the_front,
+            reset_forgets_messages_and_sequences);
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
         $(

@@ -146,6 +146,19 @@ pub trait StreamStore: Send {
 
     /// The oldest present sequence on one literal subject.
     fn first_seq_for_subject(&self, subject: &str) -> Result<Option<u64>, StorageError>;
+
+    /// Removes every message and forgets the sequences: afterwards the stream is brand-new
+    /// (`first_seq == last_seq == 0`). Used to install a state machine snapshot whose
+    /// sequences may lie below the current `last_seq`. Meta records are kept.
+    fn reset(&mut self) -> Result<(), StorageError>;
+
+    /// Stores a small state-machine record (e.g. the applied log id) for this stream;
+    /// `kind` must be at least [`crate::keys::META_USER_MIN`]. The RocksDB store keeps it in
+    /// `sm_meta[uid|kind]`; the memory store keeps it in memory.
+    fn put_meta(&mut self, kind: u8, body: &[u8]) -> Result<(), StorageError>;
+
+    /// Reads a record written by [`StreamStore::put_meta`].
+    fn get_meta(&self, kind: u8) -> Result<Option<Vec<u8>>, StorageError>;
 }
 
 /// Rejects subjects the stores cannot index.

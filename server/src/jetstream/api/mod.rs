@@ -1,0 +1,9 @@
+//! The `$JS.API` surface as data: errors ([`error`]), request and response types ([`types`]) and
+//! stream configuration normalisation and validation ([`validate`]), byte-compatible with
+//! nats-server 2.15.1 (spec §3).
+
+pub mod error;
+pub mod types;
+pub mod validate;
+
+pub use error::{ApiError, ErrorKind};

@@ -1,0 +1,461 @@
+//! Stream configuration normalisation and validation, as nats-server 2.15.1 does it
+//! (`checkStreamCfg` and the create/update handlers; spec §3.4–3.5).
+//!
+//! Everything is pure: the caller passes the other streams' subjects and the cluster size.
+//! Error texts below were checked against the real server (fixture
+//! `nats_2_15_1_stream_api.json`); facts worth knowing:
+//! - Duplicate subjects in one config are reported as overlapping with themselves
+//!   (`subject "a.b" overlaps with "a.b"`).
+//! - A zero `duplicate_window` becomes 2 minutes, or `max_age` when that is shorter; sealing a
+//!   stream on update zeroes `max_age` but keeps the duplicate window.
+//! - An update may change `first_seq` (it is stored, but only matters to a new stream).
+//! - `placement: {"cluster":"","tags":[]}` is kept as `"placement":{}`.
+//! - `subject_delete_marker_ttl` switches on `allow_msg_ttl` and `allow_rollup_hdrs` and raises
+//!   the stored `_nats.req.level` to 1.
+
+use std::collections::BTreeMap;
+
+use crate::jetstream::api::types::{
+    DiscardPolicy, RetentionPolicy, StreamConfig, StreamSource,
+};
+use crate::jetstream::api::{ApiError, ErrorKind};
+use crate::router::subject;
+
+/// Longest stream name.
+pub const MAX_NAME_LEN: usize = 255;
+/// Longest description.
+pub const MAX_DESCRIPTION_LEN: usize = 4096;
+/// Most replicas a stream may have.
+pub const MAX_REPLICAS: i64 = 5;
+/// Total bytes of metadata keys and values.
+pub const MAX_METADATA_BYTES: usize = 128 * 1024;
+/// Default duplicate window: two minutes.
+pub const DEFAULT_DUPLICATE_WINDOW_NS: i64 = 120_000_000_000;
+/// Smallest non-zero `max_age` and duplicate window.
+pub const MIN_WINDOW_NS: i64 = 100_000_000;
+/// Smallest `subject_delete_marker_ttl`.
+pub const MIN_MARKER_TTL_NS: i64 = 1_000_000_000;
+
+/// Metadata key holding the API level a stream's features require (stored).
+pub const META_REQ_LEVEL: &str = "_nats.req.level";
+/// Metadata key with the server version (responses only).
+pub const META_VERSION: &str = "_nats.ver";
+/// Metadata key with the server's API level (responses only).
+pub const META_LEVEL: &str = "_nats.level";
+
+/// What validation needs to know about the rest of the system.
+#[derive(Debug, Clone, Copy)]
+pub struct ValidationContext<'a> {
+    /// Whether the server runs clustered (replicas > 1 are refused otherwise).
+    pub clustered: bool,
+    /// Nodes available for placement.
+    pub cluster_size: usize,
+    /// `(stream name, subjects)` of every other stream in the account.
+    pub other_streams: &'a [(String, Vec<String>)],
+}
+
+/// Outcome of a create request against an existing stream of the same name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreateOutcome {
+    /// No stream of that name: create it with this normalised config.
+    Create(StreamConfig),
+    /// An identical stream exists: answer with it (`did_create:true`, observed).
+    AlreadyExists,
+}
+
+/// Applies nats-server's defaults without judging the config: `0`/`< -1` limits become `-1`,
+/// replicas `0` becomes 1, the duplicate window defaults, subjects default to the name (unless
+/// a mirror or sources are set), empty placement contents are dropped, and the stored
+/// `_nats.req.level` metadata key is set.
+pub fn normalize(cfg: &mut StreamConfig) {
+    for limit in [
+        &mut cfg.max_consumers,
+        &mut cfg.max_msgs,
+        &mut cfg.max_bytes,
+        &mut cfg.max_msgs_per_subject,
+    ] {
+        if *limit == 0 || *limit < -1 {
+            *limit = -1;
+        }
+    }
+    if cfg.max_msg_size == 0 || cfg.max_msg_size < -1 {
+        cfg.max_msg_size = -1;
+    }
+    if cfg.num_replicas == 0 {
+        cfg.num_replicas = 1;
+    }
+    let sourced = cfg.mirror.is_some() || !cfg.sources.is_empty();
+    if cfg.duplicate_window == 0 && !sourced {
+        cfg.duplicate_window = if cfg.max_age > 0 && cfg.max_age < DEFAULT_DUPLICATE_WINDOW_NS {
+            cfg.max_age
+        } else {
+            DEFAULT_DUPLICATE_WINDOW_NS
+        };
+    }
+    if cfg.subjects.is_empty() && !sourced {
+        cfg.subjects = vec![cfg.name.clone()];
+    }
+    if cfg.subject_delete_marker_ttl > 0 && !cfg.pedantic {
+        cfg.allow_msg_ttl = true;
+        cfg.allow_rollup_hdrs = true;
+    }
+    if let Some(r) = cfg.republish.as_mut()
+        && r.src.is_empty()
+    {
+        r.src = ">".to_string();
+    }
+    cfg.metadata.remove(META_VERSION);
+    cfg.metadata.remove(META_LEVEL);
+    cfg.metadata
+        .insert(META_REQ_LEVEL.to_string(), required_level(cfg).to_string());
+    cfg.pedantic = false;
+}
+
+/// The API level a config's features need (`_nats.req.level`): 1 for per-message TTLs.
+pub fn required_level(cfg: &StreamConfig) -> u32 {
+    u32::from(cfg.allow_msg_ttl || cfg.subject_delete_marker_ttl > 0)
+}
+
+/// The config as responses show it: the stored one plus `_nats.ver` and `_nats.level`.
+pub fn with_response_metadata(cfg: &StreamConfig, version: &str, api_level: u32) -> StreamConfig {
+    let mut out = cfg.clone();
+    out.metadata
+        .insert(META_VERSION.to_string(), version.to_string());
+    out.metadata
+        .insert(META_LEVEL.to_string(), api_level.to_string());
+    out
+}
+
+/// The config as STREAM.LIST shows it: only stored metadata keys.
+pub fn without_response_metadata(cfg: &StreamConfig) -> StreamConfig {
+    let mut out = cfg.clone();
+    out.metadata.remove(META_VERSION);
+    out.metadata.remove(META_LEVEL);
+    out
+}
+
+fn invalid(text: &str) -> ApiError {
+    ApiError::invalid_config(text)
+}
+
+/// True if `name` is a valid stream name: non-empty, at most 255 bytes, and without
+/// whitespace, `.`, `*`, `>`, `/` or `\`.
+pub fn is_valid_stream_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && !name
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || matches!(b, b'.' | b'*' | b'>' | b'/' | b'\\'))
+}
+
+/// True if some subject matches both patterns.
+pub fn subjects_overlap(a: &str, b: &str) -> bool {
+    let mut ta = subject::tokens(a);
+    let mut tb = subject::tokens(b);
+    loop {
+        match (ta.next(), tb.next()) {
+            (None, None) => return true,
+            (Some(">"), Some(_)) | (Some(_), Some(">")) => return true,
+            (Some(x), Some(y)) => {
+                if x != y && x != "*" && y != "*" {
+                    return false;
+                }
+            }
+            _ => return false,
+        }
+    }
+}
+
+/// Reserved subject spaces a stream may only capture with `no_ack`.
+fn check_reserved_subject(subj: &str, no_ack: bool) -> Result<(), ApiError> {
+    if no_ack {
+        return Ok(());
+    }
+    if subj == ">" {
+        return Err(invalid("capturing all subjects requires no-ack to be true"));
+    }
+    let js_api = ["$JS.API.>", "$JSC.>", "$NRG.>"];
+    if js_api.iter().any(|r| subjects_overlap(subj, r))
+        && !subject::is_subset(subj, "$JS.EVENT.>")
+    {
+        return Err(invalid(
+            "subjects that overlap with jetstream api require no-ack to be true",
+        ));
+    }
+    if subjects_overlap(subj, "$SYS.>") && !subject::is_subset(subj, "$SYS.ACCOUNT.>") {
+        return Err(invalid(
+            "subjects that overlap with system api require no-ack to be true",
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses features this server does not implement yet, with a 10052 naming them.
+fn check_supported(cfg: &StreamConfig) -> Result<(), ApiError> {
+    let unsupported = [
+        (cfg.mirror.is_some(), "stream mirrors"),
+        (!cfg.sources.is_empty(), "stream sources"),
+        (cfg.subject_transform.is_some(), "subject transforms"),
+        (cfg.republish.is_some(), "republish"),
+        (cfg.allow_msg_counter, "message counters"),
+        (cfg.allow_atomic, "atomic publish"),
+        (cfg.allow_msg_schedules, "message schedules"),
+        (cfg.allow_batched, "batch publish"),
+        (
+            cfg.persist_mode.as_deref().is_some_and(|m| m != "default"),
+            "async persist mode",
+        ),
+    ];
+    match unsupported.iter().find(|(set, _)| *set) {
+        Some((_, what)) => Err(invalid(&format!("{what} are not supported by this server"))),
+        None => Ok(()),
+    }
+}
+
+fn check_sources(cfg: &StreamConfig) -> Result<(), ApiError> {
+    if let Some(m) = &cfg.mirror {
+        if !cfg.subjects.is_empty() {
+            return Err(ApiError::new(ErrorKind::MirrorWithSubjects));
+        }
+        if !cfg.sources.is_empty() {
+            return Err(ApiError::new(ErrorKind::MirrorWithSources));
+        }
+        if cfg.first_seq > 0 {
+            return Err(ApiError::new(ErrorKind::MirrorWithFirstSeq));
+        }
+        if !is_valid_stream_name(&m.name) {
+            return Err(ApiError::new(ErrorKind::MirrorInvalidStreamName));
+        }
+    } else if cfg.mirror_direct {
+        return Err(invalid("stream has no mirror but does have mirror direct"));
+    }
+    if cfg
+        .sources
+        .iter()
+        .any(|s: &StreamSource| !is_valid_stream_name(&s.name))
+    {
+        return Err(ApiError::new(ErrorKind::SourceInvalidStreamName));
+    }
+    Ok(())
+}
+
+fn check_subjects(cfg: &StreamConfig) -> Result<(), ApiError> {
+    for (i, subj) in cfg.subjects.iter().enumerate() {
+        if !subject::is_valid_subject(subj) {
+            return Err(invalid("invalid subject"));
+        }
+        check_reserved_subject(subj, cfg.no_ack)?;
+        if let Some(prev) = cfg.subjects[..i]
+            .iter()
+            .find(|p| subjects_overlap(p, subj))
+        {
+            return Err(invalid(&format!("subject {prev:?} overlaps with {subj:?}")));
+        }
+    }
+    Ok(())
+}
+
+fn check_metadata(metadata: &BTreeMap<String, String>) -> Result<(), ApiError> {
+    let size: usize = metadata.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if size > MAX_METADATA_BYTES {
+        return Err(invalid("stream metadata exceeds maximum size of 128 KB"));
+    }
+    Ok(())
+}
+
+/// Validates a normalised config on its own (no knowledge of other streams).
+pub fn check(cfg: &StreamConfig) -> Result<(), ApiError> {
+    if cfg.name.len() > MAX_NAME_LEN {
+        return Err(invalid(&format!(
+            "stream name is too long, maximum allowed is {MAX_NAME_LEN}"
+        )));
+    }
+    if cfg.name.bytes().any(|b| matches!(b, b'/' | b'\\')) {
+        return Err(ApiError::new(ErrorKind::StreamNameContainsPathSeparators));
+    }
+    if !is_valid_stream_name(&cfg.name) {
+        return Err(invalid(
+            "stream name is required and can not contain '.', '*', '>'",
+        ));
+    }
+    if cfg.description.len() > MAX_DESCRIPTION_LEN {
+        return Err(invalid(&format!(
+            "stream description is too long, maximum allowed is {MAX_DESCRIPTION_LEN}"
+        )));
+    }
+    check_metadata(&cfg.metadata)?;
+    if cfg.num_replicas < 0 {
+        return Err(ApiError::new(ErrorKind::ReplicasCountCannotBeNegative));
+    }
+    if cfg.num_replicas > MAX_REPLICAS {
+        return Err(invalid(&format!("maximum replicas is {MAX_REPLICAS}")));
+    }
+    if cfg.max_age < 0 {
+        return Err(invalid("max age can not be negative"));
+    }
+    if cfg.max_age > 0 && cfg.max_age < MIN_WINDOW_NS {
+        return Err(invalid("max age needs to be >= 100ms"));
+    }
+    if cfg.duplicate_window < 0 {
+        return Err(invalid("duplicates window can not be negative"));
+    }
+    if cfg.duplicate_window > 0 && cfg.duplicate_window < MIN_WINDOW_NS {
+        return Err(invalid("duplicates window needs to be >= 100ms"));
+    }
+    if cfg.max_age > 0 && cfg.duplicate_window > cfg.max_age {
+        return Err(invalid("duplicates window can not be larger then max age"));
+    }
+    if cfg.subject_delete_marker_ttl != 0 {
+        if cfg.subject_delete_marker_ttl < MIN_MARKER_TTL_NS {
+            return Err(invalid("subject delete marker TTL must be at least 1 second"));
+        }
+        if cfg.mirror.is_some() {
+            return Err(invalid(
+                "subject delete marker TTL not allowed on mirrored stream",
+            ));
+        }
+        if !cfg.allow_msg_ttl || !cfg.allow_rollup_hdrs {
+            return Err(ApiError::with_err(
+                ErrorKind::Pedantic,
+                "subject delete marker TTL requires allow msg TTL and allow rollup headers",
+            ));
+        }
+    }
+    if cfg.discard_new_per_subject {
+        if cfg.discard != DiscardPolicy::New {
+            return Err(invalid(
+                "discard new per subject requires discard new policy to be set",
+            ));
+        }
+        if cfg.max_msgs_per_subject <= 0 {
+            return Err(invalid(
+                "discard new per subject requires max msgs per subject > 0",
+            ));
+        }
+    }
+    if cfg.deny_purge && cfg.allow_rollup_hdrs {
+        return Err(invalid("roll-ups require the purge permission"));
+    }
+    if cfg
+        .placement
+        .as_ref()
+        .is_some_and(|p| !p.preferred.is_empty())
+    {
+        return Err(invalid("preferred server not permitted in placement"));
+    }
+    check_sources(cfg)?;
+    check_subjects(cfg)?;
+    check_supported(cfg)
+}
+
+/// Checks replicas against the deployment (10074 single server, 10005 too few peers).
+fn check_placement(cfg: &StreamConfig, ctx: &ValidationContext<'_>) -> Result<(), ApiError> {
+    if cfg.num_replicas > 1 && !ctx.clustered {
+        return Err(ApiError::new(ErrorKind::StreamReplicasNotSupported));
+    }
+    if usize::try_from(cfg.num_replicas).unwrap_or(usize::MAX) > ctx.cluster_size.max(1) {
+        return Err(ApiError::with_err(
+            ErrorKind::ClusterNoPeers,
+            "no suitable peers for placement",
+        ));
+    }
+    Ok(())
+}
+
+/// `400/10065` when any subject overlaps another stream's (the stream itself excluded).
+fn check_overlap(cfg: &StreamConfig, ctx: &ValidationContext<'_>) -> Result<(), ApiError> {
+    let clash = ctx
+        .other_streams
+        .iter()
+        .filter(|(name, _)| *name != cfg.name)
+        .flat_map(|(_, subjects)| subjects)
+        .any(|other| cfg.subjects.iter().any(|s| subjects_overlap(s, other)));
+    if clash {
+        return Err(ApiError::new(ErrorKind::StreamSubjectOverlap));
+    }
+    Ok(())
+}
+
+/// A STREAM.CREATE request: the name in the API subject, the decoded config and the current
+/// config of a stream with that name (if any). Returns what to do, or the exact error.
+pub fn check_create(
+    subject_name: &str,
+    mut cfg: StreamConfig,
+    existing: Option<&StreamConfig>,
+    ctx: &ValidationContext<'_>,
+) -> Result<CreateOutcome, ApiError> {
+    if cfg.name != subject_name {
+        return Err(ApiError::new(ErrorKind::StreamMismatch));
+    }
+    if cfg.sealed {
+        return Err(invalid("stream configuration for create can not be sealed"));
+    }
+    normalize(&mut cfg);
+    check(&cfg)?;
+    if let Some(existing) = existing {
+        return if *existing == cfg {
+            Ok(CreateOutcome::AlreadyExists)
+        } else {
+            Err(ApiError::new(ErrorKind::StreamNameExist))
+        };
+    }
+    check_placement(&cfg, ctx)?;
+    check_overlap(&cfg, ctx)?;
+    Ok(CreateOutcome::Create(cfg))
+}
+
+/// A STREAM.UPDATE request: returns the new normalised config, or the exact error.
+pub fn check_update(
+    subject_name: &str,
+    mut cfg: StreamConfig,
+    existing: Option<&StreamConfig>,
+    ctx: &ValidationContext<'_>,
+) -> Result<StreamConfig, ApiError> {
+    if cfg.name != subject_name {
+        return Err(ApiError::new(ErrorKind::StreamMismatch));
+    }
+    let Some(old) = existing else {
+        return Err(ApiError::stream_not_found());
+    };
+    normalize(&mut cfg);
+    if cfg.sealed {
+        cfg.max_age = 0;
+        cfg.discard = DiscardPolicy::New;
+        cfg.deny_delete = true;
+        cfg.deny_purge = true;
+        cfg.allow_rollup_hdrs = false;
+    }
+    check(&cfg)?;
+    let update_err = |what: &str| invalid(&format!("stream configuration update can not {what}"));
+    if cfg.storage != old.storage {
+        return Err(update_err("change storage type"));
+    }
+    if cfg.retention != old.retention
+        && (cfg.retention == RetentionPolicy::WorkQueue
+            || old.retention == RetentionPolicy::WorkQueue)
+    {
+        return Err(update_err("change retention policy to/from workqueue"));
+    }
+    if old.sealed && !cfg.sealed {
+        return Err(update_err("unseal a sealed stream"));
+    }
+    if old.deny_delete && !cfg.deny_delete {
+        return Err(update_err("cancel deny message deletes"));
+    }
+    if old.deny_purge && !cfg.deny_purge {
+        return Err(update_err("cancel deny purge"));
+    }
+    if old.allow_msg_ttl && !cfg.allow_msg_ttl {
+        return Err(invalid("message TTL status can not be disabled"));
+    }
+    if old.mirror.is_some() && cfg.mirror.is_some() && old.mirror != cfg.mirror {
+        return Err(ApiError::new(ErrorKind::StreamMirrorNotUpdatable));
+    }
+    check_placement(&cfg, ctx)?;
+    check_overlap(&cfg, ctx)?;
+    Ok(cfg)
+}
+
+#[cfg(test)]
+#[path = "validate_tests.rs"]
+mod tests;

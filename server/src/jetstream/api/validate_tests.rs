@@ -1,0 +1,263 @@
+//! Validation tests against replies captured from nats-server 2.15.1
+//! (`server/tests/fixtures/jetstream/nats_2_15_1_stream_api.json`, see its README).
+
+use super::*;
+use crate::jetstream::api::types::requests::decode;
+use crate::jetstream::api::types::responses::error_json;
+use crate::jetstream::api::types::{StorageType, response_type, to_go_json};
+
+fn fixture(name: &str) -> String {
+    let all: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../tests/fixtures/jetstream/nats_2_15_1_stream_api.json"
+    ))
+    .unwrap();
+    all[name].as_str().unwrap().to_string()
+}
+
+/// The exact `config` bytes of a captured create/update response.
+fn fixture_config(name: &str) -> String {
+    let body = fixture(name);
+    let start = body.find("\"config\":").unwrap() + "\"config\":".len();
+    let end = body.find(",\"created\"").unwrap();
+    body[start..end].to_string()
+}
+
+const SINGLE: ValidationContext<'static> = ValidationContext {
+    clustered: false,
+    cluster_size: 1,
+    other_streams: &[],
+};
+
+fn created(json: &str, ctx: &ValidationContext<'_>) -> StreamConfig {
+    let cfg: StreamConfig = decode(json.as_bytes()).unwrap();
+    let name = cfg.name.clone();
+    match check_create(&name, cfg, None, ctx).unwrap() {
+        CreateOutcome::Create(c) => c,
+        CreateOutcome::AlreadyExists => panic!("nothing exists"),
+    }
+}
+
+fn shown(cfg: &StreamConfig) -> String {
+    to_go_json(&with_response_metadata(cfg, "2.15.1", 5))
+}
+
+#[test]
+fn normalised_configs_match_nats_server_bytes() {
+    let cases = [
+        ("create_min", r#"{"name":"ORDERS","subjects":["orders.>"]}"#),
+        ("create_nosubj", r#"{"name":"NOSUBJ"}"#),
+        ("create_dw_maxage", r#"{"name":"DW2","max_age":60000000000}"#),
+        (
+            "create_zero_limits",
+            r#"{"name":"ZL","max_msgs":0,"max_bytes":0,"max_consumers":0,"num_replicas":0,"duplicate_window":0,"max_msg_size":0,"max_msgs_per_subject":-5}"#,
+        ),
+        (
+            "create_ttl_marker",
+            r#"{"name":"TM2","subject_delete_marker_ttl":2000000000}"#,
+        ),
+        (
+            "create_full",
+            r#"{"name":"FULL","subjects":["f.*"],"description":"d","retention":"interest","max_consumers":5,"max_msgs":100,"max_bytes":100000,"max_age":3600000000000,"max_msgs_per_subject":3,"max_msg_size":1024,"discard":"new","discard_new_per_subject":true,"storage":"memory","num_replicas":1,"no_ack":false,"duplicate_window":60000000000,"allow_direct":true,"allow_rollup_hdrs":true,"deny_delete":true,"deny_purge":false,"first_seq":100,"metadata":{"k":"v"},"placement":{"cluster":"","tags":[]},"consumer_limits":{"inactive_threshold":5000000000,"max_ack_pending":10}}"#,
+        ),
+    ];
+    for (name, request) in cases {
+        assert_eq!(shown(&created(request, &SINGLE)), fixture_config(name), "{name}");
+    }
+}
+
+#[test]
+fn normalised_config_round_trips_through_json() {
+    let cfg = created(
+        r#"{"name":"FULL","subjects":["f.*"],"max_msgs":100,"metadata":{"k":"v"},"consumer_limits":null,"placement":null}"#,
+        &SINGLE,
+    );
+    let back: StreamConfig = decode(to_go_json(&cfg).as_bytes()).unwrap();
+    assert_eq!(back, cfg);
+}
+
+#[test]
+fn create_errors_match_nats_server_bytes() {
+    let others = [("ORDERS".to_string(), vec!["orders.>".to_string()])];
+    let ctx = ValidationContext {
+        other_streams: &others,
+        ..SINGLE
+    };
+    let cases = [
+        ("err_mismatch", "X", r#"{"name":"Y"}"#),
+        ("err_sealed", "SE", r#"{"name":"SE","sealed":true}"#),
+        ("err_overlap", "OV", r#"{"name":"OV","subjects":["orders.a"]}"#),
+        ("err_self_overlap", "SO", r#"{"name":"SO","subjects":["a.>","a.b"]}"#),
+        ("err_dup_subj", "SD", r#"{"name":"SD","subjects":["a.b","a.b"]}"#),
+        ("err_replicas", "R3", r#"{"name":"R3","num_replicas":3}"#),
+        ("err_replicas_neg", "RN", r#"{"name":"RN","num_replicas":-1}"#),
+        ("err_replicas_6", "R6", r#"{"name":"R6","num_replicas":6}"#),
+        (
+            "err_dw_gt_maxage",
+            "DWX",
+            r#"{"name":"DWX","max_age":60000000000,"duplicate_window":120000000000}"#,
+        ),
+        ("err_maxage_small", "MA", r#"{"name":"MA","max_age":1000}"#),
+        ("err_maxage_neg", "MAN", r#"{"name":"MAN","max_age":-1}"#),
+        ("err_dnps", "DN", r#"{"name":"DN","discard_new_per_subject":true}"#),
+        (
+            "err_dnps2",
+            "DN2",
+            r#"{"name":"DN2","discard":"new","discard_new_per_subject":true}"#,
+        ),
+        (
+            "err_rollup_purge",
+            "RP",
+            r#"{"name":"RP","deny_purge":true,"allow_rollup_hdrs":true}"#,
+        ),
+        ("err_name_dot", "A", r#"{"name":"A.B"}"#),
+        ("err_bad_subject", "BS", r#"{"name":"BS","subjects":["a..b"]}"#),
+        ("err_gt_alone", "GT", r#"{"name":"GT","subjects":[">"]}"#),
+        ("err_js_api", "JA", r#"{"name":"JA","subjects":["$JS.API.>"]}"#),
+        (
+            "err_ttl_marker",
+            "TM",
+            r#"{"name":"TM","subject_delete_marker_ttl":500000000}"#,
+        ),
+        ("err_mirror_direct", "MD", r#"{"name":"MD","mirror_direct":true}"#),
+    ];
+    for (name, subject_name, request) in cases {
+        let cfg: StreamConfig = decode(request.as_bytes()).unwrap();
+        let err = check_create(subject_name, cfg, None, &ctx).unwrap_err();
+        assert_eq!(
+            error_json(response_type::STREAM_CREATE, err),
+            fixture(name),
+            "{name}"
+        );
+    }
+    let long = format!(r#"{{"name":"DL","description":"{}"}}"#, "x".repeat(4097));
+    let err = check_create("DL", decode(long.as_bytes()).unwrap(), None, &ctx).unwrap_err();
+    assert_eq!(error_json(response_type::STREAM_CREATE, err), fixture("err_desc_long"));
+}
+
+#[test]
+fn decode_errors_match_nats_server_bytes() {
+    for (name, request) in [
+        ("err_unknown_field", r#"{"name":"UF","foo_bar":1}"#),
+        ("err_bad_enum", r#"{"name":"BE","retention":"bogus"}"#),
+        ("err_bad_json", r#"{"name":"#),
+    ] {
+        let err = decode::<StreamConfig>(request.as_bytes()).unwrap_err();
+        assert_eq!(error_json(response_type::STREAM_CREATE, err), fixture(name), "{name}");
+    }
+}
+
+#[test]
+fn identical_create_is_idempotent_and_a_different_one_is_10058() {
+    let existing = created(r#"{"name":"ORDERS","subjects":["orders.>"]}"#, &SINGLE);
+    let same: StreamConfig = decode(br#"{"name":"ORDERS","subjects":["orders.>"]}"#).unwrap();
+    assert_eq!(
+        check_create("ORDERS", same, Some(&existing), &SINGLE),
+        Ok(CreateOutcome::AlreadyExists)
+    );
+    let other: StreamConfig =
+        decode(br#"{"name":"ORDERS","subjects":["orders.>"],"max_msgs":5}"#).unwrap();
+    let err = check_create("ORDERS", other, Some(&existing), &SINGLE).unwrap_err();
+    assert_eq!(error_json(response_type::STREAM_CREATE, err), fixture("err_name_exist"));
+}
+
+#[test]
+fn update_rules_match_nats_server() {
+    let orders = created(r#"{"name":"ORDERS","subjects":["orders.>"]}"#, &SINGLE);
+    let upd = |json: &str, old: &StreamConfig| {
+        let cfg: StreamConfig = decode(json.as_bytes()).unwrap();
+        let name = cfg.name.clone();
+        check_update(&name, cfg, Some(old), &SINGLE)
+    };
+    for (name, request) in [
+        (
+            "err_upd_storage",
+            r#"{"name":"ORDERS","subjects":["orders.>"],"storage":"memory"}"#,
+        ),
+        (
+            "err_upd_retention",
+            r#"{"name":"ORDERS","subjects":["orders.>"],"retention":"workqueue"}"#,
+        ),
+    ] {
+        let err = upd(request, &orders).unwrap_err();
+        assert_eq!(error_json(response_type::STREAM_UPDATE, err), fixture(name), "{name}");
+    }
+    let ok = upd(
+        r#"{"name":"ORDERS","subjects":["orders.>","more.>"],"max_msgs":50,"retention":"interest"}"#,
+        &orders,
+    )
+    .unwrap();
+    assert_eq!(shown(&ok), fixture_config("upd_ok"));
+
+    let full = created(
+        r#"{"name":"FULL","subjects":["f.*"],"storage":"memory","retention":"interest","deny_delete":true}"#,
+        &SINGLE,
+    );
+    assert_eq!(full.storage, StorageType::Memory);
+    let err = upd(
+        r#"{"name":"FULL","subjects":["f.*"],"storage":"memory","retention":"interest","deny_delete":false}"#,
+        &full,
+    )
+    .unwrap_err();
+    assert_eq!(
+        error_json(response_type::STREAM_UPDATE, err),
+        fixture("err_upd_deny_delete")
+    );
+
+    let dw2 = created(r#"{"name":"DW2","max_age":60000000000}"#, &SINGLE);
+    let sealed = upd(r#"{"name":"DW2","max_age":60000000000,"sealed":true}"#, &dw2).unwrap();
+    assert_eq!(shown(&sealed), fixture_config("upd_seal"));
+    let err = upd(r#"{"name":"DW2","max_age":60000000000,"sealed":false}"#, &sealed).unwrap_err();
+    assert_eq!(error_json(response_type::STREAM_UPDATE, err), fixture("err_upd_unseal"));
+
+    let cfg: StreamConfig = decode(br#"{"name":"NOPE"}"#).unwrap();
+    let err = check_update("NOPE", cfg, None, &SINGLE).unwrap_err();
+    assert_eq!(error_json(response_type::STREAM_UPDATE, err), fixture("err_upd_notfound"));
+}
+
+#[test]
+fn replicas_are_checked_against_the_cluster() {
+    let three = ValidationContext {
+        clustered: true,
+        cluster_size: 3,
+        other_streams: &[],
+    };
+    assert_eq!(created(r#"{"name":"R3","num_replicas":3}"#, &three).num_replicas, 3);
+    let cfg: StreamConfig = decode(br#"{"name":"R5","num_replicas":5}"#).unwrap();
+    let err = check_create("R5", cfg, None, &three).unwrap_err();
+    assert_eq!((err.code, err.err_code), (400, 10005));
+}
+
+#[test]
+fn overlap_is_token_wise() {
+    assert!(subjects_overlap("a.>", "a.b.c"));
+    assert!(subjects_overlap("a.*", "*.b"));
+    assert!(subjects_overlap(">", "x"));
+    assert!(!subjects_overlap("a.*", "a.b.c"));
+    assert!(!subjects_overlap("a.b", "a.c"));
+    assert!(!subjects_overlap("a", "a.b"));
+    assert!(subjects_overlap("a.b", "a.b"));
+}
+
+#[test]
+fn stream_names_reject_separators_and_wildcards() {
+    for bad in ["", "a.b", "a*", "a>", "a b", "a/b", "a\\b", &"x".repeat(256)] {
+        assert!(!is_valid_stream_name(bad), "{bad:?}");
+    }
+    assert!(is_valid_stream_name("KV_bucket-1"));
+    let cfg: StreamConfig = decode(br#"{"name":"a/b"}"#).unwrap();
+    let err = check_create("a/b", cfg, None, &SINGLE).unwrap_err();
+    assert_eq!(err.err_code, 10128);
+}
+
+#[test]
+fn unsupported_features_are_refused_with_10052() {
+    for json in [
+        r#"{"name":"M","mirror":{"name":"O"}}"#,
+        r#"{"name":"M","allow_msg_counter":true}"#,
+        r#"{"name":"M","republish":{"dest":"x.>"}}"#,
+    ] {
+        let cfg: StreamConfig = decode(json.as_bytes()).unwrap();
+        let err = check_create("M", cfg, None, &SINGLE).unwrap_err();
+        assert_eq!(err.err_code, 10052, "{json}");
+    }
+}

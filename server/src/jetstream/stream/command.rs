@@ -1,0 +1,50 @@
+//! Encoding stream commands for proposal (the leader side of [`super::StreamStateMachine`]).
+
+use bytes::Bytes;
+use jetraft_proto::stream::{
+    Append, DeleteMsg, Expire, Purge, StreamCommand, UpdateConfig, stream_command::Cmd,
+};
+use prost::Message;
+
+use crate::jetstream::api::types::{StreamConfig, to_go_json};
+
+fn encode(cmd: Cmd) -> Bytes {
+    Bytes::from(StreamCommand { cmd: Some(cmd) }.encode_to_vec())
+}
+
+/// An `Append` of a publish, stamped with the leader's receive time.
+pub fn append(subject: &str, headers: Bytes, payload: Bytes, timestamp_ns: u64) -> Bytes {
+    encode(Cmd::Append(Append {
+        subject: subject.to_string(),
+        headers,
+        payload,
+        timestamp_ns,
+    }))
+}
+
+/// A `Purge` (`filter` empty = all, `seq`/`keep` 0 = unset).
+pub fn purge(filter: &str, seq: u64, keep: u64) -> Bytes {
+    encode(Cmd::Purge(Purge {
+        filter: filter.to_string(),
+        seq,
+        keep,
+    }))
+}
+
+/// A `DeleteMsg`.
+pub fn delete_msg(seq: u64, no_erase: bool) -> Bytes {
+    encode(Cmd::DeleteMsg(DeleteMsg { seq, no_erase }))
+}
+
+/// An `UpdateConfig` with an already validated, normalised config.
+pub fn update_config(config: &StreamConfig, timestamp_ns: u64) -> Bytes {
+    encode(Cmd::UpdateConfig(UpdateConfig {
+        config_json: Bytes::from(to_go_json(config)),
+        timestamp_ns,
+    }))
+}
+
+/// An `Expire` as of the leader's clock.
+pub fn expire(now_ns: u64) -> Bytes {
+    encode(Cmd::Expire(Expire { now_ns }))
+}

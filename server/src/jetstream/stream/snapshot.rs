@@ -1,0 +1,112 @@
+//! The state machine's whole state as one `StreamSnapshot` protobuf: config, messages, dedup
+//! entries and the bookkeeping that cannot be recomputed (`last_seq`/`last_ts` past the last
+//! present message, the last msg id, the clock).
+//!
+//! Restore decodes and checks everything before touching the store, then resets the store and
+//! writes the messages back. A sequence above the last present message (messages removed at the
+//! tail, or a purged or brand-new `first_seq` stream) is recreated by storing a placeholder at
+//! `last_seq` with `last_ts` and removing it, which leaves exactly the original state. A storage
+//! failure part-way is an error (the group stops; the Raft snapshot is installed again).
+//!
+//! Whole-state snapshots suit the small streams of this stage; large file streams will move to
+//! the chunked `StreamSnapshotReader`/`StreamSnapshotInstaller` of the storage crate.
+
+use bytes::Bytes;
+use jetraft_proto::stream::{DedupEntry, SnapshotMsg, StreamSnapshot};
+use jetraft_raft::StateMachineError;
+use jetraft_storage::stream::StoredMsg;
+use prost::Message;
+
+use super::dedup::DedupIndex;
+use super::{StreamStateMachine, io_err, limits_for};
+use crate::jetstream::api::types::{StreamConfig, requests, to_go_json};
+
+/// Subject of the transient placeholder used to restore `last_seq`.
+const PLACEHOLDER_SUBJECT: &str = "_jetraft.snapshot.placeholder";
+
+impl StreamStateMachine {
+    /// Exports the whole state.
+    pub(super) fn export(&self) -> Result<StreamSnapshot, StateMachineError> {
+        let st = self.store.state();
+        let mut msgs = Vec::with_capacity(usize::try_from(st.msgs).unwrap_or(0));
+        let mut at = 0;
+        while let Some(m) = self.store.next_matching(at, &[]).map_err(io_err)? {
+            at = m.seq + 1;
+            msgs.push(SnapshotMsg {
+                seq: m.seq,
+                subject: m.subject,
+                headers: m.headers,
+                payload: m.payload,
+                timestamp_ns: m.timestamp_ns,
+            });
+        }
+        Ok(StreamSnapshot {
+            config_json: Bytes::from(to_go_json(&self.config)),
+            created_ns: self.created_ns,
+            last_seq: st.last_seq,
+            last_ts: st.last_ts,
+            msgs,
+            dedup: self
+                .dedup
+                .entries()
+                .into_iter()
+                .map(|(msg_id, seq, timestamp_ns)| DedupEntry {
+                    msg_id,
+                    seq,
+                    timestamp_ns,
+                })
+                .collect(),
+            clock_ns: self.clock_ns,
+            last_msg_id: self.last_msg_id.clone(),
+        })
+    }
+
+    /// Replaces the whole state with `bytes` from [`Self::export`].
+    pub(super) fn import(&mut self, bytes: &[u8]) -> Result<(), StateMachineError> {
+        let corrupt = |reason: String| StateMachineError::CorruptSnapshot { reason };
+        let snap = StreamSnapshot::decode(bytes).map_err(|e| corrupt(e.to_string()))?;
+        let config: StreamConfig = requests::decode(&snap.config_json)
+            .map_err(|e| corrupt(format!("config: {}", e.description)))?;
+        let ascending = snap.msgs.windows(2).all(|w| w[0].seq < w[1].seq);
+        let within = snap.msgs.last().is_none_or(|m| m.seq <= snap.last_seq);
+        if !ascending || !within || snap.msgs.iter().any(|m| m.seq == 0) {
+            return Err(corrupt("message sequences out of order".to_string()));
+        }
+        self.store.reset().map_err(io_err)?;
+        for m in &snap.msgs {
+            self.store
+                .store_msg(&StoredMsg {
+                    seq: m.seq,
+                    subject: m.subject.clone(),
+                    headers: m.headers.clone(),
+                    payload: m.payload.clone(),
+                    timestamp_ns: m.timestamp_ns,
+                })
+                .map_err(io_err)?;
+        }
+        let top = snap.msgs.last().map_or(0, |m| m.seq);
+        if snap.last_seq > top {
+            self.store
+                .store_msg(&StoredMsg {
+                    seq: snap.last_seq,
+                    subject: PLACEHOLDER_SUBJECT.to_string(),
+                    headers: Bytes::new(),
+                    payload: Bytes::new(),
+                    timestamp_ns: snap.last_ts,
+                })
+                .map_err(io_err)?;
+            self.store.remove(snap.last_seq).map_err(io_err)?;
+        }
+        let mut dedup = DedupIndex::default();
+        for e in &snap.dedup {
+            dedup.insert(&e.msg_id, e.seq, e.timestamp_ns);
+        }
+        self.limits = limits_for(&config);
+        self.config = config;
+        self.created_ns = snap.created_ns;
+        self.clock_ns = snap.clock_ns;
+        self.dedup = dedup;
+        self.last_msg_id = snap.last_msg_id;
+        self.save_meta().map_err(io_err)
+    }
+}

@@ -1,0 +1,536 @@
+//! State machine tests on the memory store and on a RocksDB store in a tempdir.
+
+use bytes::Bytes;
+use jetraft_raft::{AppliedState, LogIndex, ReplicatedStateMachine};
+use jetraft_storage::Db;
+use jetraft_storage::mem::MemStreamStore;
+use jetraft_storage::rocks::RocksStreamStore;
+use jetraft_storage::stream::StreamUid;
+
+use super::headers::block;
+use super::*;
+use crate::jetstream::api::types::requests::{MsgSelector, decode};
+use crate::jetstream::api::types::{StreamInfoRequest, StreamConfig};
+use crate::jetstream::api::validate::normalize;
+
+const T0: u64 = 1_796_199_467_000_000_000;
+const SEC: u64 = 1_000_000_000;
+
+fn server() -> ServerIdentity {
+    ServerIdentity {
+        version: "2.15.1".into(),
+        api_level: 5,
+    }
+}
+
+fn config(json: &str) -> StreamConfig {
+    let mut cfg: StreamConfig = decode(json.as_bytes()).unwrap();
+    normalize(&mut cfg);
+    cfg
+}
+
+fn mem_sm(json: &str) -> StreamStateMachine {
+    let store = Box::new(MemStreamStore::new(StreamUid(1)));
+    StreamStateMachine::open(store, config(json), T0, server()).unwrap()
+}
+
+/// Feeds commands with increasing log indexes.
+struct Driver {
+    sm: StreamStateMachine,
+    index: u64,
+}
+
+impl Driver {
+    fn new(sm: StreamStateMachine) -> Self {
+        Self { sm, index: 0 }
+    }
+
+    fn apply(&mut self, cmd: Bytes) -> String {
+        self.index += 1;
+        let out = self.sm.apply(LogIndex(self.index), &cmd).unwrap();
+        String::from_utf8(out.to_vec()).unwrap()
+    }
+
+    fn publish(&mut self, subject: &str, hdrs: &[(&str, &str)], ts: u64) -> String {
+        let headers = if hdrs.is_empty() {
+            Bytes::new()
+        } else {
+            Bytes::from(block(hdrs))
+        };
+        self.apply(command::append(subject, headers, Bytes::from_static(b"x"), ts))
+    }
+}
+
+#[test]
+fn publish_answers_exact_pub_ack_bytes() {
+    let mut d = Driver::new(mem_sm(r#"{"name":"ORDERS","subjects":["orders.>"]}"#));
+    assert_eq!(d.publish("orders.a", &[], T0), r#"{"stream":"ORDERS","seq":1}"#);
+    assert_eq!(d.publish("orders.b", &[], T0 + 1), r#"{"stream":"ORDERS","seq":2}"#);
+    assert_eq!(d.sm.state().msgs, 2);
+}
+
+#[test]
+fn duplicate_msg_id_returns_original_seq_within_window_only() {
+    let mut d = Driver::new(mem_sm(
+        r#"{"name":"D","subjects":["d"],"duplicate_window":1000000000}"#,
+    ));
+    assert_eq!(d.publish("d", &[("Nats-Msg-Id", "m1")], T0), r#"{"stream":"D","seq":1}"#);
+    assert_eq!(
+        d.publish("d", &[("Nats-Msg-Id", "m1")], T0 + SEC / 2),
+        r#"{"stream":"D","seq":1,"duplicate": true}"#
+    );
+    assert_eq!(d.sm.state().msgs, 1);
+    assert_eq!(
+        d.publish("d", &[("Nats-Msg-Id", "m1")], T0 + SEC),
+        r#"{"stream":"D","seq":2}"#
+    );
+}
+
+#[test]
+fn expected_headers_are_checked_in_nats_server_order() {
+    let mut d = Driver::new(mem_sm(r#"{"name":"ORDERS","subjects":["orders.>"]}"#));
+    d.publish("orders.a", &[], T0);
+    d.publish("orders.a", &[("Nats-Msg-Id", "m1")], T0 + 1);
+    // The captured replies of nats-server 2.15.1 for the same sequence of publishes.
+    assert_eq!(
+        d.publish("orders.a", &[("Nats-Expected-Stream", "OTHER")], T0 + 2),
+        r#"{"error":{"code":400,"err_code":10060,"description":"expected stream does not match"},"stream":"ORDERS","seq":0}"#
+    );
+    assert_eq!(
+        d.publish("orders.a", &[("Nats-Expected-Last-Sequence", "1")], T0 + 3),
+        r#"{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 2"},"stream":"ORDERS","seq":0}"#
+    );
+    assert_eq!(
+        d.publish("orders.a", &[("Nats-Expected-Last-Sequence", "abc")], T0 + 3),
+        r#"{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 2"},"stream":"ORDERS","seq":0}"#
+    );
+    assert_eq!(
+        d.publish("orders.b", &[("Nats-Expected-Last-Subject-Sequence", "5")], T0 + 4),
+        r#"{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 0"},"stream":"ORDERS","seq":0}"#
+    );
+    assert_eq!(
+        d.publish("orders.b", &[("Nats-Expected-Last-Subject-Sequence", "0")], T0 + 5),
+        r#"{"stream":"ORDERS","seq":3}"#
+    );
+    assert_eq!(
+        d.publish(
+            "orders.b",
+            &[("Nats-Expected-Last-Subject-Sequence-Subject", "orders.*")],
+            T0 + 6
+        ),
+        r#"{"error":{"code":400,"err_code":10193,"description":"missing sequence for expected last sequence per subject"},"stream":"ORDERS","seq":0}"#
+    );
+    assert_eq!(
+        d.publish(
+            "orders.c",
+            &[
+                ("Nats-Expected-Last-Subject-Sequence", "3"),
+                ("Nats-Expected-Last-Subject-Sequence-Subject", "orders.*")
+            ],
+            T0 + 7
+        ),
+        r#"{"stream":"ORDERS","seq":4}"#
+    );
+    assert_eq!(
+        d.publish("orders.a", &[("Nats-Expected-Last-Msg-Id", "zz")], T0 + 8),
+        r#"{"error":{"code":400,"err_code":10070,"description":"wrong last msg ID: "},"stream":"ORDERS","seq":0}"#
+    );
+    // Expected last sequence is checked before the duplicate id is noticed.
+    assert_eq!(
+        d.publish(
+            "orders.a",
+            &[("Nats-Msg-Id", "m1"), ("Nats-Expected-Last-Sequence", "99")],
+            T0 + 9
+        ),
+        r#"{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 4"},"stream":"ORDERS","seq":0}"#
+    );
+    d.publish("orders.z", &[("Nats-Msg-Id", "last")], T0 + 10);
+    assert_eq!(
+        d.publish("orders.a", &[("Nats-Expected-Last-Msg-Id", "last")], T0 + 11),
+        r#"{"stream":"ORDERS","seq":6}"#
+    );
+}
+
+#[test]
+fn racing_publishers_with_the_same_expected_seq_get_one_success() {
+    let mut d = Driver::new(mem_sm(r#"{"name":"KV","subjects":["kv.>"]}"#));
+    let a = d.publish("kv.k", &[("Nats-Expected-Last-Subject-Sequence", "0")], T0);
+    let b = d.publish("kv.k", &[("Nats-Expected-Last-Subject-Sequence", "0")], T0 + 1);
+    assert_eq!(a, r#"{"stream":"KV","seq":1}"#);
+    assert!(b.contains(r#""err_code":10071"#), "{b}");
+    assert!(b.contains("wrong last sequence: 1"), "{b}");
+}
+
+#[test]
+fn rollup_requires_permission_and_removes_older_messages() {
+    let mut d = Driver::new(mem_sm(r#"{"name":"R","subjects":["r.>"]}"#));
+    assert_eq!(
+        d.publish("r.a", &[("Nats-Rollup", "sub")], T0),
+        r#"{"error":{"code":500,"err_code":10111,"description":"rollup not permitted"},"stream":"R","seq":0}"#
+    );
+    let mut d = Driver::new(mem_sm(
+        r#"{"name":"R","subjects":["r.>"],"allow_rollup_hdrs":true}"#,
+    ));
+    for i in 0..3 {
+        d.publish("r.a", &[], T0 + i);
+        d.publish("r.b", &[], T0 + i);
+    }
+    assert_eq!(
+        d.publish("r.a", &[("Nats-Rollup", "bogus")], T0 + 5),
+        r#"{"error":{"code":500,"err_code":10111,"description":"rollup value invalid: \"bogus\""},"stream":"R","seq":0}"#
+    );
+    assert_eq!(d.publish("r.a", &[("Nats-Rollup", "sub")], T0 + 6), r#"{"stream":"R","seq":7}"#);
+    assert_eq!(d.sm.store().subject_count("r.a"), 1);
+    assert_eq!(d.sm.store().subject_count("r.b"), 3);
+    assert_eq!(d.publish("r.c", &[("Nats-Rollup", "all")], T0 + 7), r#"{"stream":"R","seq":8}"#);
+    let st = d.sm.state();
+    assert_eq!((st.msgs, st.first_seq, st.last_seq), (1, 8, 8));
+}
+
+#[test]
+fn sealed_and_size_limits_refuse_publishes() {
+    let mut d = Driver::new(mem_sm(r#"{"name":"S","subjects":["s"],"max_msg_size":10}"#));
+    let big = d.apply(command::append(
+        "s",
+        Bytes::new(),
+        Bytes::from(vec![b'x'; 11]),
+        T0,
+    ));
+    assert_eq!(
+        big,
+        r#"{"error":{"code":400,"err_code":10054,"description":"message size exceeds maximum allowed"},"stream":"S","seq":0}"#
+    );
+    let sealed = config(r#"{"name":"S","subjects":["s"],"sealed":true}"#);
+    d.apply(command::update_config(&sealed, T0 + 1));
+    assert_eq!(
+        d.publish("s", &[], T0 + 2),
+        r#"{"error":{"code":400,"err_code":10109,"description":"invalid operation on sealed stream"},"stream":"S","seq":0}"#
+    );
+    assert!(d.apply(command::purge("", 0, 0)).contains("10109"));
+    assert!(d.apply(command::delete_msg(1, false)).contains("10109"));
+}
+
+#[test]
+fn discard_new_limits_answer_10077() {
+    let mut d = Driver::new(mem_sm(
+        r#"{"name":"L","subjects":["l.*"],"max_msgs":2,"discard":"new"}"#,
+    ));
+    d.publish("l.a", &[], T0);
+    d.publish("l.b", &[], T0 + 1);
+    assert_eq!(
+        d.publish("l.c", &[], T0 + 2),
+        r#"{"error":{"code":503,"err_code":10077,"description":"maximum messages exceeded"},"stream":"L","seq":0}"#
+    );
+    let mut d = Driver::new(mem_sm(
+        r#"{"name":"P","subjects":["p.*"],"max_msgs_per_subject":1,"discard":"new","discard_new_per_subject":true}"#,
+    ));
+    d.publish("p.a", &[], T0);
+    assert!(d.publish("p.a", &[], T0 + 1).contains("maximum messages per subject exceeded"));
+    assert_eq!(d.publish("p.b", &[], T0 + 2), r#"{"stream":"P","seq":2}"#);
+}
+
+#[test]
+fn discard_old_keeps_history_per_subject() {
+    let mut d = Driver::new(mem_sm(
+        r#"{"name":"KV","subjects":["kv.>"],"max_msgs_per_subject":2}"#,
+    ));
+    for i in 0..5 {
+        d.publish("kv.a", &[], T0 + i);
+    }
+    let st = d.sm.state();
+    assert_eq!((st.msgs, st.first_seq, st.last_seq), (2, 4, 5));
+}
+
+#[test]
+fn purge_variants_answer_counts() {
+    let mut d = Driver::new(mem_sm(r#"{"name":"P","subjects":["p.*"]}"#));
+    for i in 0..6 {
+        d.publish(if i % 2 == 0 { "p.a" } else { "p.b" }, &[], T0 + i);
+    }
+    assert_eq!(
+        d.apply(command::purge("p.a", 0, 1)),
+        r#"{"type":"io.nats.jetstream.api.v1.stream_purge_response","success":true,"purged":2}"#
+    );
+    assert_eq!(
+        d.apply(command::purge("", 2, 1)),
+        r#"{"type":"io.nats.jetstream.api.v1.stream_purge_response","error":{"code":400,"err_code":10003,"description":"bad request"},"purged":0}"#
+    );
+    assert!(d.apply(command::purge("", 5, 0)).ends_with(r#""purged":2}"#));
+    assert!(d.apply(command::purge("", 0, 0)).ends_with(r#""purged":2}"#));
+    let st = d.sm.state();
+    assert_eq!((st.msgs, st.first_seq, st.last_seq), (0, 7, 6));
+    let mut denied = Driver::new(mem_sm(r#"{"name":"N","subjects":["n"],"deny_purge":true}"#));
+    assert_eq!(
+        denied.apply(command::purge("", 0, 0)),
+        r#"{"type":"io.nats.jetstream.api.v1.stream_purge_response","error":{"code":500,"err_code":10110,"description":"stream purge not permitted"},"purged":0}"#
+    );
+}
+
+#[test]
+fn delete_msg_answers() {
+    let mut d = Driver::new(mem_sm(r#"{"name":"M","subjects":["m"]}"#));
+    d.publish("m", &[], T0);
+    d.publish("m", &[], T0 + 1);
+    assert_eq!(
+        d.apply(command::delete_msg(1, false)),
+        r#"{"type":"io.nats.jetstream.api.v1.stream_msg_delete_response","success":true}"#
+    );
+    assert_eq!(
+        d.apply(command::delete_msg(1, true)),
+        r#"{"type":"io.nats.jetstream.api.v1.stream_msg_delete_response","error":{"code":500,"err_code":10057,"description":"no message found"}}"#
+    );
+    assert!(d.apply(command::delete_msg(9, false)).contains("sequence 9 not found"));
+    let mut denied = Driver::new(mem_sm(r#"{"name":"N","subjects":["n"],"deny_delete":true}"#));
+    denied.publish("n", &[], T0);
+    assert!(denied.apply(command::delete_msg(1, false)).contains("message delete not permitted"));
+}
+
+#[test]
+fn first_seq_and_update_enforce_config() {
+    let mut d = Driver::new(mem_sm(r#"{"name":"F","subjects":["f.*"],"first_seq":100}"#));
+    let st = d.sm.state();
+    assert_eq!((st.first_seq, st.last_seq), (100, 99));
+    for i in 0..5 {
+        d.publish("f.a", &[], T0 + i);
+    }
+    assert_eq!(d.sm.state().last_seq, 104);
+    let lowered = config(r#"{"name":"F","subjects":["f.*"],"first_seq":100,"max_msgs":2}"#);
+    let answer = d.apply(command::update_config(&lowered, T0 + SEC));
+    assert!(
+        answer.starts_with(r#"{"type":"io.nats.jetstream.api.v1.stream_update_response","config":{"name":"F""#),
+        "{answer}"
+    );
+    assert!(answer.contains(r#""state":{"messages":2,"#), "{answer}");
+    assert_eq!(d.sm.state().first_seq, 103);
+}
+
+#[test]
+fn expire_removes_old_messages_by_command_time() {
+    let mut d = Driver::new(mem_sm(r#"{"name":"E","subjects":["e"],"max_age":2000000000}"#));
+    d.publish("e", &[], T0);
+    d.publish("e", &[], T0 + SEC);
+    assert_eq!(d.apply(command::expire(T0 + 2 * SEC + 1)), "");
+    assert_eq!(d.sm.state().msgs, 1);
+}
+
+#[test]
+fn interest_stream_without_consumers_acks_but_drops() {
+    let mut d = Driver::new(mem_sm(r#"{"name":"I","subjects":["i"],"retention":"interest"}"#));
+    assert_eq!(d.publish("i", &[], T0), r#"{"stream":"I","seq":1}"#);
+    let st = d.sm.state();
+    assert_eq!((st.msgs, st.first_seq, st.last_seq), (0, 2, 1));
+}
+
+/// A mixed command sequence exercising every command kind.
+fn workload() -> Vec<Bytes> {
+    let mut cmds = Vec::new();
+    for i in 0..40u64 {
+        let subject = format!("w.{}", i % 4);
+        let mut h = vec![("Nats-Msg-Id".to_string(), format!("id-{}", i % 30))];
+        if i % 7 == 0 {
+            h.push(("Nats-Expected-Last-Sequence".into(), (i / 2).to_string()));
+        }
+        if i % 11 == 0 {
+            h.push(("Nats-Rollup".into(), "sub".into()));
+        }
+        let pairs: Vec<(&str, &str)> = h.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        cmds.push(command::append(
+            &subject,
+            Bytes::from(block(&pairs)),
+            Bytes::from(format!("payload {i}")),
+            T0 + i * SEC / 4,
+        ));
+        if i == 20 {
+            cmds.push(command::delete_msg(5, false));
+            cmds.push(command::purge("w.1", 0, 1));
+        }
+    }
+    cmds.push(command::delete_msg(36, false));
+    cmds
+}
+
+const WORKLOAD_CFG: &str = r#"{"name":"W","subjects":["w.*"],"max_msgs":25,"allow_rollup_hdrs":true,"duplicate_window":5000000000}"#;
+
+#[test]
+fn two_machines_fed_the_same_commands_agree() {
+    let mut a = Driver::new(mem_sm(WORKLOAD_CFG));
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let rocks = Box::new(RocksStreamStore::open(db, StreamUid(9)).unwrap());
+    let mut b = Driver::new(
+        StreamStateMachine::open(rocks, config(WORKLOAD_CFG), T0, server()).unwrap(),
+    );
+    for cmd in workload() {
+        assert_eq!(a.apply(cmd.clone()), b.apply(cmd));
+    }
+    assert_eq!(a.sm.snapshot().unwrap(), b.sm.snapshot().unwrap());
+    assert!(a.sm.state().msgs > 0 && a.sm.state().num_deleted() > 0);
+    assert!(!a.sm.dedup().is_empty());
+}
+
+/// Compares two machines; `bytes` only when both use the same store kind (memory and file
+/// stores count stored sizes differently, spec §4.6).
+fn assert_same_state(a: &StreamStateMachine, b: &StreamStateMachine) {
+    let (mut sa, mut sb) = (a.state(), b.state());
+    if a.store().msg_size("s", 0, 0) != b.store().msg_size("s", 0, 0) {
+        (sa.bytes, sb.bytes) = (0, 0);
+    }
+    assert_eq!(sa, sb);
+    assert_eq!(a.store().deleted().unwrap(), b.store().deleted().unwrap());
+    assert_eq!(a.dedup(), b.dedup());
+    assert_eq!(a.config(), b.config());
+    assert_eq!(a.snapshot().unwrap(), b.snapshot().unwrap());
+}
+
+#[test]
+fn snapshot_restore_reproduces_the_state_on_both_stores() {
+    let mut a = Driver::new(mem_sm(WORKLOAD_CFG));
+    for cmd in workload() {
+        a.apply(cmd);
+    }
+    // Messages removed at the tail: last_seq lies above the last present message.
+    let last = a.sm.state().last_seq;
+    a.apply(command::delete_msg(last, false));
+    let snap = a.sm.snapshot().unwrap();
+
+    let mut mem = mem_sm(r#"{"name":"OTHER","subjects":["o"]}"#);
+    for i in 0..50 {
+        let mut d = Driver::new(mem);
+        d.publish("o", &[], T0 + i);
+        mem = d.sm;
+    }
+    mem.restore(&snap).unwrap();
+    assert_same_state(&a.sm, &mem);
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let rocks = Box::new(RocksStreamStore::open(db, StreamUid(3)).unwrap());
+    let mut r = StreamStateMachine::open(rocks, config(r#"{"name":"X"}"#), T0, server()).unwrap();
+    r.restore(&snap).unwrap();
+    assert_same_state(&a.sm, &r);
+
+    // Both keep answering alike after the restore.
+    let next = command::append("w.0", Bytes::from(block(&[("Nats-Msg-Id", "id-3")])), Bytes::new(), T0 + 11 * SEC);
+    let mut a2 = Driver::new(mem);
+    let mut r2 = Driver::new(r);
+    assert_eq!(a.apply(next.clone()), a2.apply(next.clone()));
+    assert_eq!(a.apply(next.clone()), r2.apply(next));
+}
+
+#[test]
+fn empty_purged_stream_snapshot_keeps_sequences() {
+    let mut a = Driver::new(mem_sm(r#"{"name":"E","subjects":["e"]}"#));
+    for i in 0..3 {
+        a.publish("e", &[], T0 + i);
+    }
+    a.apply(command::purge("", 0, 0));
+    let mut b = mem_sm(r#"{"name":"E","subjects":["e"]}"#);
+    b.restore(&a.sm.snapshot().unwrap()).unwrap();
+    assert_same_state(&a.sm, &b);
+    assert_eq!((b.state().first_seq, b.state().last_seq), (4, 3));
+    assert!(b.restore(b"\xff\xff not a snapshot").is_err());
+}
+
+#[test]
+fn rocks_state_machine_survives_restart_with_dedup_and_applied_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(r#"{"name":"R","subjects":["r"],"duplicate_window":60000000000}"#);
+    {
+        let db = Db::open(dir.path()).unwrap();
+        let rocks = Box::new(RocksStreamStore::open(db, StreamUid(5)).unwrap());
+        let mut d = Driver::new(StreamStateMachine::open(rocks, cfg.clone(), T0, server()).unwrap());
+        assert!(d.sm.load_applied().unwrap().is_none());
+        d.publish("r", &[("Nats-Msg-Id", "a")], T0);
+        d.publish("r", &[("Nats-Msg-Id", "b")], T0 + SEC);
+        d.sm.save_applied(&AppliedState::default()).unwrap();
+        let lowered = config(r#"{"name":"R","subjects":["r"],"duplicate_window":60000000000,"max_msgs":10}"#);
+        d.apply(command::update_config(&lowered, T0 + 2 * SEC));
+    }
+    let db = Db::open(dir.path()).unwrap();
+    let rocks = Box::new(RocksStreamStore::open(db, StreamUid(5)).unwrap());
+    // The stored config wins over the one passed in.
+    let mut d = Driver::new(StreamStateMachine::open(rocks, cfg, T0, server()).unwrap());
+    assert_eq!(d.sm.config().max_msgs, 10);
+    assert_eq!(d.sm.load_applied().unwrap(), Some(AppliedState::default()));
+    assert_eq!(
+        d.publish("r", &[("Nats-Msg-Id", "a")], T0 + 3 * SEC),
+        r#"{"stream":"R","seq":1,"duplicate": true}"#
+    );
+    assert_eq!(d.publish("r", &[("Nats-Msg-Id", "c")], T0 + 3 * SEC), r#"{"stream":"R","seq":3}"#);
+}
+
+#[test]
+fn undecodable_commands_are_apply_errors() {
+    let mut sm = mem_sm(r#"{"name":"U"}"#);
+    assert!(sm.apply(LogIndex(1), b"\xff\xff\xff").is_err());
+    assert!(sm.apply(LogIndex(2), b"").is_err());
+}
+
+#[test]
+fn info_and_msg_get_builders_match_nats_server_shapes() {
+    let mut d = Driver::new(mem_sm(r#"{"name":"ORDERS","subjects":["orders.>"]}"#));
+    d.publish("orders.a", &[("X-I", "3")], T0);
+    d.publish("orders.b", &[], T0 + SEC);
+    d.apply(command::delete_msg(1, false));
+    d.publish("orders.b", &[], T0 + 2 * SEC);
+    let req = StreamInfoRequest {
+        deleted_details: true,
+        subjects_filter: ">".into(),
+        offset: 0,
+    };
+    let cluster = crate::jetstream::api::types::ClusterInfo {
+        leader: "probe".into(),
+        ..Default::default()
+    };
+    let json = info::info_response_json(&d.sm, &req, T0 + 3 * SEC, Some(cluster)).unwrap();
+    assert!(json.starts_with(
+        r#"{"type":"io.nats.jetstream.api.v1.stream_info_response","total":1,"offset":0,"limit":100000,"config":{"name":"ORDERS","subjects":["orders.\u003e"],"#
+    ), "{json}");
+    assert!(json.ends_with(concat!(
+        r#""created":"2026-12-02T08:17:47Z","state":{"messages":2,"bytes":"#,
+    )) || json.contains(r#""created":"2026-12-02T08:17:47Z","state":{"messages":2,"bytes":"#), "{json}");
+    assert!(json.contains(
+        r#""first_seq":2,"first_ts":"2026-12-02T08:17:48Z","last_seq":3,"last_ts":"2026-12-02T08:17:49Z","num_subjects":1,"subjects":{"orders.b":2},"consumer_count":0},"cluster":{"leader":"probe"},"ts":"2026-12-02T08:17:50Z"}"#
+    ), "{json}");
+    let create = info::create_response_json(&d.sm, T0);
+    assert!(create.ends_with(r#""ts":"2026-12-02T08:17:47Z","did_create":true}"#), "{create}");
+
+    let get = info::msg_get_response_json(d.sm.store(), &MsgSelector::LastBySubject("orders.*".into()), false).unwrap();
+    assert_eq!(
+        get,
+        r#"{"type":"io.nats.jetstream.api.v1.stream_msg_get_response","message":{"subject":"orders.b","seq":3,"data":"eA==","time":"2026-12-02T08:17:49Z"}}"#
+    );
+    let missing = info::msg_get_response_json(d.sm.store(), &MsgSelector::Seq(1), false).unwrap();
+    assert_eq!(
+        missing,
+        r#"{"type":"io.nats.jetstream.api.v1.stream_msg_get_response","error":{"code":404,"err_code":10037,"description":"no message found"}}"#
+    );
+    let by_time = info::find_message(d.sm.store(), &MsgSelector::StartTime(T0 + SEC / 2)).unwrap();
+    assert_eq!(by_time.map(|m| m.seq), Some(2));
+    let next = info::find_message(
+        d.sm.store(),
+        &MsgSelector::NextBySubject { subject: "orders.b".into(), from: 3 },
+    )
+    .unwrap();
+    assert_eq!(next.map(|m| m.seq), Some(3));
+}
+
+#[test]
+fn direct_get_reply_appends_stream_headers() {
+    let msg = jetraft_storage::stream::StoredMsg {
+        seq: 3,
+        subject: "m.a".into(),
+        headers: Bytes::from_static(b"NATS/1.0\r\nX-I: 3\r\n\r\n"),
+        payload: Bytes::from_static(b"v3"),
+        timestamp_ns: 1_796_199_467_555_474_235,
+    };
+    let reply = info::direct_get_reply("M", &msg, false);
+    assert_eq!(
+        String::from_utf8(reply.headers).unwrap(),
+        "NATS/1.0\r\nX-I: 3\r\nNats-Stream: M\r\nNats-Subject: m.a\r\nNats-Sequence: 3\r\nNats-Time-Stamp: 2026-12-02T08:17:47.555474235Z\r\n\r\n"
+    );
+    assert_eq!(reply.payload, Bytes::from_static(b"v3"));
+    let bare = info::direct_get_reply("M", &msg, true);
+    assert!(bare.headers.is_empty());
+    assert_eq!(info::direct_status(404, "Message Not Found"), b"NATS/1.0 404 Message Not Found\r\n\r\n");
+}
