@@ -18,6 +18,7 @@ use bytes::Bytes;
 use openraft::RaftMetrics;
 use openraft::async_runtime::WatchReceiver;
 use openraft::error::{ClientWriteError, ForwardToLeader};
+use openraft::impls::ProgressResponder;
 use openraft::metrics::WaitError;
 use openraft::storage::RaftLogStorage;
 use openraft::type_config::alias::WatchReceiverOf;
@@ -268,6 +269,38 @@ impl<T: Transport> GroupRegistry<T> {
             .await?
             .map_err(|e| write_error(group, e))?;
         Ok(resp.data.0)
+    }
+
+    /// Submits `command` to `group` and returns once it is queued for the log, with a future
+    /// that resolves to the state machine's answer once the entry is committed and applied.
+    /// Commands submitted one after another (each awaited before the next) are logged in that
+    /// order, while their commits overlap: this is how a leader keeps many proposals in flight
+    /// without reordering them. The answer future is bounded by the proposal deadline.
+    pub async fn submit(
+        &self,
+        group: GroupId,
+        command: Bytes,
+    ) -> Result<impl Future<Output = Result<Bytes, RaftError>> + Send + 'static, RaftError> {
+        let raft = self.raft(group)?;
+        let (responder, rx) = ProgressResponder::<JetraftConfig, _>::complete_only();
+        raft.client_write_ff(Command(command), Some(responder))
+            .await
+            .map_err(|e| RaftError::Stopped {
+                group,
+                reason: e.to_string(),
+            })?;
+        let after = self.timing.propose_timeout;
+        Ok(async move {
+            match tokio::time::timeout(after, rx).await {
+                Err(_elapsed) => Err(RaftError::Timeout { group, after }),
+                Ok(Err(_closed)) => Err(RaftError::Stopped {
+                    group,
+                    reason: "the group stopped before answering".to_string(),
+                }),
+                Ok(Ok(Ok(resp))) => Ok(resp.data.0),
+                Ok(Ok(Err(e))) => Err(write_error(group, openraft::error::RaftError::APIError(e))),
+            }
+        })
     }
 
     /// Adds `node` (reachable at `peer`) to `group` as a learner and waits until it caught up.

@@ -5,7 +5,9 @@
 //! consults both. A match is handed to the subscriber's channel ([`InternalMsg`]) and counts as a
 //! delivery (so a request to `$JS.API.>` never gets a no-responders status). Internal interest is
 //! local to the node: it is never propagated to peers, so a message published on one node reaches
-//! the internal subscribers of that node only; JetStream forwards to owners itself.
+//! the internal subscribers of that node only; JetStream forwards to owners itself, through node
+//! inboxes ([`InternalSubs::subscribe_inbox`]), the only subscriptions that take messages a peer
+//! sent.
 //!
 //! Invariants:
 //! - Delivery never blocks the publisher: the channel is unbounded and the handler task drains
@@ -46,6 +48,9 @@ pub struct InternalRef {
     tx: mpsc::UnboundedSender<InternalMsg>,
     /// Optional filter on matching subjects.
     accept: Option<AcceptFn>,
+    /// Whether messages forwarded by peers reach it (only node inboxes: a publish is captured
+    /// and an API request answered by the node the client used, never again by a peer).
+    from_peers: bool,
 }
 
 impl std::fmt::Debug for InternalRef {
@@ -93,22 +98,37 @@ impl Drop for InternalSub {
 }
 
 impl InternalSubs {
-    /// Subscribes to `subject` (wildcards allowed).
+    /// Subscribes to `subject` (wildcards allowed) for messages published on this node.
     pub fn subscribe(&self, subject: &str) -> Result<InternalSub, SublistError> {
-        self.subscribe_filtered(subject, None)
+        self.insert(subject, None, false)
     }
 
-    /// Subscribes to `subject`, taking only the messages `accept` approves.
+    /// Subscribes to `subject` for messages published on this node that `accept` approves.
     pub fn subscribe_filtered(
         &self,
         subject: &str,
+        accept: AcceptFn,
+    ) -> Result<InternalSub, SublistError> {
+        self.insert(subject, Some(accept), false)
+    }
+
+    /// Subscribes to `subject` for messages peers send to this node (a node inbox).
+    pub fn subscribe_inbox(&self, subject: &str) -> Result<InternalSub, SublistError> {
+        self.insert(subject, None, true)
+    }
+
+    fn insert(
+        &self,
+        subject: &str,
         accept: Option<AcceptFn>,
+        from_peers: bool,
     ) -> Result<InternalSub, SublistError> {
         let (tx, rx) = mpsc::unbounded_channel();
         let entry = InternalRef {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             tx,
             accept,
+            from_peers,
         };
         self.list.insert(subject, None, entry.clone())?;
         Ok(InternalSub {
@@ -121,12 +141,14 @@ impl InternalSubs {
     }
 
     /// Hands a message to every matching internal subscriber; returns how many took it.
+    /// `from_peer` marks a message a peer forwarded: only inboxes take those.
     pub fn deliver(
         &self,
         subject: &str,
         reply: Option<&[u8]>,
         hdrs: Option<&[u8]>,
         payload: &[u8],
+        from_peer: bool,
     ) -> usize {
         let result = self.list.match_subject(subject);
         if result.plain.is_empty() {
@@ -141,6 +163,7 @@ impl InternalSubs {
         result
             .plain
             .iter()
+            .filter(|r| r.from_peers == from_peer)
             .filter(|r| r.accept.as_ref().is_none_or(|accept| accept(subject)))
             .filter(|r| r.tx.send(msg.clone()).is_ok())
             .count()
@@ -160,24 +183,38 @@ mod tests {
     fn matching_messages_reach_the_subscriber_and_drop_unsubscribes() {
         let subs = InternalSubs::default();
         let mut a = subs.subscribe("$JS.API.>").unwrap();
-        assert_eq!(subs.deliver("$JS.API.INFO", Some(b"r"), None, b"{}"), 1);
-        assert_eq!(subs.deliver("other", None, None, b""), 0);
+        assert_eq!(
+            subs.deliver("$JS.API.INFO", Some(b"r"), None, b"{}", false),
+            1
+        );
+        assert_eq!(subs.deliver("other", None, None, b"", false), 0);
+        // Forwarded by a peer: not for a local-publish subscription.
+        assert_eq!(subs.deliver("$JS.API.INFO", None, None, b"", true), 0);
         let m = a.rx.try_recv().unwrap();
         assert_eq!(m.subject, "$JS.API.INFO");
         assert_eq!(m.reply.as_deref(), Some("r"));
         assert_eq!(m.payload, Bytes::from_static(b"{}"));
         drop(a);
         assert!(!subs.has_interest("$JS.API.INFO"));
-        assert_eq!(subs.deliver("$JS.API.INFO", None, None, b""), 0);
+        assert_eq!(subs.deliver("$JS.API.INFO", None, None, b"", false), 0);
+    }
+
+    #[test]
+    fn inboxes_take_only_messages_from_peers() {
+        let subs = InternalSubs::default();
+        let mut inbox = subs.subscribe_inbox("$JSC.F.1.>").unwrap();
+        assert_eq!(subs.deliver("$JSC.F.1.0.x", None, None, b"", false), 0);
+        assert_eq!(subs.deliver("$JSC.F.1.0.x", None, None, b"", true), 1);
+        assert_eq!(inbox.rx.try_recv().unwrap().subject, "$JSC.F.1.0.x");
     }
 
     #[test]
     fn declined_messages_do_not_count_as_delivered() {
         let subs = InternalSubs::default();
         let accept: AcceptFn = Arc::new(|s: &str| !s.ends_with(".no"));
-        let mut sub = subs.subscribe_filtered("a.*", Some(accept)).unwrap();
-        assert_eq!(subs.deliver("a.no", None, None, b""), 0);
-        assert_eq!(subs.deliver("a.yes", None, None, b""), 1);
+        let mut sub = subs.subscribe_filtered("a.*", accept).unwrap();
+        assert_eq!(subs.deliver("a.no", None, None, b"", false), 0);
+        assert_eq!(subs.deliver("a.yes", None, None, b"", false), 1);
         assert_eq!(sub.rx.try_recv().unwrap().subject, "a.yes");
         assert!(sub.rx.try_recv().is_err());
     }

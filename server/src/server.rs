@@ -23,6 +23,7 @@ use crate::cluster::{self, ClusterState, NodeId, identity};
 use crate::config::Config;
 use crate::conn::{Client, CloseReason, SubRef, Subscription, reader, writer};
 use crate::internal::InternalSubs;
+use crate::jetstream::runtime::JetStream;
 use crate::protocol::encode::{self, ServerInfo};
 use crate::protocol::headers;
 use crate::router::sublist::{Sublist, SublistError};
@@ -59,6 +60,12 @@ pub enum StartError {
         /// The OS error.
         #[source]
         source: std::io::Error,
+    },
+    /// JetStream (its store or its Raft groups) could not start.
+    #[error("start jetstream: {reason}")]
+    JetStream {
+        /// What failed.
+        reason: String,
     },
 }
 
@@ -129,6 +136,8 @@ pub struct Server {
     pub cluster: Option<Arc<ClusterState>>,
     /// Bound cluster address, if clustered.
     pub cluster_addr: Option<SocketAddr>,
+    /// The JetStream runtime, set once at start.
+    pub jetstream: std::sync::OnceLock<Arc<JetStream>>,
     /// The `connect_urls` last advertised, to send async INFO only on a change.
     connect_urls: Mutex<Vec<String>>,
     next_cid: AtomicU64,
@@ -151,6 +160,9 @@ pub enum Origin<'a> {
         /// Queue groups this node must serve.
         queues: &'a [String],
     },
+    /// The server itself (JetStream answers and deliveries): like a client publish, with no
+    /// echo rule.
+    Server,
 }
 
 /// Receivers touched by one read batch of a producer: writers to wake once at the end of the
@@ -188,6 +200,9 @@ impl ServerHandle {
     pub async fn shutdown(&self) {
         let s = &self.server;
         info!("server shutting down");
+        if let Some(js) = s.jetstream.get() {
+            js.shutdown().await;
+        }
         s.shutdown.cancel();
         s.tasks.close();
         let _ = tokio::time::timeout(std::time::Duration::from_secs(10), s.tasks.wait()).await;
@@ -250,6 +265,7 @@ impl Server {
             tasks: TaskTracker::new(),
             cluster: cluster_state,
             cluster_addr: cluster_listener.as_ref().map(|(_, a)| *a),
+            jetstream: std::sync::OnceLock::new(),
             connect_urls: Mutex::new(Vec::new()),
             next_cid: AtomicU64::new(1),
         });
@@ -270,9 +286,12 @@ impl Server {
             env!("CARGO_PKG_VERSION")
         );
         info!(addr = %client_addr, "listening for client connections");
+        let js = start_jetstream(&server).await?;
         if let (Some(cluster), Some((listener, addr))) = (&server.cluster, cluster_listener) {
             info!(addr = %addr, node_id = %cluster.node_id(), "listening for route connections");
-            let routes = cluster::listener::routes(&server);
+            let routes = cluster::listener::routes(&server).add_service(
+                jetraft_raft::network::grpc::service(js.registry().groups().clone()),
+            );
             server.tasks.spawn(cluster::listener::serve(
                 listener,
                 routes,
@@ -281,6 +300,13 @@ impl Server {
             for route in &config.cluster.routes {
                 cluster::link::ensure_dialer(&server, route, None);
             }
+            let js = js.clone();
+            let cluster = cluster.clone();
+            server
+                .tasks
+                .spawn(async move { js.membership_loop(cluster).await });
+        } else {
+            js.form_single_node().await;
         }
         info!("server is ready");
         let s = server.clone();
@@ -426,6 +452,7 @@ impl Server {
         let (from, peer_queues) = match origin {
             Origin::Client { client, echo } => (Some((client, echo)), None),
             Origin::Peer { queues } => (None, Some(queues)),
+            Origin::Server => (None, None),
         };
         let skip = |sub: &Subscription| match from {
             Some((c, echo)) => !echo && Arc::ptr_eq(&sub.client, c),
@@ -486,7 +513,9 @@ impl Server {
                 add_forward(&mut forwards, node, Some(&group.name));
             }
         }
-        delivered += self.internal.deliver(subject, reply, hdrs, payload);
+        delivered += self
+            .internal
+            .deliver(subject, reply, hdrs, payload, peer_queues.is_some());
         if delivered > 0 {
             self.stats
                 .out_msgs
@@ -549,7 +578,7 @@ impl Server {
     ) -> usize {
         let mut flush = FlushSet::default();
         let n = self.route(
-            None,
+            Origin::Server,
             subject,
             reply.map(str::as_bytes),
             hdrs,
@@ -560,6 +589,29 @@ impl Server {
             client.wake_writer();
         }
         n
+    }
+
+    /// Sends a message straight to the node `node` over its cluster link (JetStream forwarding);
+    /// the receiver routes it to its local subscribers. Returns false without a link.
+    pub fn send_to_node(
+        &self,
+        node: u64,
+        subject: &str,
+        reply: Option<&str>,
+        hdrs: Option<&[u8]>,
+        payload: &[u8],
+    ) -> bool {
+        let Some(cluster) = &self.cluster else {
+            return false;
+        };
+        let node = NodeId(node);
+        if !cluster.has_outbound(node) {
+            return false;
+        }
+        let msg =
+            cluster::outbound::msg(subject, reply.map(str::as_bytes), hdrs, payload, Vec::new());
+        cluster.forward(node, msg);
+        true
     }
 
     /// Removes one subscription of `client`.
@@ -696,4 +748,34 @@ mod tests {
         assert!(id.starts_with('N'));
         assert_ne!(id, new_server_id());
     }
+}
+
+/// Starts JetStream: the node's Raft groups over gRPC (on the cluster port when clustered).
+async fn start_jetstream(server: &Arc<Server>) -> Result<Arc<JetStream>, StartError> {
+    let config = &server.config;
+    let node = match &server.cluster {
+        Some(c) => c.node_id(),
+        None => identity::load_or_create(&config.jetstream.store_dir)?,
+    };
+    let raft_node = jetraft_raft::NodeId(node.0);
+    let transport = jetraft_raft::network::grpc::GrpcTransport::new(raft_node);
+    let cluster_addr = server
+        .cluster
+        .as_ref()
+        .map(|c| c.identity.cluster_addr.clone())
+        .unwrap_or_default();
+    let js = JetStream::start(
+        server.clone(),
+        raft_node,
+        transport,
+        cluster_addr,
+        server.cluster.is_some(),
+        jetraft_raft::RaftTiming::default(),
+    )
+    .await
+    .map_err(|e| StartError::JetStream {
+        reason: format!("{e:#}"),
+    })?;
+    let _ = server.jetstream.set(js.clone());
+    Ok(js)
 }

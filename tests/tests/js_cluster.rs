@@ -30,7 +30,10 @@ async fn try_api(nc: &async_nats::Client, subject: &str, body: Value) -> Option<
         Bytes::from(body.to_string())
     };
     let req = nc.request(subject.to_string(), payload);
-    let msg = tokio::time::timeout(Duration::from_secs(3), req).await.ok()?.ok()?;
+    let msg = tokio::time::timeout(Duration::from_secs(3), req)
+        .await
+        .ok()?
+        .ok()?;
     serde_json::from_slice(&msg.payload).ok()
 }
 
@@ -68,7 +71,10 @@ async fn publish_acked(nc: &async_nats::Client, subject: &str, id: &str, body: &
         h.insert("Nats-Msg-Id", id);
         async move {
             let req = nc.request_with_headers(subject, h, body);
-            let msg = tokio::time::timeout(Duration::from_secs(2), req).await.ok()?.ok()?;
+            let msg = tokio::time::timeout(Duration::from_secs(2), req)
+                .await
+                .ok()?
+                .ok()?;
             let ack: Value = serde_json::from_slice(&msg.payload).ok()?;
             ack["seq"].as_u64().is_some().then_some(ack)
         }
@@ -104,7 +110,11 @@ async fn r3_stream_is_usable_from_every_node() {
     for nc in [&c0, &c1, &c2] {
         let info = info_with_leader(nc, "R3").await;
         assert_eq!(info["state"]["messages"], 3, "{info}");
-        assert_eq!(info["cluster"]["replicas"].as_array().map(Vec::len), Some(2), "{info}");
+        assert_eq!(
+            info["cluster"]["replicas"].as_array().map(Vec::len),
+            Some(2),
+            "{info}"
+        );
         let names = api(nc, "$JS.API.STREAM.NAMES", Value::Null).await;
         assert_eq!(names["streams"], json!(["R3"]));
     }
@@ -132,7 +142,12 @@ async fn r1_streams_spread_and_answer_through_any_node() {
         assert_eq!(ack["stream"], s);
         let info = info_with_leader(&c2, s).await;
         assert_eq!(info["state"]["messages"], 1);
-        leaders.insert(info["cluster"]["leader"].as_str().unwrap_or_default().to_string());
+        leaders.insert(
+            info["cluster"]["leader"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
     }
     // Least-loaded placement puts three R1 streams on three different nodes.
     assert_eq!(leaders.len(), 3, "{leaders:?}");
@@ -158,7 +173,10 @@ async fn acked_messages_survive_leader_kill_and_restart() {
             next_id += 1;
         }
         let info = info_with_leader(&c0, "F").await;
-        let leader = info["cluster"]["leader"].as_str().unwrap_or_default().to_string();
+        let leader = info["cluster"]["leader"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let victim = index_of(&cluster, &leader);
         cluster.kill(victim);
         let survivor = (0..3).find(|&i| i != victim).expect("a survivor");
@@ -184,7 +202,10 @@ async fn acked_messages_survive_leader_kill_and_restart() {
             let nc = nc.clone();
             async move {
                 let r = nc
-                    .request("$JS.API.DIRECT.GET.F", Bytes::from(format!(r#"{{"seq":{acked}}}"#)))
+                    .request(
+                        "$JS.API.DIRECT.GET.F",
+                        Bytes::from(format!(r#"{{"seq":{acked}}}"#)),
+                    )
                     .await
                     .ok()?;
                 r.headers

@@ -149,10 +149,10 @@ async fn run_link(server: &Arc<Server>, addr: &str) -> LinkEnd {
         sender.closed.cancel();
         e
     };
-    let peer = match tokio::time::timeout(HANDSHAKE_TIMEOUT, inbound.message()).await {
+    let (peer, peer_meta) = match tokio::time::timeout(HANDSHAKE_TIMEOUT, inbound.message()).await {
         Ok(Ok(Some(Frame {
             kind: Some(Kind::Hello(h)),
-        }))) => h.identity.unwrap_or_default(),
+        }))) => (h.identity.unwrap_or_default(), h.has_meta_state),
         Ok(Ok(_)) => return end(LinkEnd::Failed("peer did not send Hello".into())),
         Ok(Err(status)) => return end(LinkEnd::Failed(status.to_string())),
         Err(_) => return end(LinkEnd::Failed("no Hello from peer".into())),
@@ -171,7 +171,7 @@ async fn run_link(server: &Arc<Server>, addr: &str) -> LinkEnd {
     }
     cluster.dialers.lock().insert(addr.to_string(), Some(node));
     let host = addr.rsplit_once(':').map(|(h, _)| h);
-    let info = peer_info(&peer, host.and_then(|h| h.parse().ok()));
+    let info = peer_info(&peer, peer_meta, host.and_then(|h| h.parse().ok()));
     info!(peer = %info.server_name, %addr, "route connection created");
     cluster.peers.set_link(&info, Direction::Outbound, true);
     server.cluster_changed();
@@ -208,15 +208,16 @@ fn hello(server: &Server) -> Hello {
     };
     Hello {
         identity: Some(identity),
-        has_meta_state: false,
+        has_meta_state: server.cluster.as_ref().is_some_and(|c| c.has_meta_state()),
         known_peers,
     }
 }
 
 /// A peer's table entry from its identity; an unspecified advertised host (`0.0.0.0`) is
 /// replaced by the address the peer was reached at.
-fn peer_info(id: &NodeIdentity, seen_at: Option<IpAddr>) -> PeerInfo {
+fn peer_info(id: &NodeIdentity, has_meta_state: bool, seen_at: Option<IpAddr>) -> PeerInfo {
     PeerInfo {
+        has_meta_state,
         node_id: NodeId(id.node_id),
         server_name: id.server_name.clone(),
         server_id: id.server_id.clone(),
@@ -287,14 +288,15 @@ impl NodeLink for LinkService {
         };
         let seen_at = request.remote_addr().map(|a| a.ip());
         let mut inbound = request.into_inner();
-        let peer = match tokio::time::timeout(HANDSHAKE_TIMEOUT, inbound.message()).await {
-            Ok(Ok(Some(Frame {
-                kind: Some(Kind::Hello(h)),
-            }))) => h.identity.unwrap_or_default(),
-            Ok(Ok(_)) => return Err(Status::invalid_argument("first frame must be Hello")),
-            Ok(Err(status)) => return Err(status),
-            Err(_) => return Err(Status::deadline_exceeded("no Hello")),
-        };
+        let (peer, peer_meta) =
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, inbound.message()).await {
+                Ok(Ok(Some(Frame {
+                    kind: Some(Kind::Hello(h)),
+                }))) => (h.identity.unwrap_or_default(), h.has_meta_state),
+                Ok(Ok(_)) => return Err(Status::invalid_argument("first frame must be Hello")),
+                Ok(Err(status)) => return Err(status),
+                Err(_) => return Err(Status::deadline_exceeded("no Hello")),
+            };
         let done = CancellationToken::new();
         let reply = hello_then_wait(hello(&self.server), done.clone());
         if peer.node_id == cluster.identity.node_id || peer.node_id == 0 {
@@ -310,7 +312,7 @@ impl NodeLink for LinkService {
             done.cancel();
             return Ok(Response::new(reply));
         }
-        let info = peer_info(&peer, seen_at);
+        let info = peer_info(&peer, peer_meta, seen_at);
         let server = self.server.clone();
         self.server
             .tasks

@@ -73,6 +73,8 @@ pub struct ClusterState {
     remote: Mutex<HashMap<NodeId, RemoteInterest>>,
     /// Source of inbound link session numbers.
     next_session: AtomicU64,
+    /// Whether this node has meta-group state (sent in `Hello` for cluster formation).
+    has_meta_state: std::sync::atomic::AtomicBool,
     /// Addresses with a running dial loop, and the peer each turned out to be (once known).
     pub(crate) dialers: Mutex<HashMap<String, Option<NodeId>>>,
 }
@@ -89,7 +91,29 @@ impl ClusterState {
             remote: Mutex::new(HashMap::new()),
             next_session: AtomicU64::new(1),
             dialers: Mutex::new(HashMap::new()),
+            has_meta_state: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Whether this node has meta-group state, as announced to peers.
+    pub fn has_meta_state(&self) -> bool {
+        self.has_meta_state.load(Ordering::Relaxed)
+    }
+
+    /// Records whether this node has meta-group state (announced on new links).
+    pub fn set_has_meta_state(&self, has: bool) {
+        self.has_meta_state.store(has, Ordering::Relaxed);
+    }
+
+    /// How many other nodes this node expects to hear from: one per route address not (yet)
+    /// identified, plus each distinct identified peer. Routes that turned out to be this node
+    /// are dropped from the dial table, so they do not count.
+    pub fn expected_peers(&self) -> usize {
+        let dialers = self.dialers.lock();
+        let unknown = dialers.values().filter(|d| d.is_none()).count();
+        let known: std::collections::BTreeSet<NodeId> =
+            dialers.values().flatten().copied().collect();
+        unknown + known.len()
     }
 
     /// This node's id.

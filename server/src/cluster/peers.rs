@@ -28,6 +28,8 @@ pub struct PeerInfo {
     pub inbound: bool,
     /// Our link to the peer is up: it receives our interest and messages.
     pub outbound: bool,
+    /// The peer reported meta-group state in its last `Hello` (cluster formation).
+    pub has_meta_state: bool,
 }
 
 impl PeerInfo {
@@ -98,6 +100,7 @@ impl ClusterPeers {
             entry.server_name.clone_from(&info.server_name);
             entry.server_id.clone_from(&info.server_id);
             entry.client_url.clone_from(&info.client_url);
+            entry.has_meta_state = info.has_meta_state;
             entry.cluster_addr.clone_from(&info.cluster_addr);
             match dir {
                 Direction::Inbound => entry.inbound = up,
@@ -120,6 +123,7 @@ mod tests {
             cluster_addr: "127.0.0.1:1".into(),
             inbound: false,
             outbound: false,
+            has_meta_state: false,
         }
     }
 

@@ -13,11 +13,11 @@ use tracing::debug;
 use super::{JetStream, now_ns};
 use crate::internal::{InternalMsg, InternalSub};
 use crate::jetstream::api::types::requests::{
-    BodyRule, MsgDeleteRequest, MsgGetRequest, PurgeRequest, StreamInfoRequest,
-    StreamNamesRequest, parse_body,
+    BodyRule, MsgDeleteRequest, MsgGetRequest, PurgeRequest, StreamInfoRequest, StreamNamesRequest,
+    parse_body,
 };
 use crate::jetstream::api::types::responses::{
-    ApiResponse, Empty, StreamCreateBody, error_json, names_page,
+    ApiResponse, StreamCreateBody, error_json, names_page,
 };
 use crate::jetstream::api::types::{
     AccountInfo, ClusterInfo, StorageType, StreamConfig, StreamInfo, StreamStateInfo, go_time,
@@ -68,6 +68,17 @@ impl JetStream {
         }
     }
 
+    /// The meta leader; while an election runs (start-up, failover) waits a moment for one.
+    async fn await_meta_leader(&self) -> Option<NodeId> {
+        match self.meta_leader() {
+            Some(l) => Some(l),
+            None => {
+                self.wait_group_leader(GroupId::META, Duration::from_secs(3))
+                    .await
+            }
+        }
+    }
+
     fn reply(&self, msg: &InternalMsg, json: &str) {
         if let Some(reply) = &msg.reply {
             self.server.publish(reply, None, None, json.as_bytes());
@@ -76,6 +87,7 @@ impl JetStream {
 
     fn reply_error(&self, msg: &InternalMsg, op: &ApiOp, error: ApiError) {
         self.api_errors.fetch_add(1, Ordering::Relaxed);
+        debug!(subject = %msg.subject, error = %error, "API request refused");
         let json = match op {
             ApiOp::StreamInfo(_) => info::info_error_json(error),
             _ => error_json(kind(op), error),
@@ -93,7 +105,7 @@ impl JetStream {
         }
         match op.owner() {
             Owner::Any => self.answer_here(&op, &msg).await,
-            Owner::MetaLeader => match self.meta_leader() {
+            Owner::MetaLeader => match self.await_meta_leader().await {
                 Some(l) if l == self.node => self.answer_here(&op, &msg).await,
                 Some(l) => {
                     if !self.forward_to(l, hops, &msg) {
@@ -104,7 +116,9 @@ impl JetStream {
             },
             Owner::StreamLeader | Owner::AnyReplica => {
                 let name = op.stream().unwrap_or_default().to_string();
-                let Some(replicas) = self.meta.read(|m| m.stream(&name).map(|s| s.replicas.clone()))
+                let Some(replicas) = self
+                    .meta
+                    .read(|m| m.stream(&name).map(|s| s.replicas.clone()))
                 else {
                     if matches!(op, ApiOp::DirectGet(_) | ApiOp::DirectGetLast(..)) {
                         return;
@@ -123,7 +137,12 @@ impl JetStream {
                     self.answer_here(&op, &msg).await;
                     return;
                 }
-                let leader = match self.registry.leader(local.group()).ok().and_then(|l| l.leader) {
+                let leader = match self
+                    .registry
+                    .leader(local.group())
+                    .ok()
+                    .and_then(|l| l.leader)
+                {
                     Some(l) => Some(l),
                     None => {
                         self.wait_group_leader(local.group(), Duration::from_secs(2))
@@ -137,9 +156,7 @@ impl JetStream {
                             self.reply_error(&msg, &op, ApiError::new(ErrorKind::ClusterNotAvail));
                         }
                     }
-                    None => {
-                        self.reply_error(&msg, &op, ApiError::new(ErrorKind::StreamOffline))
-                    }
+                    None => self.reply_error(&msg, &op, ApiError::new(ErrorKind::StreamOffline)),
                 }
             }
         }
@@ -223,8 +240,8 @@ impl JetStream {
     }
 
     async fn stream_create(&self, name: &str, msg: &InternalMsg) -> Result<String, ApiError> {
-        let cfg: StreamConfig = parse_body(BodyRule::Required, &msg.payload)?
-            .ok_or_else(ApiError::bad_request)?;
+        let cfg: StreamConfig =
+            parse_body(BodyRule::Required, &msg.payload)?.ok_or_else(ApiError::bad_request)?;
         let others = self.other_streams(name);
         let existing = self.existing_config(name);
         let ctx = ValidationContext {
@@ -249,12 +266,17 @@ impl JetStream {
         let sa = StreamAssignment {
             name: name.to_string(),
             uid: 0,
-            config_json: crate::jetstream::api::types::to_go_json(&cfg).into_bytes().into(),
+            config_json: crate::jetstream::api::types::to_go_json(&cfg)
+                .into_bytes()
+                .into(),
             replicas: placed,
             created_ns: i64::try_from(now_ns()).unwrap_or(i64::MAX),
             subjects: cfg.subjects.clone(),
         };
-        meta_answer(self.propose_meta(meta_command::Op::CreateStream(sa)).await?)?;
+        meta_answer(
+            self.propose_meta(meta_command::Op::CreateStream(sa))
+                .await?,
+        )?;
         Ok(self.create_answer(name).await)
     }
 
@@ -267,9 +289,10 @@ impl JetStream {
                 self.wait_group_leader(ls.group(), CREATE_LEADER_WAIT).await;
                 return info::create_response_json(&ls.sm.lock(), now_ns());
             }
-            let hosted_here = self
-                .meta
-                .read(|m| m.stream(name).is_some_and(|s| s.replicas.contains(&self.node.0)));
+            let hosted_here = self.meta.read(|m| {
+                m.stream(name)
+                    .is_some_and(|s| s.replicas.contains(&self.node.0))
+            });
             if !hosted_here || tokio::time::Instant::now() >= deadline {
                 break;
             }
@@ -299,8 +322,8 @@ impl JetStream {
     }
 
     async fn stream_update(&self, name: &str, msg: &InternalMsg) -> Result<String, ApiError> {
-        let cfg: StreamConfig = parse_body(BodyRule::Required, &msg.payload)?
-            .ok_or_else(ApiError::bad_request)?;
+        let cfg: StreamConfig =
+            parse_body(BodyRule::Required, &msg.payload)?.ok_or_else(ApiError::bad_request)?;
         let others = self.other_streams(name);
         let existing = self.existing_config(name);
         let ctx = ValidationContext {
@@ -313,11 +336,16 @@ impl JetStream {
             return Err(ApiError::stream_not_found());
         };
         let updated = StreamAssignment {
-            config_json: crate::jetstream::api::types::to_go_json(&cfg).into_bytes().into(),
+            config_json: crate::jetstream::api::types::to_go_json(&cfg)
+                .into_bytes()
+                .into(),
             subjects: cfg.subjects.clone(),
             ..sa.clone()
         };
-        meta_answer(self.propose_meta(meta_command::Op::UpdateStream(updated)).await?)?;
+        meta_answer(
+            self.propose_meta(meta_command::Op::UpdateStream(updated))
+                .await?,
+        )?;
         // The stream leader applies the new config (reconcile proposes it); answer with the
         // replica's state when it is here.
         if let Some(ls) = self.local_stream(name)
@@ -360,9 +388,9 @@ impl JetStream {
             m.streams()
                 .filter(|s| {
                     subject.is_empty()
-                        || s.subjects.iter().any(|f| {
-                            crate::jetstream::meta::overlap::subjects_overlap(f, subject)
-                        })
+                        || s.subjects
+                            .iter()
+                            .any(|f| crate::jetstream::meta::overlap::subjects_overlap(f, subject))
                 })
                 .map(|s| s.name.clone())
                 .collect()
@@ -403,7 +431,8 @@ impl JetStream {
             if id == self.node.0 {
                 Some(self.server.server_name.clone())
             } else {
-                self.meta.read(|m| m.peers().get(&id).map(|p| p.server_name.clone()))
+                self.meta
+                    .read(|m| m.peers().get(&id).map(|p| p.server_name.clone()))
             }
         };
         let mut ci = ClusterInfo {
@@ -455,15 +484,15 @@ impl JetStream {
     }
 
     async fn msg_delete(&self, name: &str, msg: &InternalMsg) -> Result<String, ApiError> {
-        let req: MsgDeleteRequest = parse_body(BodyRule::Required, &msg.payload)?
-            .ok_or_else(ApiError::bad_request)?;
+        let req: MsgDeleteRequest =
+            parse_body(BodyRule::Required, &msg.payload)?.ok_or_else(ApiError::bad_request)?;
         self.propose_stream(name, command::delete_msg(req.seq, req.no_erase))
             .await
     }
 
     fn msg_get(&self, name: &str, msg: &InternalMsg) -> Result<String, ApiError> {
-        let req: MsgGetRequest = parse_body(BodyRule::Required, &msg.payload)?
-            .ok_or_else(ApiError::bad_request)?;
+        let req: MsgGetRequest =
+            parse_body(BodyRule::Required, &msg.payload)?.ok_or_else(ApiError::bad_request)?;
         let selector = req.selector()?;
         let ls = self
             .local_stream(name)
@@ -552,17 +581,17 @@ fn meta_answer(r: MetaResult) -> Result<Option<StreamAssignment>, ApiError> {
     match r.result {
         Some(meta_result::Result::Stream(s)) => Ok(Some(s)),
         Some(meta_result::Result::Ok(_)) | None => Ok(None),
-        Some(meta_result::Result::Error(e)) => Err(ApiError::from_parts(
-            u16::try_from(e.code).unwrap_or(500),
-            u16::try_from(e.err_code).unwrap_or(10000),
-            &e.description,
-        )),
+        Some(meta_result::Result::Error(e)) => Err(ApiError {
+            code: u16::try_from(e.code).unwrap_or(500),
+            err_code: u16::try_from(e.err_code).unwrap_or(10000),
+            description: e.description,
+        }),
     }
 }
 
 /// A Raft failure as the API error nats-server gives when the cluster cannot answer.
 fn raft_api_error(e: RaftError) -> ApiError {
-    debug!(error = %e, "raft operation failed");
+    tracing::warn!(error = %e, "raft operation failed");
     ApiError::new(ErrorKind::ClusterNotAvail)
 }
 

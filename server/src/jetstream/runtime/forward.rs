@@ -66,11 +66,12 @@ impl JetStream {
                 ..msg
             };
             debug!(subject = %inner.subject, hops, "forwarded message");
-            let js = self.clone();
             if inner.subject.starts_with(crate::jetstream::op::API_PREFIX) {
+                let js = self.clone();
                 tokio::spawn(async move { js.handle_api(inner, hops).await });
             } else {
-                tokio::spawn(async move { js.on_captured(None, inner, hops).await });
+                // In order, like local captures: forwarded publishes keep their sequence.
+                self.on_captured(None, inner, hops).await;
             }
         }
     }

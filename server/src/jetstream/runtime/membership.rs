@@ -23,7 +23,7 @@ const TICK: Duration = Duration::from_secs(1);
 
 impl JetStream {
     /// Forms or joins the cluster and keeps the meta membership in step with the live peers.
-    pub async fn membership_loop(self: Arc<Self>, cluster: Arc<ClusterState>, expected_peers: usize) {
+    pub async fn membership_loop(self: Arc<Self>, cluster: Arc<ClusterState>) {
         let mut rx = cluster.peers.watch();
         loop {
             let peers = cluster.peers.snapshot();
@@ -32,7 +32,7 @@ impl JetStream {
             if has_state {
                 self.admit_peers(&peers).await;
             } else {
-                self.try_form(&peers, expected_peers).await;
+                self.try_form(&peers, cluster.expected_peers()).await;
             }
             tokio::select! {
                 () = self.cancel.cancelled() => break,
@@ -51,8 +51,7 @@ impl JetStream {
                 has_meta_state: p.has_meta_state,
             })
             .collect();
-        let Formation::Initialize(ids) =
-            formation::decide(self.node.0, false, expected, &heard)
+        let Formation::Initialize(ids) = formation::decide(self.node.0, false, expected, &heard)
         else {
             return;
         };
@@ -115,7 +114,11 @@ impl JetStream {
             self.transport.add_peer(NodeId(id), &p.cluster_addr);
             if let Err(e) = self
                 .registry
-                .add_learner(GroupId::META, NodeId(id), PeerNode::new(p.cluster_addr.clone()))
+                .add_learner(
+                    GroupId::META,
+                    NodeId(id),
+                    PeerNode::new(p.cluster_addr.clone()),
+                )
                 .await
             {
                 warn!(peer = id, error = %e, "adding peer as learner failed");
@@ -156,4 +159,3 @@ impl JetStream {
         }
     }
 }
-

@@ -179,23 +179,33 @@ impl JetStream {
         let api = self
             .server
             .internal
-            .subscribe_filtered("$JS.API.>", Some(accept))
-            .map_err(|e| JetStreamError::Raft(jetraft_raft::RaftError::Config {
-                reason: e.to_string(),
-            }))?;
+            .subscribe_filtered("$JS.API.>", accept)
+            .map_err(|e| {
+                JetStreamError::Raft(jetraft_raft::RaftError::Config {
+                    reason: e.to_string(),
+                })
+            })?;
         let fwd = self
             .server
             .internal
-            .subscribe(&forward::inbox_pattern(self.node))
-            .map_err(|e| JetStreamError::Raft(jetraft_raft::RaftError::Config {
-                reason: e.to_string(),
-            }))?;
+            .subscribe_inbox(&forward::inbox_pattern(self.node))
+            .map_err(|e| {
+                JetStreamError::Raft(jetraft_raft::RaftError::Config {
+                    reason: e.to_string(),
+                })
+            })?;
         let js = self.clone();
-        self.server.tasks.spawn(async move { js.api_loop(api).await });
+        self.server
+            .tasks
+            .spawn(async move { js.api_loop(api).await });
         let js = self.clone();
-        self.server.tasks.spawn(async move { js.forward_loop(fwd).await });
+        self.server
+            .tasks
+            .spawn(async move { js.forward_loop(fwd).await });
         let js = self.clone();
-        self.server.tasks.spawn(async move { js.reconcile_loop().await });
+        self.server
+            .tasks
+            .spawn(async move { js.reconcile_loop().await });
         Ok(())
     }
 
@@ -219,6 +229,14 @@ impl JetStream {
         let mut voters = BTreeMap::new();
         voters.insert(self.node, PeerNode::new(self.cluster_addr.clone()));
         self.initialize_meta(voters).await;
+        // Ready means the API answers: wait (bounded) for this node to lead.
+        if self
+            .wait_group_leader(GroupId::META, Duration::from_secs(10))
+            .await
+            .is_none()
+        {
+            warn!("meta group has no leader yet");
+        }
     }
 
     /// Whether the meta group has state here (this node has been part of a cluster).
@@ -251,7 +269,10 @@ impl JetStream {
 
     /// The meta leader, if known.
     fn meta_leader(&self) -> Option<NodeId> {
-        self.registry.leader(GroupId::META).ok().and_then(|l| l.leader)
+        self.registry
+            .leader(GroupId::META)
+            .ok()
+            .and_then(|l| l.leader)
     }
 
     /// The local replica of `name`, if hosted here.

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use jetraft_raft::{NodeId, RaftError};
+use jetraft_raft::{GroupId, NodeId, RaftError};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
@@ -26,9 +26,9 @@ impl JetStream {
     pub(super) fn sync_captures(self: &Arc<Self>, streams: &[(String, u64, Vec<String>)]) {
         let mut caps = self.captures.lock();
         caps.retain(|name, cap| {
-            let keep = streams
-                .iter()
-                .any(|(n, uid, subjects)| n == name && *uid == cap.uid && *subjects == cap.subjects);
+            let keep = streams.iter().any(|(n, uid, subjects)| {
+                n == name && *uid == cap.uid && *subjects == cap.subjects
+            });
             if !keep {
                 cap.cancel.cancel();
             }
@@ -63,7 +63,12 @@ impl JetStream {
         }
     }
 
-    async fn capture_loop(self: Arc<Self>, name: String, mut sub: InternalSub, cancel: CancellationToken) {
+    async fn capture_loop(
+        self: Arc<Self>,
+        name: String,
+        mut sub: InternalSub,
+        cancel: CancellationToken,
+    ) {
         loop {
             let msg = tokio::select! {
                 () = cancel.cancelled() => break,
@@ -72,9 +77,8 @@ impl JetStream {
                     None => break,
                 },
             };
-            let js = self.clone();
-            let name = name.clone();
-            tokio::spawn(async move { js.on_captured(Some(name), msg, 0).await });
+            // One at a time: a connection's publishes are logged in the order they came.
+            self.on_captured(Some(name.clone()), msg, 0).await;
         }
     }
 
@@ -87,8 +91,14 @@ impl JetStream {
         })
     }
 
-    /// A publish captured here (`stream` known) or forwarded here (`stream` looked up).
-    pub(super) async fn on_captured(self: Arc<Self>, stream: Option<String>, msg: InternalMsg, hops: u32) {
+    /// A publish captured here (`stream` known) or forwarded here (`stream` looked up). Returns
+    /// once the append is queued (or forwarded); the PubAck goes out from a task of its own.
+    pub(super) async fn on_captured(
+        self: &Arc<Self>,
+        stream: Option<String>,
+        msg: InternalMsg,
+        hops: u32,
+    ) {
         let Some((name, replicas)) = (match stream {
             Some(name) => self
                 .meta
@@ -106,42 +116,60 @@ impl JetStream {
             return;
         };
         let group = local.group();
-        let leader = match self.registry.leader(group).ok().and_then(|l| l.leader) {
-            Some(l) => Some(l),
-            None => self.wait_group_leader(group, LEADER_WAIT).await,
-        };
-        match leader {
-            Some(l) if l == self.node => self.propose_append(group, msg, hops).await,
+        match self.registry.leader(group).ok().and_then(|l| l.leader) {
+            Some(l) if l == self.node => self.submit_append(group, msg, hops).await,
             Some(l) => {
                 self.forward_to(l, hops, &msg);
             }
-            None => debug!(stream = %name, "publish dropped: stream has no leader"),
+            None => {
+                // An election is running: wait for it off the capture path.
+                let js = self.clone();
+                tokio::spawn(async move {
+                    match js.wait_group_leader(group, LEADER_WAIT).await {
+                        Some(l) if l == js.node => js.submit_append(group, msg, hops).await,
+                        Some(l) => {
+                            js.forward_to(l, hops, &msg);
+                        }
+                        None => debug!(stream = %name, "publish dropped: stream has no leader"),
+                    }
+                });
+            }
         }
     }
 
-    async fn propose_append(&self, group: jetraft_raft::GroupId, msg: InternalMsg, hops: u32) {
+    async fn submit_append(self: &Arc<Self>, group: GroupId, msg: InternalMsg, hops: u32) {
         let cmd = command::append(
             &msg.subject,
             msg.hdrs.clone().unwrap_or_default(),
             msg.payload.clone(),
             now_ns(),
         );
-        match self.registry.propose(group, cmd).await {
-            Ok(ack) => {
-                if let Some(reply) = &msg.reply
-                    && !ack.is_empty()
-                {
-                    self.server.publish(reply, None, None, &ack);
+        let pending = match self.registry.submit(group, cmd).await {
+            Ok(p) => p,
+            Err(e) => {
+                debug!(group = %group, error = %e, "publish not queued");
+                return;
+            }
+        };
+        let js = self.clone();
+        tokio::spawn(async move {
+            match pending.await {
+                Ok(ack) => {
+                    if let Some(reply) = &msg.reply
+                        && !ack.is_empty()
+                    {
+                        js.server.publish(reply, None, None, &ack);
+                    }
                 }
+                Err(RaftError::NotLeader {
+                    leader: Some(l), ..
+                }) => {
+                    js.forward_to(l, hops, &msg);
+                }
+                // Outcome unknown (timeout, leadership lost mid-way): no answer; the client
+                // retries and dedup (Nats-Msg-Id) makes the retry safe.
+                Err(e) => debug!(group = %group, error = %e, "publish not acknowledged"),
             }
-            Err(RaftError::NotLeader {
-                leader: Some(l), ..
-            }) => {
-                self.forward_to(l, hops, &msg);
-            }
-            // Outcome unknown (timeout, leadership lost mid-way): no answer, the client retries
-            // and dedup (Nats-Msg-Id) makes the retry safe.
-            Err(e) => debug!(group = %group, error = %e, "publish not acknowledged"),
-        }
+        });
     }
 }

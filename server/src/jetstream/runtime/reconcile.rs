@@ -41,12 +41,9 @@ impl JetStream {
     }
 
     async fn reconcile(self: &Arc<Self>) {
-        let (streams, peers) = self.meta.read(|m| {
-            (
-                m.streams().cloned().collect::<Vec<_>>(),
-                m.peers().clone(),
-            )
-        });
+        let (streams, peers) = self
+            .meta
+            .read(|m| (m.streams().cloned().collect::<Vec<_>>(), m.peers().clone()));
         for p in peers.values() {
             if p.node_id != self.node.0 {
                 self.transport.add_peer(NodeId(p.node_id), &p.cluster_addr);
@@ -61,8 +58,7 @@ impl JetStream {
         let direct = streams
             .iter()
             .filter(|s| {
-                serde_json::from_slice::<StreamConfig>(&s.config_json)
-                    .is_ok_and(|c| c.allow_direct)
+                serde_json::from_slice::<StreamConfig>(&s.config_json).is_ok_and(|c| c.allow_direct)
             })
             .map(|s| s.name.clone())
             .collect();
@@ -158,7 +154,10 @@ impl JetStream {
                 let addr = if *r == self.node.0 {
                     self.cluster_addr.clone()
                 } else {
-                    peers.get(r).map(|p| p.cluster_addr.clone()).unwrap_or_default()
+                    peers
+                        .get(r)
+                        .map(|p| p.cluster_addr.clone())
+                        .unwrap_or_default()
                 };
                 members.insert(NodeId(*r), PeerNode::new(addr));
             }
@@ -178,7 +177,8 @@ impl JetStream {
         if let Err(e) = self.logs.remove_group(&self.registry, ls.group()).await {
             warn!(stream = %ls.name, error = %e, "stream group did not stop cleanly");
         }
-        if let Err(e) = ls.sm.lock().destroy() {
+        // Messages go; the uid's small meta records stay (uids are never reused).
+        if let Err(e) = ls.sm.lock().purge_all() {
             warn!(stream = %ls.name, error = %e, "stream data not deleted");
         }
         info!(stream = %ls.name, uid = ls.uid, "stream replica removed");
