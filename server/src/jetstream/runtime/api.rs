@@ -225,8 +225,35 @@ impl JetStream {
         Some((sa, cfg))
     }
 
+    /// The meta group's voters: the nodes streams can be placed on.
+    fn voters(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .registry
+            .raft(GroupId::META)
+            .map(|r| r.voter_ids().collect())
+            .unwrap_or_default();
+        if v.is_empty() {
+            v.push(self.node.0);
+        }
+        v
+    }
+
     fn cluster_size(&self) -> usize {
-        self.meta.read(|m| m.peers().len()).max(1)
+        self.voters().len()
+    }
+
+    /// The number of placement candidates for `replicas`; while the cluster is still forming
+    /// (fewer voters than asked for) waits a moment for joining nodes.
+    async fn placement_size(&self, replicas: i64) -> usize {
+        let want = usize::try_from(replicas).unwrap_or(1);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+        loop {
+            let n = self.cluster_size();
+            if n >= want || !self.clustered() || tokio::time::Instant::now() >= deadline {
+                return n;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     async fn propose_meta(&self, op: meta_command::Op) -> Result<MetaResult, ApiError> {
@@ -246,19 +273,14 @@ impl JetStream {
         let existing = self.existing_config(name);
         let ctx = ValidationContext {
             clustered: self.clustered(),
-            cluster_size: self.cluster_size(),
+            cluster_size: self.placement_size(cfg.num_replicas).await,
             other_streams: &others,
         };
         let cfg = match check_create(name, cfg, existing.as_ref().map(|(_, c)| c), &ctx)? {
             CreateOutcome::Create(cfg) => cfg,
             CreateOutcome::AlreadyExists => return Ok(self.create_answer(name).await),
         };
-        let candidates: Vec<u64> = self.meta.read(|m| m.peers().keys().copied().collect());
-        let candidates = if candidates.is_empty() {
-            vec![self.node.0]
-        } else {
-            candidates
-        };
+        let candidates = self.voters();
         let replicas = usize::try_from(cfg.num_replicas.max(1)).unwrap_or(1);
         let Some(placed) = self.meta.read(|m| m.place(replicas, &candidates)) else {
             return Err(ApiError::new(ErrorKind::InsufficientResources));

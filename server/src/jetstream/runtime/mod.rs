@@ -267,6 +267,28 @@ impl JetStream {
         self.node
     }
 
+    /// Where `node` listens for Raft: the meta peer record, else the cluster layer's peer table,
+    /// else what the transport learned.
+    pub(crate) fn peer_cluster_addr(&self, node: u64) -> Option<String> {
+        if node == self.node.0 {
+            return Some(self.cluster_addr.clone());
+        }
+        let from_meta = self
+            .meta
+            .read(|m| m.peers().get(&node).map(|p| p.cluster_addr.clone()));
+        from_meta
+            .or_else(|| {
+                self.server.cluster.as_ref().and_then(|c| {
+                    c.peers
+                        .snapshot()
+                        .get(&crate::cluster::NodeId(node))
+                        .map(|p| p.cluster_addr.clone())
+                })
+            })
+            .or_else(|| self.transport.peer_addr(NodeId(node)))
+            .filter(|a| !a.is_empty())
+    }
+
     /// The meta leader, if known.
     fn meta_leader(&self) -> Option<NodeId> {
         self.registry

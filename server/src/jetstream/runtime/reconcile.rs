@@ -49,6 +49,14 @@ impl JetStream {
                 self.transport.add_peer(NodeId(p.node_id), &p.cluster_addr);
             }
         }
+        if let Some(cluster) = &self.server.cluster {
+            for p in cluster.peers.snapshot().values() {
+                if !p.cluster_addr.is_empty() {
+                    self.transport
+                        .add_peer(NodeId(p.node_id.0), &p.cluster_addr);
+                }
+            }
+        }
         self.register_self(&peers).await;
         let captures: Vec<(String, u64, Vec<String>)> = streams
             .iter()
@@ -75,14 +83,14 @@ impl JetStream {
             }
         }
         for a in wanted.values() {
-            let existing = self.local_stream(&a.name);
-            match existing {
-                None => {
-                    if let Err(e) = self.start_replica(a, &peers).await {
-                        warn!(stream = %a.name, error = %e, "stream replica not started");
-                    }
-                }
-                Some(ls) => self.push_config(&ls, a).await,
+            if self.local_stream(&a.name).is_none()
+                && let Err(e) = self.start_replica(a).await
+            {
+                warn!(stream = %a.name, error = %e, "stream replica not started");
+            }
+            if let Some(ls) = self.local_stream(&a.name) {
+                self.ensure_initialized(&ls).await;
+                self.push_config(&ls, a).await;
             }
         }
     }
@@ -117,11 +125,7 @@ impl JetStream {
         }
     }
 
-    async fn start_replica(
-        self: &Arc<Self>,
-        a: &StreamAssignment,
-        peers: &BTreeMap<u64, Peer>,
-    ) -> Result<(), String> {
+    async fn start_replica(self: &Arc<Self>, a: &StreamAssignment) -> Result<(), String> {
         let config: StreamConfig =
             serde_json::from_slice(&a.config_json).map_err(|e| format!("stream config: {e}"))?;
         let uid = StreamUid(a.uid);
@@ -148,28 +152,30 @@ impl JetStream {
         });
         self.local.write().insert(a.name.clone(), local);
         info!(stream = %a.name, uid = a.uid, "stream replica started");
-        if a.replicas.first() == Some(&self.node.0) {
-            let mut members = BTreeMap::new();
-            for r in &a.replicas {
-                let addr = if *r == self.node.0 {
-                    self.cluster_addr.clone()
-                } else {
-                    peers
-                        .get(r)
-                        .map(|p| p.cluster_addr.clone())
-                        .unwrap_or_default()
-                };
-                members.insert(NodeId(*r), PeerNode::new(addr));
-            }
-            let raft = self.registry.raft(group).map_err(|e| e.to_string())?;
-            if !raft.is_initialized().await.unwrap_or(true) {
-                self.registry
-                    .initialize(group, members)
-                    .await
-                    .map_err(|e| e.to_string())?;
-            }
-        }
         Ok(())
+    }
+
+    /// Initialises a new stream's Raft group with every replica once their addresses are known
+    /// (retried by the next reconcile until it happens). Every replica does it with the same
+    /// membership from the meta assignment, which openraft allows: each starts with the same
+    /// first entry and the group elects as soon as a majority runs it.
+    async fn ensure_initialized(&self, ls: &LocalStream) {
+        let Ok(raft) = self.registry.raft(ls.group()) else {
+            return;
+        };
+        if raft.is_initialized().await.unwrap_or(true) {
+            return;
+        }
+        let mut members = BTreeMap::new();
+        for r in &ls.replicas {
+            let Some(addr) = self.peer_cluster_addr(*r) else {
+                return;
+            };
+            members.insert(NodeId(*r), PeerNode::new(addr));
+        }
+        if let Err(e) = self.registry.initialize(ls.group(), members).await {
+            warn!(stream = %ls.name, error = %e, "stream group initialisation failed");
+        }
     }
 
     async fn stop_replica(&self, ls: &LocalStream) {
