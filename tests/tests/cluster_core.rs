@@ -152,7 +152,8 @@ async fn queue_members(
     let mut subs = Vec::new();
     for (n, c) in clients.iter().enumerate() {
         for _ in 0..per_node {
-            subs.push((n, c.queue_subscribe("work", "q".into()).await.unwrap()));
+            let sub = c.queue_subscribe("work", "q".into()).await;
+            subs.push((n, sub.expect("queue subscribe")));
         }
     }
     subs
@@ -168,13 +169,14 @@ async fn run_queue(
         publisher
             .publish("work", i.to_string().into())
             .await
-            .unwrap();
+            .expect("publish");
     }
-    publisher.flush().await.unwrap();
+    publisher.flush().await.expect("flush");
     let mut got = Vec::new();
     for (node, sub) in subs.iter_mut() {
         for m in drain(sub, Duration::from_millis(500)).await {
-            let n: u32 = std::str::from_utf8(&m.payload).unwrap().parse().unwrap();
+            let text = std::str::from_utf8(&m.payload).expect("utf-8 payload");
+            let n: u32 = text.parse().expect("numbered payload");
             got.push((*node, n));
         }
     }
