@@ -263,10 +263,15 @@ impl Server {
             client_addr,
             http_addr: Mutex::new(None),
             tasks: TaskTracker::new(),
-            cluster: cluster_state,
+            cluster: cluster_state.clone(),
             cluster_addr: cluster_listener.as_ref().map(|(_, a)| *a),
             jetstream: std::sync::OnceLock::new(),
-            connect_urls: Mutex::new(Vec::new()),
+            connect_urls: Mutex::new(
+                cluster_state
+                    .as_deref()
+                    .map(connect_urls)
+                    .unwrap_or_default(),
+            ),
             next_cid: AtomicU64::new(1),
         });
         if let Some(port) = config.http_port {
@@ -652,7 +657,7 @@ impl Server {
         let Some(cluster) = &self.cluster else {
             return;
         };
-        let urls = cluster.peers.connected_client_urls();
+        let urls = connect_urls(cluster);
         {
             let mut last = self.connect_urls.lock();
             if *last == urls {
@@ -712,6 +717,24 @@ pub(crate) async fn bind(
     let listener = TcpListener::bind(addr).await.map_err(err)?;
     let bound = listener.local_addr().map_err(err)?;
     Ok((listener, bound))
+}
+
+/// INFO `connect_urls` of a clustered node, as nats-server sends them: this node's own client
+/// URL first (left out when it listens on an unspecified address, which no client can dial),
+/// then those of the peers connected in both directions.
+fn connect_urls(cluster: &ClusterState) -> Vec<String> {
+    let own = &cluster.identity.client_url;
+    let own_dialable = own
+        .rsplit_once(':')
+        .and_then(|(h, _)| h.trim_matches(['[', ']']).parse::<std::net::IpAddr>().ok())
+        .is_none_or(|ip| !ip.is_unspecified());
+    let mut urls: Vec<String> = own_dialable.then(|| own.clone()).into_iter().collect();
+    for u in cluster.peers.connected_client_urls() {
+        if !urls.contains(&u) {
+            urls.push(u);
+        }
+    }
+    urls
 }
 
 /// Adds `queue` (if any) to the forward for `node`, creating it on first use.

@@ -152,7 +152,8 @@ async fn queue_members(
     let mut subs = Vec::new();
     for (n, c) in clients.iter().enumerate() {
         for _ in 0..per_node {
-            subs.push((n, c.queue_subscribe("work", "q".into()).await.unwrap()));
+            let sub = c.queue_subscribe("work", "q".into()).await;
+            subs.push((n, sub.expect("queue subscribe")));
         }
     }
     subs
@@ -168,13 +169,14 @@ async fn run_queue(
         publisher
             .publish("work", i.to_string().into())
             .await
-            .unwrap();
+            .expect("publish");
     }
-    publisher.flush().await.unwrap();
+    publisher.flush().await.expect("flush");
     let mut got = Vec::new();
     for (node, sub) in subs.iter_mut() {
         for m in drain(sub, Duration::from_millis(500)).await {
-            let n: u32 = std::str::from_utf8(&m.payload).unwrap().parse().unwrap();
+            let text = std::str::from_utf8(&m.payload).expect("utf-8 payload");
+            let n: u32 = text.parse().expect("numbered payload");
             got.push((*node, n));
         }
     }
@@ -321,6 +323,11 @@ async fn closing_a_connection_withdraws_its_interest_from_other_nodes() {
 async fn info_connect_urls_list_the_other_nodes_and_change_when_one_dies() {
     let mut c = cluster().await;
     let urls = connect_urls(c.node(0)).await.unwrap();
+    assert_eq!(
+        urls.first(),
+        Some(&c.node(0).client_addr()),
+        "own URL first, as nats-server"
+    );
     for i in 1..3 {
         assert!(
             urls.contains(&c.node(i).client_addr()),
@@ -388,4 +395,19 @@ async fn killed_node_leaves_the_others_working_and_rejoins_with_its_interest_reb
     c2.flush().await.unwrap();
     assert_eq!(next_msg(&mut on3).await.payload, "to3");
     c.assert_clean_logs();
+}
+
+#[tokio::test]
+async fn a_clustered_node_exits_cleanly_on_sigterm_and_the_others_carry_on() {
+    let mut c = cluster().await;
+    let (c1, c2) = (connect(c.node(0)).await, connect(c.node(1)).await);
+    let mut sub = c2.subscribe("t.x").await.unwrap();
+    sync_interest(&c1, &c2).await;
+    let status = c
+        .stop_within(2, Duration::from_secs(10))
+        .await
+        .expect("node 3 stops within 10s");
+    assert!(status.success(), "exit status {status}");
+    c1.publish("t.x", "still".into()).await.unwrap();
+    assert_eq!(next_msg(&mut sub).await.payload, "still");
 }

@@ -8,8 +8,9 @@
 //! writes it with one syscall, so a burst of messages costs one write. A buffer that would grow
 //! past `max_pending` marks the client a slow consumer and closes it; nobody else waits for it.
 //!
-//! Lock order: `Client::subs` may be held while calling into the sublist; the sublist never
-//! calls back into a client. `Client::out` is a leaf lock.
+//! Lock order: `Client::subs` may be held while calling into the sublist and into the cluster's
+//! interest table (see `cluster`); neither calls back into a client. `Client::out` is a leaf
+//! lock.
 
 pub mod reader;
 pub mod writer;

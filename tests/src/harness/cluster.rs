@@ -76,6 +76,15 @@ impl Cluster {
         }
     }
 
+    /// Stops member `i` with SIGTERM and waits at most `bound` for it to exit.
+    pub async fn stop_within(
+        &mut self,
+        i: usize,
+        bound: Duration,
+    ) -> anyhow::Result<std::process::ExitStatus> {
+        self.nodes[i].stop_within(bound).await
+    }
+
     /// SIGKILLs member `i`.
     pub fn kill(&mut self, i: usize) {
         self.nodes[i].kill();

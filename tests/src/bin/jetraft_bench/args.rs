@@ -9,7 +9,7 @@ pub(crate) const USAGE: &str = "\
 jetraft-bench: NATS core load generator (async-nats), in the spirit of `nats bench`.
 
 USAGE:
-    jetraft-bench pubsub [--url URL] [--msgs N] [--size BYTES] [--timeout SECS]
+    jetraft-bench pubsub [--url URL] [--sub-url URL] [--msgs N] [--size BYTES] [--timeout SECS]
     jetraft-bench reqrep [--url URL] [--count N] [--size BYTES] [--timeout SECS]
     jetraft-bench jspub  [--url URL] [--msgs N] [--size BYTES] [--storage file|memory]
                          [--replicas N] [--inflight N] [--timeout SECS]
@@ -24,6 +24,7 @@ BENCHMARKS:
 
 OPTIONS:
     --url URL        server URL                  [default: nats://127.0.0.1:4222]
+    --sub-url URL    pubsub: subscriber's server (another cluster node) [default: --url]
     --msgs N         pubsub: messages to send    [default: 1000000]
     --count N        reqrep: requests to time    [default: 10000]
     --size BYTES     payload size                [default: 128]
@@ -59,6 +60,8 @@ pub(crate) struct Args {
     pub(crate) bench: Bench,
     /// Server URL.
     pub(crate) url: String,
+    /// Server URL of the pubsub subscriber, when it differs from `url` (cross-node runs).
+    pub(crate) sub_url: Option<String>,
     /// Messages the publisher sends (pubsub).
     pub(crate) msgs: u64,
     /// Timed requests (reqrep).
@@ -97,6 +100,7 @@ pub(crate) fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Command> 
     let mut args = Args {
         bench,
         url: "nats://127.0.0.1:4222".to_string(),
+        sub_url: None,
         msgs: 1_000_000,
         count: 10_000,
         size: 128,
@@ -121,6 +125,7 @@ pub(crate) fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Command> 
         };
         match key.as_str() {
             "url" => args.url = value,
+            "sub-url" => args.sub_url = Some(value),
             "msgs" => args.msgs = number(&key, &value)?,
             "count" => args.count = number(&key, &value)?,
             "size" => {

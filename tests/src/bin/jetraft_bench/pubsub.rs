@@ -35,7 +35,8 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
     let subject = unique_subject("pubsub");
     let expected = args.msgs;
 
-    let sub_client = connect(&args.url, "jetraft-bench-sub", |o| {
+    let sub_url = args.sub_url.as_deref().unwrap_or(&args.url);
+    let sub_client = connect(sub_url, "jetraft-bench-sub", |o| {
         o.subscription_capacity(SUB_CAPACITY)
     })
     .await?;
@@ -79,6 +80,11 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
             .skip_subject_validation(true)
     })
     .await?;
+    if sub_url != args.url {
+        tokio::time::timeout_at(deadline, wait_for_interest(&pub_client, &sub_client))
+            .await
+            .context("interest did not reach the publisher's node")??;
+    }
     let body = payload(args.size);
     let subject = Subject::from(subject);
     eprintln!(
@@ -137,4 +143,28 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
         args.size
     );
     Ok(())
+}
+
+/// Cross-node runs: returns once the subscriber's interest is visible on the publisher's node.
+/// A probe subscription made after the measured one is only visible after it, so publishing to
+/// the probe until it arrives proves the measured subscription has propagated.
+async fn wait_for_interest(
+    pub_client: &async_nats::Client,
+    sub_client: &async_nats::Client,
+) -> Result<()> {
+    let probe = unique_subject("probe");
+    let mut probe_sub = sub_client.subscribe(probe.clone()).await?;
+    sub_client.flush().await?;
+    loop {
+        pub_client
+            .publish(probe.clone(), bytes::Bytes::new())
+            .await?;
+        pub_client.flush().await?;
+        if tokio::time::timeout(std::time::Duration::from_millis(100), probe_sub.next())
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+    }
 }
