@@ -23,6 +23,7 @@ use jetraft_proto::raft::raft_service_client::RaftServiceClient;
 use jetraft_raft::network::grpc::{self, GrpcTransport};
 use jetraft_raft::rocks_log::RocksLogs;
 use jetraft_raft::{GroupId, GroupRegistry, NodeId, PeerNode, RaftError, RaftTiming};
+use openraft::RaftLogReader;
 use openraft::async_runtime::WatchReceiver;
 use openraft::storage::RaftLogStorage;
 use parking_lot::Mutex;
@@ -485,5 +486,28 @@ async fn rpc_for_a_group_not_on_the_node_is_not_found() {
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::NotFound);
     assert!(err.message().contains("99"), "{}", err.message());
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_group_deletes_its_log_and_keeps_the_others() {
+    let mut c = Cluster::new(1).await;
+    let one = ids(1);
+    for g in [GroupId(1), GroupId(2)] {
+        c.create_group(g, &one).await;
+        c.propose(g, &one, cmd(0)).await;
+    }
+    let run = c.node(NodeId(1)).running();
+    run.logs
+        .remove_group(&run.registry, GroupId(1))
+        .await
+        .unwrap();
+    assert!(run.registry.raft(GroupId(1)).is_err());
+    let removed = run.logs.log(GroupId(1)).get_log_state().await.unwrap();
+    assert_eq!(removed.last_log_id, None, "{removed:?}");
+    let mut vote_log = run.logs.log(GroupId(1));
+    assert_eq!(vote_log.read_vote().await.unwrap(), None);
+    let kept = run.logs.log(GroupId(2)).get_log_state().await.unwrap();
+    assert!(kept.last_log_id.is_some_and(|id| id.index >= 2), "{kept:?}");
     c.shutdown().await;
 }
