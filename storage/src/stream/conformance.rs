@@ -362,7 +362,14 @@ pub(crate) fn reset_forgets_messages_and_sequences<S: StreamStore>(mut s: S) {
     s.reset().unwrap();
     let st = s.state();
     assert_eq!(
-        (st.msgs, st.bytes, st.first_seq, st.last_seq, st.last_ts, st.num_subjects),
+        (
+            st.msgs,
+            st.bytes,
+            st.first_seq,
+            st.last_seq,
+            st.last_ts,
+            st.num_subjects
+        ),
         (0, 0, 0, 0, 0, 0)
     );
     assert!(s.get(5).unwrap().is_none());

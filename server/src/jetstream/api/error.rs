@@ -358,7 +358,10 @@ impl ApiError {
 
     /// `400/10071 wrong last sequence: {seq}`.
     pub fn wrong_last_sequence(seq: u64) -> Self {
-        Self::with(ErrorKind::StreamWrongLastSequence, &[("seq", &seq.to_string())])
+        Self::with(
+            ErrorKind::StreamWrongLastSequence,
+            &[("seq", &seq.to_string())],
+        )
     }
 
     /// `400/10070 wrong last msg ID: {id}`.
@@ -404,7 +407,10 @@ mod tests {
             );
             assert_eq!(json, want);
             assert_eq!(e.kind(), Some(kind));
-            assert!([400, 404, 409, 412, 429, 500, 503].contains(&e.code), "{kind:?}");
+            assert!(
+                [400, 404, 409, 412, 429, 500, 503].contains(&e.code),
+                "{kind:?}"
+            );
         }
     }
 
@@ -414,7 +420,10 @@ mod tests {
             ApiError::wrong_last_sequence(3).description,
             "wrong last sequence: 3"
         );
-        assert_eq!(ApiError::wrong_last_msg_id("").description, "wrong last msg ID: ");
+        assert_eq!(
+            ApiError::wrong_last_msg_id("").description,
+            "wrong last msg ID: "
+        );
         assert_eq!(
             ApiError::with(
                 ErrorKind::StreamExternalApiOverlap,
@@ -436,7 +445,12 @@ mod tests {
             (ApiError::stream_not_found(), 404, 10059, "stream not found"),
             (ApiError::no_message_found(), 404, 10037, "no message found"),
             (ApiError::bad_request(), 400, 10003, "bad request"),
-            (ApiError::sequence_not_found(7), 400, 10043, "sequence 7 not found"),
+            (
+                ApiError::sequence_not_found(7),
+                400,
+                10043,
+                "sequence 7 not found",
+            ),
             (
                 ApiError::store_failed("maximum messages exceeded"),
                 503,
@@ -463,7 +477,10 @@ mod tests {
             ),
         ];
         for (e, code, err_code, desc) in cases {
-            assert_eq!((e.code, e.err_code, e.description.as_str()), (code, err_code, desc));
+            assert_eq!(
+                (e.code, e.err_code, e.description.as_str()),
+                (code, err_code, desc)
+            );
         }
     }
 }

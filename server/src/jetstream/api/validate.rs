@@ -15,9 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::jetstream::api::types::{
-    DiscardPolicy, RetentionPolicy, StreamConfig, StreamSource,
-};
+use crate::jetstream::api::types::{DiscardPolicy, RetentionPolicy, StreamConfig, StreamSource};
 use crate::jetstream::api::{ApiError, ErrorKind};
 use crate::router::subject;
 
@@ -58,7 +56,7 @@ pub struct ValidationContext<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CreateOutcome {
     /// No stream of that name: create it with this normalised config.
-    Create(StreamConfig),
+    Create(Box<StreamConfig>),
     /// An identical stream exists: answer with it (`did_create:true`, observed).
     AlreadyExists,
 }
@@ -175,8 +173,7 @@ fn check_reserved_subject(subj: &str, no_ack: bool) -> Result<(), ApiError> {
         return Err(invalid("capturing all subjects requires no-ack to be true"));
     }
     let js_api = ["$JS.API.>", "$JSC.>", "$NRG.>"];
-    if js_api.iter().any(|r| subjects_overlap(subj, r))
-        && !subject::is_subset(subj, "$JS.EVENT.>")
+    if js_api.iter().any(|r| subjects_overlap(subj, r)) && !subject::is_subset(subj, "$JS.EVENT.>")
     {
         return Err(invalid(
             "subjects that overlap with jetstream api require no-ack to be true",
@@ -245,10 +242,7 @@ fn check_subjects(cfg: &StreamConfig) -> Result<(), ApiError> {
             return Err(invalid("invalid subject"));
         }
         check_reserved_subject(subj, cfg.no_ack)?;
-        if let Some(prev) = cfg.subjects[..i]
-            .iter()
-            .find(|p| subjects_overlap(p, subj))
-        {
+        if let Some(prev) = cfg.subjects[..i].iter().find(|p| subjects_overlap(p, subj)) {
             return Err(invalid(&format!("subject {prev:?} overlaps with {subj:?}")));
         }
     }
@@ -307,7 +301,9 @@ pub fn check(cfg: &StreamConfig) -> Result<(), ApiError> {
     }
     if cfg.subject_delete_marker_ttl != 0 {
         if cfg.subject_delete_marker_ttl < MIN_MARKER_TTL_NS {
-            return Err(invalid("subject delete marker TTL must be at least 1 second"));
+            return Err(invalid(
+                "subject delete marker TTL must be at least 1 second",
+            ));
         }
         if cfg.mirror.is_some() {
             return Err(invalid(
@@ -401,7 +397,7 @@ pub fn check_create(
     }
     check_placement(&cfg, ctx)?;
     check_overlap(&cfg, ctx)?;
-    Ok(CreateOutcome::Create(cfg))
+    Ok(CreateOutcome::Create(Box::new(cfg)))
 }
 
 /// A STREAM.UPDATE request: returns the new normalised config, or the exact error.

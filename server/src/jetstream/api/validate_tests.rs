@@ -32,7 +32,7 @@ fn created(json: &str, ctx: &ValidationContext<'_>) -> StreamConfig {
     let cfg: StreamConfig = decode(json.as_bytes()).unwrap();
     let name = cfg.name.clone();
     match check_create(&name, cfg, None, ctx).unwrap() {
-        CreateOutcome::Create(c) => c,
+        CreateOutcome::Create(c) => *c,
         CreateOutcome::AlreadyExists => panic!("nothing exists"),
     }
 }
@@ -46,7 +46,10 @@ fn normalised_configs_match_nats_server_bytes() {
     let cases = [
         ("create_min", r#"{"name":"ORDERS","subjects":["orders.>"]}"#),
         ("create_nosubj", r#"{"name":"NOSUBJ"}"#),
-        ("create_dw_maxage", r#"{"name":"DW2","max_age":60000000000}"#),
+        (
+            "create_dw_maxage",
+            r#"{"name":"DW2","max_age":60000000000}"#,
+        ),
         (
             "create_zero_limits",
             r#"{"name":"ZL","max_msgs":0,"max_bytes":0,"max_consumers":0,"num_replicas":0,"duplicate_window":0,"max_msg_size":0,"max_msgs_per_subject":-5}"#,
@@ -61,7 +64,11 @@ fn normalised_configs_match_nats_server_bytes() {
         ),
     ];
     for (name, request) in cases {
-        assert_eq!(shown(&created(request, &SINGLE)), fixture_config(name), "{name}");
+        assert_eq!(
+            shown(&created(request, &SINGLE)),
+            fixture_config(name),
+            "{name}"
+        );
     }
 }
 
@@ -85,11 +92,27 @@ fn create_errors_match_nats_server_bytes() {
     let cases = [
         ("err_mismatch", "X", r#"{"name":"Y"}"#),
         ("err_sealed", "SE", r#"{"name":"SE","sealed":true}"#),
-        ("err_overlap", "OV", r#"{"name":"OV","subjects":["orders.a"]}"#),
-        ("err_self_overlap", "SO", r#"{"name":"SO","subjects":["a.>","a.b"]}"#),
-        ("err_dup_subj", "SD", r#"{"name":"SD","subjects":["a.b","a.b"]}"#),
+        (
+            "err_overlap",
+            "OV",
+            r#"{"name":"OV","subjects":["orders.a"]}"#,
+        ),
+        (
+            "err_self_overlap",
+            "SO",
+            r#"{"name":"SO","subjects":["a.>","a.b"]}"#,
+        ),
+        (
+            "err_dup_subj",
+            "SD",
+            r#"{"name":"SD","subjects":["a.b","a.b"]}"#,
+        ),
         ("err_replicas", "R3", r#"{"name":"R3","num_replicas":3}"#),
-        ("err_replicas_neg", "RN", r#"{"name":"RN","num_replicas":-1}"#),
+        (
+            "err_replicas_neg",
+            "RN",
+            r#"{"name":"RN","num_replicas":-1}"#,
+        ),
         ("err_replicas_6", "R6", r#"{"name":"R6","num_replicas":6}"#),
         (
             "err_dw_gt_maxage",
@@ -98,7 +121,11 @@ fn create_errors_match_nats_server_bytes() {
         ),
         ("err_maxage_small", "MA", r#"{"name":"MA","max_age":1000}"#),
         ("err_maxage_neg", "MAN", r#"{"name":"MAN","max_age":-1}"#),
-        ("err_dnps", "DN", r#"{"name":"DN","discard_new_per_subject":true}"#),
+        (
+            "err_dnps",
+            "DN",
+            r#"{"name":"DN","discard_new_per_subject":true}"#,
+        ),
         (
             "err_dnps2",
             "DN2",
@@ -110,15 +137,27 @@ fn create_errors_match_nats_server_bytes() {
             r#"{"name":"RP","deny_purge":true,"allow_rollup_hdrs":true}"#,
         ),
         ("err_name_dot", "A", r#"{"name":"A.B"}"#),
-        ("err_bad_subject", "BS", r#"{"name":"BS","subjects":["a..b"]}"#),
+        (
+            "err_bad_subject",
+            "BS",
+            r#"{"name":"BS","subjects":["a..b"]}"#,
+        ),
         ("err_gt_alone", "GT", r#"{"name":"GT","subjects":[">"]}"#),
-        ("err_js_api", "JA", r#"{"name":"JA","subjects":["$JS.API.>"]}"#),
+        (
+            "err_js_api",
+            "JA",
+            r#"{"name":"JA","subjects":["$JS.API.>"]}"#,
+        ),
         (
             "err_ttl_marker",
             "TM",
             r#"{"name":"TM","subject_delete_marker_ttl":500000000}"#,
         ),
-        ("err_mirror_direct", "MD", r#"{"name":"MD","mirror_direct":true}"#),
+        (
+            "err_mirror_direct",
+            "MD",
+            r#"{"name":"MD","mirror_direct":true}"#,
+        ),
     ];
     for (name, subject_name, request) in cases {
         let cfg: StreamConfig = decode(request.as_bytes()).unwrap();
@@ -131,7 +170,10 @@ fn create_errors_match_nats_server_bytes() {
     }
     let long = format!(r#"{{"name":"DL","description":"{}"}}"#, "x".repeat(4097));
     let err = check_create("DL", decode(long.as_bytes()).unwrap(), None, &ctx).unwrap_err();
-    assert_eq!(error_json(response_type::STREAM_CREATE, err), fixture("err_desc_long"));
+    assert_eq!(
+        error_json(response_type::STREAM_CREATE, err),
+        fixture("err_desc_long")
+    );
 }
 
 #[test]
@@ -142,7 +184,11 @@ fn decode_errors_match_nats_server_bytes() {
         ("err_bad_json", r#"{"name":"#),
     ] {
         let err = decode::<StreamConfig>(request.as_bytes()).unwrap_err();
-        assert_eq!(error_json(response_type::STREAM_CREATE, err), fixture(name), "{name}");
+        assert_eq!(
+            error_json(response_type::STREAM_CREATE, err),
+            fixture(name),
+            "{name}"
+        );
     }
 }
 
@@ -157,7 +203,10 @@ fn identical_create_is_idempotent_and_a_different_one_is_10058() {
     let other: StreamConfig =
         decode(br#"{"name":"ORDERS","subjects":["orders.>"],"max_msgs":5}"#).unwrap();
     let err = check_create("ORDERS", other, Some(&existing), &SINGLE).unwrap_err();
-    assert_eq!(error_json(response_type::STREAM_CREATE, err), fixture("err_name_exist"));
+    assert_eq!(
+        error_json(response_type::STREAM_CREATE, err),
+        fixture("err_name_exist")
+    );
 }
 
 #[test]
@@ -179,7 +228,11 @@ fn update_rules_match_nats_server() {
         ),
     ] {
         let err = upd(request, &orders).unwrap_err();
-        assert_eq!(error_json(response_type::STREAM_UPDATE, err), fixture(name), "{name}");
+        assert_eq!(
+            error_json(response_type::STREAM_UPDATE, err),
+            fixture(name),
+            "{name}"
+        );
     }
     let ok = upd(
         r#"{"name":"ORDERS","subjects":["orders.>","more.>"],"max_msgs":50,"retention":"interest"}"#,
@@ -204,14 +257,28 @@ fn update_rules_match_nats_server() {
     );
 
     let dw2 = created(r#"{"name":"DW2","max_age":60000000000}"#, &SINGLE);
-    let sealed = upd(r#"{"name":"DW2","max_age":60000000000,"sealed":true}"#, &dw2).unwrap();
+    let sealed = upd(
+        r#"{"name":"DW2","max_age":60000000000,"sealed":true}"#,
+        &dw2,
+    )
+    .unwrap();
     assert_eq!(shown(&sealed), fixture_config("upd_seal"));
-    let err = upd(r#"{"name":"DW2","max_age":60000000000,"sealed":false}"#, &sealed).unwrap_err();
-    assert_eq!(error_json(response_type::STREAM_UPDATE, err), fixture("err_upd_unseal"));
+    let err = upd(
+        r#"{"name":"DW2","max_age":60000000000,"sealed":false}"#,
+        &sealed,
+    )
+    .unwrap_err();
+    assert_eq!(
+        error_json(response_type::STREAM_UPDATE, err),
+        fixture("err_upd_unseal")
+    );
 
     let cfg: StreamConfig = decode(br#"{"name":"NOPE"}"#).unwrap();
     let err = check_update("NOPE", cfg, None, &SINGLE).unwrap_err();
-    assert_eq!(error_json(response_type::STREAM_UPDATE, err), fixture("err_upd_notfound"));
+    assert_eq!(
+        error_json(response_type::STREAM_UPDATE, err),
+        fixture("err_upd_notfound")
+    );
 }
 
 #[test]
@@ -221,7 +288,10 @@ fn replicas_are_checked_against_the_cluster() {
         cluster_size: 3,
         other_streams: &[],
     };
-    assert_eq!(created(r#"{"name":"R3","num_replicas":3}"#, &three).num_replicas, 3);
+    assert_eq!(
+        created(r#"{"name":"R3","num_replicas":3}"#, &three).num_replicas,
+        3
+    );
     let cfg: StreamConfig = decode(br#"{"name":"R5","num_replicas":5}"#).unwrap();
     let err = check_create("R5", cfg, None, &three).unwrap_err();
     assert_eq!((err.code, err.err_code), (400, 10005));
@@ -240,7 +310,16 @@ fn overlap_is_token_wise() {
 
 #[test]
 fn stream_names_reject_separators_and_wildcards() {
-    for bad in ["", "a.b", "a*", "a>", "a b", "a/b", "a\\b", &"x".repeat(256)] {
+    for bad in [
+        "",
+        "a.b",
+        "a*",
+        "a>",
+        "a b",
+        "a/b",
+        "a\\b",
+        &"x".repeat(256),
+    ] {
         assert!(!is_valid_stream_name(bad), "{bad:?}");
     }
     assert!(is_valid_stream_name("KV_bucket-1"));

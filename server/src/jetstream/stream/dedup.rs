@@ -45,7 +45,11 @@ impl DedupIndex {
             if ts.saturating_add(window_ns) > now_ns {
                 break;
             }
-            if self.by_id.get(id).is_some_and(|hit| hit.timestamp_ns == *ts) {
+            if self
+                .by_id
+                .get(id)
+                .is_some_and(|hit| hit.timestamp_ns == *ts)
+            {
                 self.by_id.remove(id);
             }
             self.order.pop_front();

@@ -53,7 +53,11 @@ mod tests {
 
     #[test]
     fn finds_values_case_sensitively_and_trims() {
-        let b = block(&[("Nats-Msg-Id", " abc "), ("X", "1"), ("Nats-Msg-Id", "second")]);
+        let b = block(&[
+            ("Nats-Msg-Id", " abc "),
+            ("X", "1"),
+            ("Nats-Msg-Id", "second"),
+        ]);
         assert_eq!(get(&b, MSG_ID), Some("abc"));
         assert_eq!(get(&b, "nats-msg-id"), None);
         assert_eq!(get(&b, "X"), Some("1"));

@@ -19,7 +19,11 @@ use crate::jetstream::api::{ApiError, ErrorKind};
 
 /// Builds a `StreamInfo` (without paging) as of `now_ns`. `cluster` is `None` in create/update
 /// responses on a single server (observed) and `{"leader":..}` in STREAM.INFO.
-pub fn stream_info(sm: &StreamStateMachine, now_ns: u64, cluster: Option<ClusterInfo>) -> StreamInfo {
+pub fn stream_info(
+    sm: &StreamStateMachine,
+    now_ns: u64,
+    cluster: Option<ClusterInfo>,
+) -> StreamInfo {
     let server = sm.server();
     StreamInfo {
         config: with_response_metadata(sm.config(), &server.version, server.api_level),

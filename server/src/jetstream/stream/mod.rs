@@ -154,9 +154,7 @@ impl StreamStateMachine {
             last_msg_id: String::new(),
         });
         if fresh && meta.config.first_seq > 1 && store.state().last_seq == 0 {
-            store
-                .skip_to(meta.config.first_seq)
-                .map_err(io_err)?;
+            store.skip_to(meta.config.first_seq).map_err(io_err)?;
         }
         let mut sm = Self {
             limits: limits_for(&meta.config),
@@ -317,11 +315,10 @@ impl ReplicatedStateMachine for StreamStateMachine {
         let Some(bytes) = self.store.get_meta(META_APPLIED).map_err(io_err)? else {
             return Ok(None);
         };
-        let (last_applied, membership) = serde_json::from_slice(&bytes).map_err(|e| {
-            StateMachineError::CorruptSnapshot {
+        let (last_applied, membership) =
+            serde_json::from_slice(&bytes).map_err(|e| StateMachineError::CorruptSnapshot {
                 reason: format!("applied state record: {e}"),
-            }
-        })?;
+            })?;
         Ok(Some(AppliedState {
             last_applied,
             membership,

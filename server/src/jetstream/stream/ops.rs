@@ -42,7 +42,9 @@ impl StreamStateMachine {
     /// found` (both observed wordings).
     pub(super) fn apply_delete(&mut self, d: &DeleteMsg) -> Result<String, StorageError> {
         if self.config.sealed {
-            return Ok(msg_delete_error_json(ApiError::new(ErrorKind::StreamSealed)));
+            return Ok(msg_delete_error_json(ApiError::new(
+                ErrorKind::StreamSealed,
+            )));
         }
         if self.config.deny_delete {
             return Ok(msg_delete_error_json(ApiError::with_err(

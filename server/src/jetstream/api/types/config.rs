@@ -62,13 +62,25 @@ pub enum StorageCompression {
 #[serde(deny_unknown_fields)]
 pub struct Placement {
     /// Target cluster name.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub cluster: String,
     /// Server tags every replica must have.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub tags: Vec<String>,
     /// Preferred leader (only valid in step-down requests, refused in a config).
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub preferred: String,
 }
 
@@ -89,13 +101,21 @@ pub struct SubjectTransform {
 #[serde(deny_unknown_fields)]
 pub struct RePublish {
     /// Which stored subjects to republish (empty means `>`).
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub src: String,
     /// Destination template.
     #[serde(default, deserialize_with = "nullable")]
     pub dest: String,
     /// Send only headers.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "is_false"
+    )]
     pub headers_only: bool,
 }
 
@@ -107,7 +127,11 @@ pub struct External {
     #[serde(default, deserialize_with = "nullable")]
     pub api: String,
     /// Delivery prefix.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub deliver: String,
 }
 
@@ -119,16 +143,28 @@ pub struct StreamSource {
     #[serde(default, deserialize_with = "nullable")]
     pub name: String,
     /// Start at this sequence.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "is_zero_u64")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "is_zero_u64"
+    )]
     pub opt_start_seq: u64,
     /// Start at this time (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opt_start_time: Option<String>,
     /// Only this subject.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub filter_subject: String,
     /// Transforms applied to sourced subjects.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub subject_transforms: Vec<SubjectTransform>,
     /// Remote origin.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -140,10 +176,18 @@ pub struct StreamSource {
 #[serde(deny_unknown_fields)]
 pub struct ConsumerLimits {
     /// Default/maximum inactive threshold (ns).
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "is_zero_i64")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "is_zero_i64"
+    )]
     pub inactive_threshold: i64,
     /// Maximum `max_ack_pending`.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "is_zero_i64")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "is_zero_i64"
+    )]
     pub max_ack_pending: i64,
 }
 
@@ -156,10 +200,18 @@ pub struct StreamConfig {
     #[serde(default, deserialize_with = "nullable")]
     pub name: String,
     /// Free text, at most 4096 bytes.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub description: String,
     /// Subjects captured by the stream.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub subjects: Vec<String>,
     /// Retention policy.
     #[serde(default, deserialize_with = "nullable")]
@@ -192,13 +244,25 @@ pub struct StreamConfig {
     #[serde(default, deserialize_with = "nullable")]
     pub num_replicas: i64,
     /// Publishes get no PubAck.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "is_false"
+    )]
     pub no_ack: bool,
     /// Obsolete template name; accepted and ignored (nats-py sends it).
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub template_owner: String,
     /// `Nats-Msg-Id` de-duplication window in ns.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "is_zero_i64")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "is_zero_i64"
+    )]
     pub duplicate_window: i64,
     /// Placement hints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -207,13 +271,21 @@ pub struct StreamConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mirror: Option<StreamSource>,
     /// Sources.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub sources: Vec<StreamSource>,
     /// Storage compression.
     #[serde(default, deserialize_with = "nullable")]
     pub compression: StorageCompression,
     /// First sequence of a new stream.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "is_zero_u64")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "is_zero_u64"
+    )]
     pub first_seq: u64,
     /// Transform applied to incoming subjects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -228,7 +300,11 @@ pub struct StreamConfig {
     #[serde(default, deserialize_with = "nullable")]
     pub mirror_direct: bool,
     /// With discard new, also reject over `max_msgs_per_subject`.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "is_false"
+    )]
     pub discard_new_per_subject: bool,
     /// No more writes, deletes or purges.
     #[serde(default, deserialize_with = "nullable")]
@@ -249,25 +325,49 @@ pub struct StreamConfig {
     #[serde(default, deserialize_with = "nullable")]
     pub allow_msg_ttl: bool,
     /// TTL of subject delete markers (ns).
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "is_zero_i64")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "is_zero_i64"
+    )]
     pub subject_delete_marker_ttl: i64,
     /// Counter streams (2.12); refused until implemented.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "is_false"
+    )]
     pub allow_msg_counter: bool,
     /// Atomic batch publish (2.12); refused until implemented.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "is_false"
+    )]
     pub allow_atomic: bool,
     /// Message schedules (2.12); refused until implemented.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "is_false"
+    )]
     pub allow_msg_schedules: bool,
     /// Fast batch publish (2.14); refused until implemented.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "is_false"
+    )]
     pub allow_batched: bool,
     /// Persist mode (`default`/`async`, 2.12); only the default is implemented.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persist_mode: Option<String>,
     /// User metadata plus the server's `_nats.*` keys. Sorted, as Go marshals maps.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub metadata: BTreeMap<String, String>,
     /// Create/update request flag: reject instead of silently normalising. Never stored or
     /// shown (it is part of the request, not the config).

@@ -190,9 +190,12 @@ pub mod go_time {
             _ => return None,
         };
         let month = time::Month::try_from(u8::try_from(month).ok()?).ok()?;
-        let date =
-            time::Date::from_calendar_date(i32::try_from(year).ok()?, month, u8::try_from(day).ok()?)
-                .ok()?;
+        let date = time::Date::from_calendar_date(
+            i32::try_from(year).ok()?,
+            month,
+            u8::try_from(day).ok()?,
+        )
+        .ok()?;
         let tod = time::Time::from_hms(
             u8::try_from(hour).ok()?,
             u8::try_from(min).ok()?,
@@ -242,8 +245,14 @@ mod tests {
             go_time::format(1_796_214_027_555_474_235),
             "2026-12-02T12:20:27.555474235Z"
         );
-        assert_eq!(go_time::format(1_796_214_027_500_000_000), "2026-12-02T12:20:27.5Z");
-        assert_eq!(go_time::format(1_796_214_027_000_000_000), "2026-12-02T12:20:27Z");
+        assert_eq!(
+            go_time::format(1_796_214_027_500_000_000),
+            "2026-12-02T12:20:27.5Z"
+        );
+        assert_eq!(
+            go_time::format(1_796_214_027_000_000_000),
+            "2026-12-02T12:20:27Z"
+        );
     }
 
     #[test]
@@ -262,7 +271,10 @@ mod tests {
 
     #[test]
     fn base64_matches_the_captured_header_encoding() {
-        assert_eq!(base64::encode(b"NATS/1.0\r\nX-I: 3\r\n\r\n"), "TkFUUy8xLjANClgtSTogMw0KDQo=");
+        assert_eq!(
+            base64::encode(b"NATS/1.0\r\nX-I: 3\r\n\r\n"),
+            "TkFUUy8xLjANClgtSTogMw0KDQo="
+        );
         assert_eq!(base64::encode(b"v3"), "djM=");
         assert_eq!(base64::encode(b""), "");
         assert_eq!(base64::encode(b"abc"), "YWJj");
@@ -270,6 +282,9 @@ mod tests {
 
     #[test]
     fn go_json_escapes_html_characters() {
-        assert_eq!(to_go_json(&["a.>", "<&>"]), r#"["a.\u003e","\u003c\u0026\u003e"]"#);
+        assert_eq!(
+            to_go_json(&["a.>", "<&>"]),
+            r#"["a.\u003e","\u003c\u0026\u003e"]"#
+        );
     }
 }

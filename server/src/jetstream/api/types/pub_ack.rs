@@ -84,7 +84,10 @@ mod tests {
 
     #[test]
     fn pub_ack_bytes_match_nats_server() {
-        assert_eq!(PubAck::stored("ORDERS", 1).to_json(), r#"{"stream":"ORDERS","seq":1}"#);
+        assert_eq!(
+            PubAck::stored("ORDERS", 1).to_json(),
+            r#"{"stream":"ORDERS","seq":1}"#
+        );
         assert_eq!(
             PubAck::duplicate("ORDERS", 2).to_json(),
             r#"{"stream":"ORDERS","seq":2,"duplicate": true}"#
@@ -93,7 +96,10 @@ mod tests {
             domain: Some("D".into()),
             ..PubAck::stored("S", 5)
         };
-        assert_eq!(with_domain.to_json(), r#"{"stream":"S","domain":"D","seq":5}"#);
+        assert_eq!(
+            with_domain.to_json(),
+            r#"{"stream":"S","domain":"D","seq":5}"#
+        );
         assert_eq!(
             PubAck::error("ORDERS", ApiError::wrong_last_sequence(2)).to_json(),
             r#"{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 2"},"stream":"ORDERS","seq":0}"#

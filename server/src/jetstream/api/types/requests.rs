@@ -220,7 +220,9 @@ impl MsgGetRequest {
         let start = self.start_time.is_some();
         match (self.seq > 0, last, next, start) {
             (true, false, false, false) => Ok(MsgSelector::Seq(self.seq)),
-            (false, true, false, false) => Ok(MsgSelector::LastBySubject(self.last_by_subj.clone())),
+            (false, true, false, false) => {
+                Ok(MsgSelector::LastBySubject(self.last_by_subj.clone()))
+            }
             (_, false, true, false) => Ok(MsgSelector::NextBySubject {
                 subject: self.next_by_subj.clone(),
                 from: self.seq,
@@ -257,20 +259,30 @@ mod tests {
     fn optional_bodies_decode_only_objects_and_arrays() {
         let none: Option<StreamInfoRequest> = parse_body(BodyRule::Optional, b"null").unwrap();
         assert_eq!(none, None);
-        assert_eq!(parse_body::<StreamInfoRequest>(BodyRule::Optional, b"").unwrap(), None);
-        assert_eq!(parse_body::<StreamInfoRequest>(BodyRule::Optional, b"junk").unwrap(), None);
+        assert_eq!(
+            parse_body::<StreamInfoRequest>(BodyRule::Optional, b"").unwrap(),
+            None
+        );
+        assert_eq!(
+            parse_body::<StreamInfoRequest>(BodyRule::Optional, b"junk").unwrap(),
+            None
+        );
         let err = parse_body::<StreamInfoRequest>(BodyRule::Optional, b"[]").unwrap_err();
         assert_eq!(err.err_code, 10025);
-        let some = parse_body::<StreamInfoRequest>(BodyRule::Optional, br#" {"deleted_details":true}"#)
-            .unwrap()
-            .unwrap();
+        let some =
+            parse_body::<StreamInfoRequest>(BodyRule::Optional, br#" {"deleted_details":true}"#)
+                .unwrap()
+                .unwrap();
         assert!(some.deleted_details);
     }
 
     #[test]
     fn empty_bodies_accept_only_nothing_or_an_empty_object() {
         for ok in [&b""[..], b"{}", b" { } "] {
-            assert_eq!(parse_body::<StreamInfoRequest>(BodyRule::Empty, ok).unwrap(), None);
+            assert_eq!(
+                parse_body::<StreamInfoRequest>(BodyRule::Empty, ok).unwrap(),
+                None
+            );
         }
         for bad in [&b"null"[..], b"[]", b" ", br#"{"x":1}"#] {
             let e = parse_body::<StreamInfoRequest>(BodyRule::Empty, bad).unwrap_err();
@@ -289,9 +301,15 @@ mod tests {
     #[test]
     fn decode_errors_use_go_wording() {
         let e = decode::<StreamConfig>(br#"{"name":"UF","foo_bar":1}"#).unwrap_err();
-        assert_eq!(e.description, r#"invalid JSON: json: unknown field "foo_bar""#);
+        assert_eq!(
+            e.description,
+            r#"invalid JSON: json: unknown field "foo_bar""#
+        );
         let e = decode::<StreamConfig>(br#"{"name":"BE","retention":"bogus"}"#).unwrap_err();
-        assert_eq!(e.description, r#"invalid JSON: can not unmarshal "\"bogus\"""#);
+        assert_eq!(
+            e.description,
+            r#"invalid JSON: can not unmarshal "\"bogus\"""#
+        );
         let e = decode::<StreamConfig>(br#"{"name":"#).unwrap_err();
         assert_eq!(e.description, "invalid JSON: unexpected EOF");
     }
@@ -339,6 +357,9 @@ mod tests {
             ..PurgeRequest::default()
         };
         let s = req.to_store().unwrap();
-        assert_eq!((s.filter.as_deref(), s.up_to_seq, s.keep), (Some("a.>"), None, Some(1)));
+        assert_eq!(
+            (s.filter.as_deref(), s.up_to_seq, s.keep),
+            (Some("a.>"), None, Some(1))
+        );
     }
 }

@@ -222,7 +222,11 @@ pub fn purge_error_json(error: ApiError) -> String {
 
 /// JSON of a successful message delete.
 pub fn msg_delete_json() -> String {
-    ApiResponse::ok(response_type::STREAM_MSG_DELETE, MsgDeleteResponse { success: true }).to_json()
+    ApiResponse::ok(
+        response_type::STREAM_MSG_DELETE,
+        MsgDeleteResponse { success: true },
+    )
+    .to_json()
 }
 
 /// JSON of a failed message delete.
@@ -261,8 +265,12 @@ mod tests {
             fixture("err_msg_delete_denied")
         );
         assert_eq!(
-            ApiResponse::err(response_type::STREAM_INFO, ApiError::stream_not_found(), Paging::default())
-                .to_json(),
+            ApiResponse::err(
+                response_type::STREAM_INFO,
+                ApiError::stream_not_found(),
+                Paging::default()
+            )
+            .to_json(),
             fixture("err_info_notfound")
         );
         assert_eq!(
@@ -282,7 +290,9 @@ mod tests {
     fn success_envelopes_match_captured_bytes() {
         assert_eq!(purge_json(0), fixture("purge_all"));
         let names = names_page(
-            ["ZL", "TM2", "ORDERS", "NOSUBJ", "FULL", "DW2"].map(String::from).to_vec(),
+            ["ZL", "TM2", "ORDERS", "NOSUBJ", "FULL", "DW2"]
+                .map(String::from)
+                .to_vec(),
             0,
         );
         assert_eq!(
@@ -290,8 +300,11 @@ mod tests {
             fixture("names_all")
         );
         assert_eq!(
-            ApiResponse::ok(response_type::STREAM_DELETE, MsgDeleteResponse { success: true })
-                .to_json(),
+            ApiResponse::ok(
+                response_type::STREAM_DELETE,
+                MsgDeleteResponse { success: true }
+            )
+            .to_json(),
             fixture("delete")
         );
     }
@@ -327,7 +340,14 @@ mod tests {
     #[test]
     fn names_paging_clamps_offset() {
         let page = names_page(vec!["b".into(), "a".into()], 5);
-        assert_eq!(page.paging, Paging { total: 2, offset: 2, limit: 1024 });
+        assert_eq!(
+            page.paging,
+            Paging {
+                total: 2,
+                offset: 2,
+                limit: 1024
+            }
+        );
         assert!(page.streams.is_empty());
     }
 }
