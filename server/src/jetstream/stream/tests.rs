@@ -66,6 +66,14 @@ impl Driver {
     }
 }
 
+fn fixture(name: &str) -> String {
+    let all: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../tests/fixtures/jetstream/nats_2_15_1_stream_msgs.json"
+    ))
+    .unwrap();
+    all[name].as_str().unwrap().to_string()
+}
+
 #[test]
 fn publish_answers_exact_pub_ack_bytes() {
     let mut d = Driver::new(mem_sm(r#"{"name":"ORDERS","subjects":["orders.>"]}"#));
@@ -211,7 +219,7 @@ fn rollup_requires_permission_and_removes_older_messages() {
     }
     assert_eq!(
         d.publish("r.a", &[("Nats-Rollup", "bogus")], T0 + 5),
-        r#"{"error":{"code":500,"err_code":10111,"description":"rollup value invalid: \"bogus\""},"stream":"R","seq":0}"#
+        fixture("pub_rollup_bogus")
     );
     assert_eq!(
         d.publish("r.a", &[("Nats-Rollup", "sub")], T0 + 6),
@@ -219,6 +227,12 @@ fn rollup_requires_permission_and_removes_older_messages() {
     );
     assert_eq!(d.sm.store().subject_count("r.a"), 1);
     assert_eq!(d.sm.store().subject_count("r.b"), 3);
+    // Same publishes as the capture: seqs 1 and 3 are gone, deleted = [3, 5] there too.
+    assert_eq!(d.sm.store().deleted().unwrap(), vec![3, 5]);
+    assert_eq!(
+        d.publish("r.a", &[("Nats-TTL", "10s")], T0 + 6),
+        fixture("pub_ttl_disabled")
+    );
     assert_eq!(
         d.publish("r.c", &[("Nats-Rollup", "all")], T0 + 7),
         r#"{"stream":"R","seq":8}"#
@@ -328,9 +342,10 @@ fn delete_msg_answers() {
         d.apply(command::delete_msg(1, true)),
         r#"{"type":"io.nats.jetstream.api.v1.stream_msg_delete_response","error":{"code":500,"err_code":10057,"description":"no message found"}}"#
     );
-    assert!(
-        d.apply(command::delete_msg(9, false))
-            .contains("sequence 9 not found")
+    assert_eq!(d.apply(command::delete_msg(0, false)), fixture("del_zero"));
+    assert_eq!(
+        d.apply(command::delete_msg(99, false)),
+        fixture("del_beyond")
     );
     let mut denied = Driver::new(mem_sm(
         r#"{"name":"N","subjects":["n"],"deny_delete":true}"#,

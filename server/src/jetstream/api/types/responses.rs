@@ -92,13 +92,23 @@ pub struct StreamCreateBody {
     pub did_create: bool,
 }
 
+/// Serialises an empty list as `null`, as Go does for a nil slice.
+fn null_if_empty<S: serde::Serializer>(v: &[String], s: S) -> Result<S::Ok, S::Error> {
+    if v.is_empty() {
+        s.serialize_none()
+    } else {
+        s.collect_seq(v)
+    }
+}
+
 /// `stream_names_response` body.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct StreamNamesResponse {
     /// Paging (limit 1024).
     #[serde(flatten)]
     pub paging: Paging,
-    /// Sorted names.
+    /// Sorted names; `null` when there are none (observed, Go's nil slice).
+    #[serde(serialize_with = "null_if_empty")]
     pub streams: Vec<String>,
 }
 
@@ -335,6 +345,27 @@ mod tests {
         };
         let m = StoredMessage::from_stored(&empty, true);
         assert_eq!((m.hdrs, m.data), (None, None));
+    }
+
+    #[test]
+    fn empty_names_and_names_errors_carry_null_streams() {
+        let all: serde_json::Value = serde_json::from_str(include_str!(
+            "../../../../tests/fixtures/jetstream/nats_2_15_1_stream_msgs.json"
+        ))
+        .unwrap();
+        let none = ApiResponse::ok(response_type::STREAM_NAMES, names_page(Vec::new(), 0));
+        assert_eq!(none.to_json(), all["names_none"].as_str().unwrap());
+        let err = crate::jetstream::api::types::requests::decode::<
+            crate::jetstream::api::types::StreamNamesRequest,
+        >(b"[]")
+        .unwrap_err();
+        let json = ApiResponse::err(
+            response_type::STREAM_NAMES,
+            err,
+            StreamNamesResponse::default(),
+        )
+        .to_json();
+        assert_eq!(json, all["names_bad"].as_str().unwrap());
     }
 
     #[test]
