@@ -637,3 +637,45 @@ fn direct_get_reply_appends_stream_headers() {
         b"NATS/1.0 404 Message Not Found\r\n\r\n"
     );
 }
+
+#[test]
+fn stream_info_of_a_file_stream_matches_nats_server_byte_for_byte() {
+    // Replays the `create_r` .. `info_after_rollup` probes of the capture on a RocksDB store;
+    // the times are the captured ones, so the whole reply must be identical.
+    let captured = fixture("info_after_rollup");
+    let time_of = |key: &str| {
+        let at = captured.find(&format!("\"{key}\":\"")).unwrap() + key.len() + 4;
+        let end = at + captured[at..].find('"').unwrap();
+        crate::jetstream::api::types::go_time::parse(&captured[at..end]).unwrap()
+    };
+    let (created, first_ts, last_ts, now) = (
+        time_of("created"),
+        time_of("first_ts"),
+        time_of("last_ts"),
+        time_of("ts"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let rocks = Box::new(RocksStreamStore::open(db, StreamUid(77)).unwrap());
+    let cfg = config(r#"{"name":"R","subjects":["r.>"],"allow_rollup_hdrs":true}"#);
+    let mut d = Driver::new(StreamStateMachine::open(rocks, cfg, created, server()).unwrap());
+    for i in 0..3u64 {
+        let ts = first_ts - 1 + 2 * i;
+        let h = Bytes::from(block(&[("X-I", &i.to_string())]));
+        d.apply(command::append("r.a", h, Bytes::from_static(b"x"), ts));
+        d.apply(command::append("r.b", Bytes::new(), Bytes::new(), ts + 1));
+    }
+    d.publish("r.a", &[("Nats-Rollup", "bogus")], last_ts - 1);
+    d.publish("r.a", &[("Nats-Rollup", "sub")], last_ts);
+    let req = StreamInfoRequest {
+        deleted_details: true,
+        subjects_filter: ">".into(),
+        offset: 0,
+    };
+    let cluster = crate::jetstream::api::types::ClusterInfo {
+        leader: "probe".into(),
+        ..Default::default()
+    };
+    let json = info::info_response_json(&d.sm, &req, now, Some(cluster)).unwrap();
+    assert_eq!(json, captured);
+}
