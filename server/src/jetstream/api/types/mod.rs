@@ -23,7 +23,7 @@ pub use requests::{
 };
 pub use responses::{
     ApiResponse, MsgDeleteResponse, MsgGetResponse, PurgeResponse, StoredMessage,
-    StreamNamesResponse,
+    StreamListResponse, StreamNamesResponse,
 };
 
 use serde::{Deserialize, Deserializer, Serialize};

@@ -112,6 +112,34 @@ pub struct StreamNamesResponse {
     pub streams: Vec<String>,
 }
 
+/// `stream_list_response` body: full infos, paged by [`LIST_PAGE_LIMIT`].
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StreamListResponse {
+    /// Paging (limit 256).
+    #[serde(flatten)]
+    pub paging: Paging,
+    /// Infos, sorted by name (configs without `_nats.ver`/`_nats.level`, observed).
+    pub streams: Vec<StreamInfo>,
+    /// Streams that could not be reached (clustered mode).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
+}
+
+/// Names of the streams whose subjects collide with `subject` (STREAM.NAMES/LIST `subject`
+/// filter; empty = all). nats-py uses it to find the stream bound to a subject.
+pub fn names_matching(streams: &[(String, Vec<String>)], subject: &str) -> Vec<String> {
+    streams
+        .iter()
+        .filter(|(_, subjects)| {
+            subject.is_empty()
+                || subjects
+                    .iter()
+                    .any(|s| crate::jetstream::api::validate::subjects_overlap(s, subject))
+        })
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
 /// `stream_purge_response` body; `success` is omitted on error.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct PurgeResponse {
@@ -366,6 +394,21 @@ mod tests {
         )
         .to_json();
         assert_eq!(json, all["names_bad"].as_str().unwrap());
+    }
+
+    #[test]
+    fn names_filter_by_colliding_subject() {
+        let streams = vec![
+            ("ORDERS".to_string(), vec!["orders.>".to_string()]),
+            ("KV".to_string(), vec!["$KV.b.>".to_string()]),
+        ];
+        assert_eq!(
+            names_matching(&streams, "orders.x"),
+            vec!["ORDERS".to_string()]
+        );
+        assert_eq!(names_matching(&streams, "$KV.*.k"), vec!["KV".to_string()]);
+        assert!(names_matching(&streams, "zzz").is_empty());
+        assert_eq!(names_matching(&streams, "").len(), 2);
     }
 
     #[test]
