@@ -28,6 +28,8 @@ pub mod headers;
 pub mod info;
 mod ops;
 #[cfg(test)]
+mod prop_tests;
+#[cfg(test)]
 mod raft_tests;
 mod snapshot;
 
