@@ -252,7 +252,9 @@ fn check_subjects(cfg: &StreamConfig) -> Result<(), ApiError> {
 fn check_metadata(metadata: &BTreeMap<String, String>) -> Result<(), ApiError> {
     let size: usize = metadata.iter().map(|(k, v)| k.len() + v.len()).sum();
     if size > MAX_METADATA_BYTES {
-        return Err(invalid("stream metadata exceeds maximum size of 128 KB"));
+        return Err(invalid(&format!(
+            "stream metadata exceeds maximum size of {MAX_METADATA_BYTES} bytes"
+        )));
     }
     Ok(())
 }
