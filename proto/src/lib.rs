@@ -39,6 +39,30 @@ mod tests {
     use super::node::NodeIdentity;
 
     #[test]
+    fn stream_command_bytes_are_stable() {
+        use super::stream::{Append, StreamCommand, stream_command::Cmd};
+        let cmd = StreamCommand {
+            cmd: Some(Cmd::Append(Append {
+                subject: "a".into(),
+                headers: bytes_of(b""),
+                payload: bytes_of(b"x"),
+                timestamp_ns: 5,
+            })),
+        };
+        // Field 1 (append), length 8: subject "a" (field 1), payload "x" (field 3), ts 5 (field 4).
+        let encoded = cmd.encode_to_vec();
+        assert_eq!(
+            encoded,
+            [0x0a, 0x08, 0x0a, 0x01, b'a', 0x1a, 0x01, b'x', 0x20, 0x05]
+        );
+        assert_eq!(StreamCommand::decode(encoded.as_slice()).unwrap(), cmd);
+    }
+
+    fn bytes_of(b: &'static [u8]) -> prost::bytes::Bytes {
+        prost::bytes::Bytes::from_static(b)
+    }
+
+    #[test]
     fn node_identity_round_trips() {
         let id = NodeIdentity {
             node_id: u64::MAX - 1,

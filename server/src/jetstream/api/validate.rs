@@ -56,7 +56,7 @@ pub struct ValidationContext<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CreateOutcome {
     /// No stream of that name: create it with this normalised config.
-    Create(StreamConfig),
+    Create(Box<StreamConfig>),
     /// An identical stream exists: answer with it (`did_create:true`, observed).
     AlreadyExists,
 }
@@ -252,7 +252,9 @@ fn check_subjects(cfg: &StreamConfig) -> Result<(), ApiError> {
 fn check_metadata(metadata: &BTreeMap<String, String>) -> Result<(), ApiError> {
     let size: usize = metadata.iter().map(|(k, v)| k.len() + v.len()).sum();
     if size > MAX_METADATA_BYTES {
-        return Err(invalid("stream metadata exceeds maximum size of 128 KB"));
+        return Err(invalid(&format!(
+            "stream metadata exceeds maximum size of {MAX_METADATA_BYTES} bytes"
+        )));
     }
     Ok(())
 }
@@ -397,7 +399,7 @@ pub fn check_create(
     }
     check_placement(&cfg, ctx)?;
     check_overlap(&cfg, ctx)?;
-    Ok(CreateOutcome::Create(cfg))
+    Ok(CreateOutcome::Create(Box::new(cfg)))
 }
 
 /// A STREAM.UPDATE request: returns the new normalised config, or the exact error.

@@ -32,7 +32,7 @@ fn created(json: &str, ctx: &ValidationContext<'_>) -> StreamConfig {
     let cfg: StreamConfig = decode(json.as_bytes()).unwrap();
     let name = cfg.name.clone();
     match check_create(&name, cfg, None, ctx).unwrap() {
-        CreateOutcome::Create(c) => c,
+        CreateOutcome::Create(c) => *c,
         CreateOutcome::AlreadyExists => panic!("nothing exists"),
     }
 }
@@ -338,5 +338,95 @@ fn unsupported_features_are_refused_with_10052() {
         let cfg: StreamConfig = decode(json.as_bytes()).unwrap();
         let err = check_create("M", cfg, None, &SINGLE).unwrap_err();
         assert_eq!(err.err_code, 10052, "{json}");
+    }
+}
+
+fn fixture3(name: &str) -> String {
+    let all: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../tests/fixtures/jetstream/nats_2_15_1_stream_validation.json"
+    ))
+    .unwrap();
+    all[name].as_str().unwrap().to_string()
+}
+
+#[test]
+fn more_create_errors_match_nats_server_bytes() {
+    let long_name = "N".repeat(256);
+    let long_body = format!(r#"{{"name":"{long_name}"}}"#);
+    let big_meta = format!(
+        r#"{{"name":"MB","metadata":{{"k":"{}"}}}}"#,
+        "x".repeat(128 * 1024 + 1)
+    );
+    let cases: Vec<(&str, &str, &str)> = vec![
+        (
+            "err_dw_small",
+            "DS",
+            r#"{"name":"DS","duplicate_window":50000000}"#,
+        ),
+        ("err_dw_neg", "DN", r#"{"name":"DN","duplicate_window":-5}"#),
+        ("err_meta_big", "MB", &big_meta),
+        ("err_name_long", &long_name, &long_body),
+        ("err_name_slash", "a/b", r#"{"name":"a/b"}"#),
+        ("err_sys", "SY", r#"{"name":"SY","subjects":["$SYS.>"]}"#),
+        (
+            "err_preferred",
+            "PF",
+            r#"{"name":"PF","placement":{"preferred":"x"}}"#,
+        ),
+        (
+            "err_mirror_subjects",
+            "MS",
+            r#"{"name":"MS","subjects":["m"],"mirror":{"name":"O"}}"#,
+        ),
+        (
+            "err_source_name",
+            "SN",
+            r#"{"name":"SN","sources":[{"name":"a.b"}]}"#,
+        ),
+    ];
+    for (name, subject_name, request) in cases {
+        let cfg: StreamConfig = decode(request.as_bytes()).unwrap();
+        let err = check_create(subject_name, cfg, None, &SINGLE).unwrap_err();
+        assert_eq!(
+            error_json(response_type::STREAM_CREATE, err),
+            fixture3(name),
+            "{name}"
+        );
+    }
+    for ok in [
+        r#"{"name":"SA","subjects":["$SYS.ACCOUNT.x"]}"#,
+        r#"{"name":"JE","subjects":["$JS.EVENT.x"]}"#,
+        r#"{"name":"PD","pedantic":true}"#,
+    ] {
+        created(ok, &SINGLE);
+    }
+}
+
+#[test]
+fn more_update_errors_match_nats_server_bytes() {
+    let dp = created(
+        r#"{"name":"DP","deny_purge":true,"allow_msg_ttl":true}"#,
+        &SINGLE,
+    );
+    for (name, subject_name, request) in [
+        (
+            "err_upd_deny_purge",
+            "DP",
+            r#"{"name":"DP","deny_purge":false,"allow_msg_ttl":true}"#,
+        ),
+        (
+            "err_upd_ttl",
+            "DP",
+            r#"{"name":"DP","deny_purge":true,"allow_msg_ttl":false}"#,
+        ),
+        ("err_upd_mismatch", "DP", r#"{"name":"XX"}"#),
+    ] {
+        let cfg: StreamConfig = decode(request.as_bytes()).unwrap();
+        let err = check_update(subject_name, cfg, Some(&dp), &SINGLE).unwrap_err();
+        assert_eq!(
+            error_json(response_type::STREAM_UPDATE, err),
+            fixture3(name),
+            "{name}"
+        );
     }
 }

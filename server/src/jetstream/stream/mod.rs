@@ -27,6 +27,10 @@ pub mod dedup;
 pub mod headers;
 pub mod info;
 mod ops;
+#[cfg(test)]
+mod prop_tests;
+#[cfg(test)]
+mod raft_tests;
 mod snapshot;
 
 use bytes::Bytes;

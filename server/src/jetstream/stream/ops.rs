@@ -38,8 +38,8 @@ impl StreamStateMachine {
     }
 
     /// `$JS.API.STREAM.MSG.DELETE`: sealed → 10109, `deny_delete` → 10057 `message delete not
-    /// permitted`, a sequence above the last one → 10043, a missing one → 10057 `no message
-    /// found` (both observed wordings).
+    /// permitted`, a sequence above the last one → 10057 `stream store EOF`, a missing one (or
+    /// 0) → 10057 `no message found` (all observed; the spec's 10043 never appeared).
     pub(super) fn apply_delete(&mut self, d: &DeleteMsg) -> Result<String, StorageError> {
         if self.config.sealed {
             return Ok(msg_delete_error_json(ApiError::new(
@@ -52,11 +52,11 @@ impl StreamStateMachine {
                 "message delete not permitted",
             )));
         }
-        if d.seq == 0 {
-            return Ok(msg_delete_error_json(ApiError::bad_request()));
-        }
         if d.seq > self.store.state().last_seq {
-            return Ok(msg_delete_error_json(ApiError::sequence_not_found(d.seq)));
+            return Ok(msg_delete_error_json(ApiError::with_err(
+                ErrorKind::StreamMsgDeleteFailed,
+                "stream store EOF",
+            )));
         }
         if !self.store.remove(d.seq)? {
             return Ok(msg_delete_error_json(ApiError::with_err(

@@ -18,12 +18,12 @@ pub use config::{
 pub use info::{ClusterInfo, LostStreamData, PeerInfo, StreamInfo, StreamStateInfo};
 pub use pub_ack::PubAck;
 pub use requests::{
-    BodyRule, MsgDeleteRequest, MsgGetRequest, PurgeRequest, StreamInfoRequest, StreamNamesRequest,
-    parse_body,
+    ApiRequest, BodyRule, MsgDeleteRequest, MsgGetRequest, MsgSelector, PurgeRequest,
+    StreamInfoRequest, StreamNamesRequest, decode, parse_body,
 };
 pub use responses::{
     ApiResponse, MsgDeleteResponse, MsgGetResponse, PurgeResponse, StoredMessage,
-    StreamNamesResponse,
+    StreamListResponse, StreamNamesResponse,
 };
 
 use serde::{Deserialize, Deserializer, Serialize};

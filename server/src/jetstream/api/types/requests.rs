@@ -46,15 +46,42 @@ fn go_json_error(e: &serde_json::Error) -> ApiError {
     ApiError::invalid_json(&text)
 }
 
+/// A request body type, named as nats-server's Go type (it appears in decode errors).
+pub trait ApiRequest: DeserializeOwned {
+    /// Go type name, e.g. `server.JSApiStreamNamesRequest`.
+    const GO_TYPE: &'static str;
+}
+
+impl ApiRequest for crate::jetstream::api::types::StreamConfig {
+    const GO_TYPE: &'static str = "server.StreamConfigRequest";
+}
+impl ApiRequest for StreamInfoRequest {
+    const GO_TYPE: &'static str = "server.JSApiStreamInfoRequest";
+}
+impl ApiRequest for StreamNamesRequest {
+    const GO_TYPE: &'static str = "server.JSApiStreamNamesRequest";
+}
+impl ApiRequest for PurgeRequest {
+    const GO_TYPE: &'static str = "server.JSApiStreamPurgeRequest";
+}
+impl ApiRequest for MsgGetRequest {
+    const GO_TYPE: &'static str = "server.JSApiMsgGetRequest";
+}
+impl ApiRequest for MsgDeleteRequest {
+    const GO_TYPE: &'static str = "server.JSApiMsgDeleteRequest";
+}
+
 /// Decodes a JSON body into `T`, mapping errors to `400/10025`.
 ///
 /// Every request type is a JSON object; serde would also accept an array for a struct, Go does
-/// not, so arrays are refused first.
-pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+/// not (observed: `json: cannot unmarshal array into Go value of type
+/// server.JSApiStreamNamesRequest`), so arrays are refused first.
+pub fn decode<T: ApiRequest>(body: &[u8]) -> Result<T, ApiError> {
     if body.trim_ascii_start().starts_with(b"[") {
-        return Err(ApiError::invalid_json(
-            "json: cannot unmarshal array into Go value",
-        ));
+        return Err(ApiError::invalid_json(&format!(
+            "json: cannot unmarshal array into Go value of type {}",
+            T::GO_TYPE
+        )));
     }
     serde_json::from_slice(body).map_err(|e| go_json_error(&e))
 }
@@ -72,7 +99,7 @@ fn is_empty_object(body: &[u8]) -> bool {
 
 /// Applies `rule` to `body`: `Ok(None)` when there are no options (or the body is ignored),
 /// `Ok(Some(T))` when decoded.
-pub fn parse_body<T: DeserializeOwned>(rule: BodyRule, body: &[u8]) -> Result<Option<T>, ApiError> {
+pub fn parse_body<T: ApiRequest>(rule: BodyRule, body: &[u8]) -> Result<Option<T>, ApiError> {
     match rule {
         BodyRule::Ignored => Ok(None),
         BodyRule::Optional => {
@@ -267,8 +294,11 @@ mod tests {
             parse_body::<StreamInfoRequest>(BodyRule::Optional, b"junk").unwrap(),
             None
         );
-        let err = parse_body::<StreamInfoRequest>(BodyRule::Optional, b"[]").unwrap_err();
-        assert_eq!(err.err_code, 10025);
+        let err = parse_body::<StreamNamesRequest>(BodyRule::Optional, b"[]").unwrap_err();
+        assert_eq!(
+            err.description,
+            "invalid JSON: json: cannot unmarshal array into Go value of type server.JSApiStreamNamesRequest"
+        );
         let some =
             parse_body::<StreamInfoRequest>(BodyRule::Optional, br#" {"deleted_details":true}"#)
                 .unwrap()

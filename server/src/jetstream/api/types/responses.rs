@@ -92,14 +92,52 @@ pub struct StreamCreateBody {
     pub did_create: bool,
 }
 
+/// Serialises an empty list as `null`, as Go does for a nil slice.
+fn null_if_empty<S: serde::Serializer>(v: &[String], s: S) -> Result<S::Ok, S::Error> {
+    if v.is_empty() {
+        s.serialize_none()
+    } else {
+        s.collect_seq(v)
+    }
+}
+
 /// `stream_names_response` body.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct StreamNamesResponse {
     /// Paging (limit 1024).
     #[serde(flatten)]
     pub paging: Paging,
-    /// Sorted names.
+    /// Sorted names; `null` when there are none (observed, Go's nil slice).
+    #[serde(serialize_with = "null_if_empty")]
     pub streams: Vec<String>,
+}
+
+/// `stream_list_response` body: full infos, paged by [`LIST_PAGE_LIMIT`].
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StreamListResponse {
+    /// Paging (limit 256).
+    #[serde(flatten)]
+    pub paging: Paging,
+    /// Infos, sorted by name (configs without `_nats.ver`/`_nats.level`, observed).
+    pub streams: Vec<StreamInfo>,
+    /// Streams that could not be reached (clustered mode).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
+}
+
+/// Names of the streams whose subjects collide with `subject` (STREAM.NAMES/LIST `subject`
+/// filter; empty = all). nats-py uses it to find the stream bound to a subject.
+pub fn names_matching(streams: &[(String, Vec<String>)], subject: &str) -> Vec<String> {
+    streams
+        .iter()
+        .filter(|(_, subjects)| {
+            subject.is_empty()
+                || subjects
+                    .iter()
+                    .any(|s| crate::jetstream::api::validate::subjects_overlap(s, subject))
+        })
+        .map(|(name, _)| name.clone())
+        .collect()
 }
 
 /// `stream_purge_response` body; `success` is omitted on error.
@@ -335,6 +373,42 @@ mod tests {
         };
         let m = StoredMessage::from_stored(&empty, true);
         assert_eq!((m.hdrs, m.data), (None, None));
+    }
+
+    #[test]
+    fn empty_names_and_names_errors_carry_null_streams() {
+        let all: serde_json::Value = serde_json::from_str(include_str!(
+            "../../../../tests/fixtures/jetstream/nats_2_15_1_stream_msgs.json"
+        ))
+        .unwrap();
+        let none = ApiResponse::ok(response_type::STREAM_NAMES, names_page(Vec::new(), 0));
+        assert_eq!(none.to_json(), all["names_none"].as_str().unwrap());
+        let err = crate::jetstream::api::types::requests::decode::<
+            crate::jetstream::api::types::StreamNamesRequest,
+        >(b"[]")
+        .unwrap_err();
+        let json = ApiResponse::err(
+            response_type::STREAM_NAMES,
+            err,
+            StreamNamesResponse::default(),
+        )
+        .to_json();
+        assert_eq!(json, all["names_bad"].as_str().unwrap());
+    }
+
+    #[test]
+    fn names_filter_by_colliding_subject() {
+        let streams = vec![
+            ("ORDERS".to_string(), vec!["orders.>".to_string()]),
+            ("KV".to_string(), vec!["$KV.b.>".to_string()]),
+        ];
+        assert_eq!(
+            names_matching(&streams, "orders.x"),
+            vec!["ORDERS".to_string()]
+        );
+        assert_eq!(names_matching(&streams, "$KV.*.k"), vec!["KV".to_string()]);
+        assert!(names_matching(&streams, "zzz").is_empty());
+        assert_eq!(names_matching(&streams, "").len(), 2);
     }
 
     #[test]
