@@ -760,19 +760,6 @@ fn new_server_id() -> String {
         .collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn server_ids_look_like_nats_server_ids() {
-        let id = new_server_id();
-        assert_eq!(id.len(), 56);
-        assert!(id.starts_with('N'));
-        assert_ne!(id, new_server_id());
-    }
-}
-
 /// Starts JetStream: the node's Raft groups over gRPC (on the cluster port when clustered).
 async fn start_jetstream(server: &Arc<Server>) -> Result<Arc<JetStream>, StartError> {
     let config = &server.config;
@@ -801,4 +788,17 @@ async fn start_jetstream(server: &Arc<Server>) -> Result<Arc<JetStream>, StartEr
     })?;
     let _ = server.jetstream.set(js.clone());
     Ok(js)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_ids_look_like_nats_server_ids() {
+        let id = new_server_id();
+        assert_eq!(id.len(), 56);
+        assert!(id.starts_with('N'));
+        assert_ne!(id, new_server_id());
+    }
 }

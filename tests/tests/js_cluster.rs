@@ -17,7 +17,7 @@ const OP: Duration = Duration::from_secs(10);
 const ELECTION: Duration = Duration::from_secs(30);
 
 async fn connect(srv: &ServerProcess) -> async_nats::Client {
-    within(OP, "connect", async_nats::connect(srv.client_url()))
+    within(OP, "connect", Box::pin(async_nats::connect(srv.client_url())))
         .await
         .expect("connect")
 }

@@ -21,7 +21,7 @@ async fn start() -> ServerProcess {
 }
 
 async fn connect(srv: &ServerProcess) -> async_nats::Client {
-    within(OP, "connect", async_nats::connect(srv.client_url()))
+    within(OP, "connect", Box::pin(async_nats::connect(srv.client_url())))
         .await
         .expect("connect")
 }

@@ -386,7 +386,7 @@ impl JetStream {
     }
 
     async fn stream_delete(&self, name: &str, msg: &InternalMsg) -> Result<String, ApiError> {
-        parse_body::<serde_json::Value>(BodyRule::Empty, &msg.payload)?;
+        parse_body::<StreamInfoRequest>(BodyRule::Empty, &msg.payload)?;
         meta_answer(
             self.propose_meta(meta_command::Op::DeleteStream(name.to_string()))
                 .await?,
