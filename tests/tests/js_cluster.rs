@@ -17,9 +17,13 @@ const OP: Duration = Duration::from_secs(10);
 const ELECTION: Duration = Duration::from_secs(30);
 
 async fn connect(srv: &ServerProcess) -> async_nats::Client {
-    within(OP, "connect", Box::pin(async_nats::connect(srv.client_url())))
-        .await
-        .expect("connect")
+    within(
+        OP,
+        "connect",
+        Box::pin(async_nats::connect(srv.client_url())),
+    )
+    .await
+    .expect("connect")
 }
 
 /// A raw API request; `None` when it timed out or had no responders.

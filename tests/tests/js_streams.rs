@@ -21,9 +21,13 @@ async fn start() -> ServerProcess {
 }
 
 async fn connect(srv: &ServerProcess) -> async_nats::Client {
-    within(OP, "connect", Box::pin(async_nats::connect(srv.client_url())))
-        .await
-        .expect("connect")
+    within(
+        OP,
+        "connect",
+        Box::pin(async_nats::connect(srv.client_url())),
+    )
+    .await
+    .expect("connect")
 }
 
 /// A raw API request; returns the JSON answer.
