@@ -2,12 +2,13 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help run test check bench setup clean-data
+.PHONY: help run test check bench bench-js bench-cluster bench-idle setup clean-data
 
 help:
 	@echo "make run    - build (release) and run one node: clients :4222, monitoring :8222, data ./data"
 	@echo "make test   - install what is missing, then fmt + clippy + every test tier"
-	@echo "make bench  - jetraft vs the real nats-server side by side (release), then the storage engine (dev)"
+	@echo "make bench  - jetraft vs the real nats-server side by side (release): core, cross-node, JetStream; then the storage engine"
+	@echo "make bench-js / bench-cluster / bench-idle - one benchmark family only"
 
 setup:
 	./scripts/setup.sh
@@ -22,7 +23,19 @@ test:
 
 bench:
 	./scripts/bench.sh
+	$(MAKE) bench-cluster bench-js
 	./scripts/bench-storage.sh
+
+bench-cluster:
+	cargo build --release -p jetraft-server --bin jetraft -p jetraft-tests --bin jetraft-bench
+	./scripts/bench-cluster.sh
+
+bench-js:
+	cargo build --release -p jetraft-server --bin jetraft -p jetraft-tests --bin jetraft-bench
+	./scripts/bench-js.sh
+
+bench-idle:
+	./scripts/bench-idle.sh --release
 
 clean-data:
 	rm -rf ./data
