@@ -2,13 +2,14 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help run test check bench bench-js bench-cluster bench-idle setup clean-data
+.PHONY: help run test check bench bench-js bench-cluster bench-idle bench-failover setup clean-data
 
 help:
 	@echo "make run    - build (release) and run one node: clients :4222, monitoring :8222, data ./data"
 	@echo "make test   - install what is missing, then fmt + clippy + every test tier"
 	@echo "make bench  - jetraft vs the real nats-server side by side (release): core, cross-node, JetStream; then the storage engine"
 	@echo "make bench-js / bench-cluster / bench-idle - one benchmark family only"
+	@echo "make bench-failover - JetStream failover time after kill -9 of the stream leader (p50/p90/p99 of 20 kills)"
 
 setup:
 	./scripts/setup.sh
@@ -36,6 +37,10 @@ bench-js:
 
 bench-idle:
 	./scripts/bench-idle.sh --release
+
+bench-failover:
+	cargo build --release -p jetraft-server --bin jetraft
+	./scripts/bench-failover.py --bin "$$(./scripts/target-dir.sh)/release/jetraft"
 
 clean-data:
 	rm -rf ./data
