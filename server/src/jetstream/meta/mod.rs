@@ -4,9 +4,7 @@
 //! - [`machine`]: [`MetaMachine`](machine::MetaMachine), the `ReplicatedStateMachine` that
 //!   persists it, and [`MetaView`](machine::MetaView), the read handle everyone else holds.
 //! - [`formation`]: when a node may initialise the meta group.
-//! - [`overlap`]: subject-filter overlap, for the "subjects overlap" rule.
 
 pub mod formation;
 pub mod machine;
-pub mod overlap;
 pub mod state;

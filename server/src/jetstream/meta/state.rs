@@ -15,7 +15,7 @@ use jetraft_proto::meta::{
     meta_result,
 };
 
-use crate::jetstream::meta::overlap::subjects_overlap;
+use crate::jetstream::api::validate::subjects_overlap;
 
 /// First stream uid; 0 is the meta group.
 const FIRST_UID: u64 = 1;

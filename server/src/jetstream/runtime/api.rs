@@ -10,7 +10,7 @@ use jetraft_raft::{GroupId, NodeId, RaftError};
 use prost::Message;
 use tracing::debug;
 
-use super::{JetStream, now_ns};
+use super::{JetStream, next_msg, now_ns};
 use crate::internal::{InternalMsg, InternalSub};
 use crate::jetstream::api::types::requests::{
     BodyRule, MsgDeleteRequest, MsgGetRequest, PurgeRequest, StreamInfoRequest, StreamNamesRequest,
@@ -56,12 +56,8 @@ fn kind(op: &ApiOp) -> &'static str {
 impl JetStream {
     pub(super) async fn api_loop(self: Arc<Self>, mut sub: InternalSub) {
         loop {
-            let msg = tokio::select! {
-                () = self.cancel.cancelled() => break,
-                m = sub.rx.recv() => match m {
-                    Some(m) => m,
-                    None => break,
-                },
+            let Some(msg) = next_msg(&mut sub, &self.cancel).await else {
+                break;
             };
             let js = self.clone();
             tokio::spawn(async move { js.handle_api(msg, 0).await });
@@ -412,7 +408,7 @@ impl JetStream {
                     subject.is_empty()
                         || s.subjects
                             .iter()
-                            .any(|f| crate::jetstream::meta::overlap::subjects_overlap(f, subject))
+                            .any(|f| crate::jetstream::api::validate::subjects_overlap(f, subject))
                 })
                 .map(|s| s.name.clone())
                 .collect()

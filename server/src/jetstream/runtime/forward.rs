@@ -10,7 +10,7 @@ use std::sync::Arc;
 use jetraft_raft::NodeId;
 use tracing::debug;
 
-use super::JetStream;
+use super::{JetStream, next_msg};
 use crate::internal::{InternalMsg, InternalSub};
 
 /// Prefix of forwarded subjects.
@@ -51,12 +51,8 @@ impl JetStream {
     /// Handles messages other nodes forwarded here.
     pub(super) async fn forward_loop(self: Arc<Self>, mut sub: InternalSub) {
         loop {
-            let msg = tokio::select! {
-                () = self.cancel.cancelled() => break,
-                m = sub.rx.recv() => match m {
-                    Some(m) => m,
-                    None => break,
-                },
+            let Some(msg) = next_msg(&mut sub, &self.cancel).await else {
+                break;
             };
             let Some((hops, original)) = parse(&msg.subject) else {
                 continue;

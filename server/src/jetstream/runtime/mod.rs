@@ -111,6 +111,18 @@ impl std::fmt::Debug for JetStream {
     }
 }
 
+/// The next message of an internal subscription, or `None` once `cancel` fired or the
+/// subscription ended.
+pub(crate) async fn next_msg(
+    sub: &mut crate::internal::InternalSub,
+    cancel: &CancellationToken,
+) -> Option<crate::internal::InternalMsg> {
+    tokio::select! {
+        () = cancel.cancelled() => None,
+        m = sub.rx.recv() => m,
+    }
+}
+
 /// Current wall-clock time in Unix nanoseconds (stamped by leaders into commands).
 pub(crate) fn now_ns() -> u64 {
     SystemTime::now()

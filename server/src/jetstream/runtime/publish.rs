@@ -12,9 +12,9 @@ use jetraft_raft::{GroupId, NodeId, RaftError};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::{Capture, JetStream, now_ns};
+use super::{Capture, JetStream, next_msg, now_ns};
 use crate::internal::{InternalMsg, InternalSub};
-use crate::jetstream::meta::overlap::subjects_overlap;
+use crate::jetstream::api::validate::subjects_overlap;
 use crate::jetstream::stream::command;
 
 /// How long a publish waits for a stream group without a known leader.
@@ -70,12 +70,8 @@ impl JetStream {
         cancel: CancellationToken,
     ) {
         loop {
-            let msg = tokio::select! {
-                () = cancel.cancelled() => break,
-                m = sub.rx.recv() => match m {
-                    Some(m) => m,
-                    None => break,
-                },
+            let Some(msg) = next_msg(&mut sub, &cancel).await else {
+                break;
             };
             // One at a time: a connection's publishes are logged in the order they came.
             self.on_captured(Some(name.clone()), msg, 0).await;
