@@ -262,3 +262,25 @@ async fn meta_and_stream_leader_stepdown() {
     let ack = publish_acked(&nc, "t", "x", "v").await;
     assert_eq!(ack["seq"], 1);
 }
+
+#[tokio::test]
+async fn r3_stream_deleted_and_recreated_at_once_starts_empty() {
+    let cluster = Cluster::start(3, "js").await.expect("cluster");
+    let nc = connect(cluster.node(0)).await;
+    for round in 0..3 {
+        let created = api(
+            &nc,
+            "$JS.API.STREAM.CREATE.RE",
+            json!({"name": "RE", "subjects": ["re"], "num_replicas": 3}),
+        )
+        .await;
+        assert!(created["error"].is_null(), "round {round}: {created}");
+        assert_eq!(created["state"]["messages"], 0, "round {round}: {created}");
+        for i in 1..=3u64 {
+            let ack = publish_acked(&nc, "re", &format!("r{round}-{i}"), "x").await;
+            assert_eq!(ack["seq"], i, "round {round}: {ack}");
+        }
+        let del = api(&nc, "$JS.API.STREAM.DELETE.RE", Value::Null).await;
+        assert_eq!(del["success"], true, "round {round}: {del}");
+    }
+}

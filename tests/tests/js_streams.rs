@@ -461,3 +461,20 @@ async fn streams_and_messages_survive_restart() {
     let next = publish(&nc, "dur.x", &[], "payload").await;
     assert_eq!(next["seq"], 21);
 }
+
+#[tokio::test]
+async fn a_stream_deleted_and_recreated_at_once_starts_empty() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    for round in 0..3 {
+        let created = create(&nc, json!({"name": "RE", "subjects": ["re"]})).await;
+        assert!(created["error"].is_null(), "round {round}: {created}");
+        assert_eq!(created["state"]["messages"], 0, "round {round}: {created}");
+        for i in 1..=3u64 {
+            let ack = publish(&nc, "re", &[], "x").await;
+            assert_eq!(ack, json!({"stream": "RE", "seq": i}), "round {round}");
+        }
+        let del = api(&nc, "$JS.API.STREAM.DELETE.RE", Value::Null).await;
+        assert_eq!(del["success"], true, "round {round}: {del}");
+    }
+}

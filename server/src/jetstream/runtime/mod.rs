@@ -309,9 +309,13 @@ impl JetStream {
             .and_then(|l| l.leader)
     }
 
-    /// The local replica of `name`, if hosted here.
+    /// The local replica of `name`, if hosted here and still the stream the meta state knows
+    /// (a stream deleted and recreated under the same name has a new uid; until reconcile swaps
+    /// the replicas, the old one must not answer or take publishes).
     fn local_stream(&self, name: &str) -> Option<Arc<LocalStream>> {
-        self.local.read().get(name).cloned()
+        let ls = self.local.read().get(name).cloned()?;
+        let current = self.meta.read(|m| m.stream(name).map(|s| s.uid));
+        (current == Some(ls.uid)).then_some(ls)
     }
 
     /// Waits (bounded) until `group` has a leader visible from this node.

@@ -83,7 +83,7 @@ impl JetStream {
             }
         }
         for a in wanted.values() {
-            if self.local_stream(&a.name).is_none()
+            if !self.local.read().contains_key(&a.name)
                 && let Err(e) = self.start_replica(a).await
             {
                 warn!(stream = %a.name, error = %e, "stream replica not started");
