@@ -45,6 +45,7 @@ impl StreamStateMachine {
             created_ns: self.created_ns,
             last_seq: st.last_seq,
             last_ts: st.last_ts,
+            first_seq: st.first_seq,
             msgs,
             dedup: self
                 .dedup
@@ -96,6 +97,10 @@ impl StreamStateMachine {
                 })
                 .map_err(io_err)?;
             self.store.remove(snap.last_seq).map_err(io_err)?;
+        }
+        if snap.msgs.is_empty() && snap.first_seq > 0 {
+            // An emptied stream (e.g. purged) keeps its next position.
+            self.store.skip_to(snap.first_seq).map_err(io_err)?;
         }
         let mut dedup = DedupIndex::default();
         for e in &snap.dedup {
