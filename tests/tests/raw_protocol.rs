@@ -280,6 +280,8 @@ async fn wildcard_subscriptions_match_tokens() {
     let srv = start_default().await;
     let mut sub = RawClient::connected(&srv).await;
     sub.send("SUB a.* 1\r\nSUB a.> 2\r\nSUB a.b 3\r\n").await;
+    // The subscriptions are in place once the PING after them is answered.
+    sub.ping_pong().await;
     let mut publ = RawClient::connected(&srv).await;
     publ.send("PUB a 1\r\n0\r\nPUB a.b 1\r\n1\r\nPUB a.b.c 1\r\n2\r\nPUB A.b 1\r\n3\r\n")
         .await;
