@@ -26,8 +26,14 @@ done
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+# Servers are started inside $(...) subshells, so their PIDs go to a file, not a variable.
+cleanup() {
+  if [[ -f $work/pids ]]; then
+    while read -r p; do kill "$p" 2>/dev/null || true; done <"$work/pids"
+  fi
+  sleep 1
+  rm -rf "$work"
+}
 trap cleanup EXIT
 
 # start_single NAME BIN [extra args...]: prints the client port.
@@ -36,7 +42,7 @@ start_single() {
   local port; port=$(free_port)
   mkdir -p "$work/$name"
   "$bin" -a 127.0.0.1 -p "$port" -sd "$work/$name" -n "$name" "$@" >"$work/$name.log" 2>&1 &
-  pids+=($!)
+  echo $! >>"$work/pids"
   echo "$port"
 }
 
@@ -52,7 +58,7 @@ start_cluster() {
     "$bin" -a 127.0.0.1 -p "${ports[$i]}" -sd "$work/$name-$i" -n "$name-n$((i + 1))" "$@" \
       --cluster_name "$name" --cluster "nats://127.0.0.1:${cps[$i]}" --routes "$routes" \
       >"$work/$name-$i.log" 2>&1 &
-    pids+=($!)
+    echo $! >>"$work/pids"
   done
   echo "${ports[0]}"
 }
