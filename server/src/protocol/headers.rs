@@ -1,5 +1,23 @@
 //! NATS header blocks (ADR-4): `NATS/1.0[ status[ description]]\r\n(Name: value\r\n)*\r\n`.
 
+/// Appends one `Name: value\r\n` header line.
+pub fn push_header(out: &mut Vec<u8>, name: &str, value: &str) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Builds a header block without status: `NATS/1.0\r\n` then the `(name, value)` lines.
+pub fn block(pairs: &[(&str, &str)]) -> Vec<u8> {
+    let mut out = b"NATS/1.0\r\n".to_vec();
+    for (k, v) in pairs {
+        push_header(&mut out, k, v);
+    }
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
 /// Builds a status-only header block such as `NATS/1.0 503\r\n\r\n` with extra header lines.
 pub fn status_block(status: u16, description: Option<&str>, extra: &[(&str, &str)]) -> Vec<u8> {
     let mut out = Vec::with_capacity(64);
@@ -11,10 +29,7 @@ pub fn status_block(status: u16, description: Option<&str>, extra: &[(&str, &str
     }
     out.extend_from_slice(b"\r\n");
     for (k, v) in extra {
-        out.extend_from_slice(k.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(v.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        push_header(&mut out, k, v);
     }
     out.extend_from_slice(b"\r\n");
     out

@@ -34,18 +34,8 @@ pub fn get<'a>(block: &'a [u8], name: &str) -> Option<&'a str> {
     })
 }
 
-/// Builds a header block from `(name, value)` pairs (tests and snapshots of client input).
-pub fn block(pairs: &[(&str, &str)]) -> Vec<u8> {
-    let mut out = b"NATS/1.0\r\n".to_vec();
-    for (k, v) in pairs {
-        out.extend_from_slice(k.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(v.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
-    out
-}
+/// Builds a header block from `(name, value)` pairs (the protocol layer's builder).
+pub use crate::protocol::headers::block;
 
 #[cfg(test)]
 mod tests {

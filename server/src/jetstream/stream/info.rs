@@ -153,10 +153,7 @@ pub fn direct_get_reply(stream: &str, msg: &StoredMsg, no_hdr: bool) -> DirectRe
         ("Nats-Sequence", msg.seq.to_string()),
         ("Nats-Time-Stamp", go_time::format(msg.timestamp_ns)),
     ] {
-        headers.extend_from_slice(k.as_bytes());
-        headers.extend_from_slice(b": ");
-        headers.extend_from_slice(v.as_bytes());
-        headers.extend_from_slice(b"\r\n");
+        crate::protocol::headers::push_header(&mut headers, k, &v);
     }
     headers.extend_from_slice(b"\r\n");
     DirectReply {
