@@ -5,6 +5,7 @@
 
 pub mod account;
 pub mod config;
+pub mod consumer;
 pub mod info;
 pub mod pub_ack;
 pub mod requests;
@@ -56,6 +57,21 @@ pub mod response_type {
     /// `$JS.API.STREAM.LEADER.STEPDOWN.<S>`.
     pub const STREAM_LEADER_STEPDOWN: &str =
         "io.nats.jetstream.api.v1.stream_leader_stepdown_response";
+    /// `$JS.API.CONSUMER.CREATE...` / `CONSUMER.DURABLE.CREATE...`.
+    pub const CONSUMER_CREATE: &str = "io.nats.jetstream.api.v1.consumer_create_response";
+    /// `$JS.API.CONSUMER.INFO.<S>.<C>`.
+    pub const CONSUMER_INFO: &str = "io.nats.jetstream.api.v1.consumer_info_response";
+    /// `$JS.API.CONSUMER.DELETE.<S>.<C>`.
+    pub const CONSUMER_DELETE: &str = "io.nats.jetstream.api.v1.consumer_delete_response";
+    /// `$JS.API.CONSUMER.NAMES.<S>`.
+    pub const CONSUMER_NAMES: &str = "io.nats.jetstream.api.v1.consumer_names_response";
+    /// `$JS.API.CONSUMER.LIST.<S>`.
+    pub const CONSUMER_LIST: &str = "io.nats.jetstream.api.v1.consumer_list_response";
+    /// `$JS.API.CONSUMER.PAUSE.<S>.<C>`.
+    pub const CONSUMER_PAUSE: &str = "io.nats.jetstream.api.v1.consumer_pause_response";
+    /// `$JS.API.CONSUMER.LEADER.STEPDOWN.<S>.<C>`.
+    pub const CONSUMER_LEADER_STEPDOWN: &str =
+        "io.nats.jetstream.api.v1.consumer_leader_stepdown_response";
     /// Dispatch-level errors (e.g. JetStream not enabled for the account).
     pub const SYSTEM: &str = "io.nats.jetstream.api.v1.system_response";
 }
