@@ -453,6 +453,22 @@ impl Server {
         payload: &[u8],
         flush: &mut FlushSet,
     ) -> usize {
+        self.route_as(origin, subject, subject, reply, hdrs, payload, flush)
+    }
+
+    /// [`Self::route`] by `subject`, but receivers see the message under `shown` (JetStream
+    /// deliveries are routed by the deliver/inbox subject and carry the stored subject).
+    #[allow(clippy::too_many_arguments)]
+    pub fn route_as(
+        &self,
+        origin: Origin<'_>,
+        subject: &str,
+        shown: &str,
+        reply: Option<&[u8]>,
+        hdrs: Option<&[u8]>,
+        payload: &[u8],
+        flush: &mut FlushSet,
+    ) -> usize {
         let result = self.sublist.match_subject(subject);
         let (from, peer_queues) = match origin {
             Origin::Client { client, echo } => (Some((client, echo)), None),
@@ -468,7 +484,7 @@ impl Server {
         for sub in &result.plain {
             match sub {
                 SubRef::Local(sub) => {
-                    if !skip(sub) && self.deliver(sub, subject, reply, hdrs, payload, flush) {
+                    if !skip(sub) && self.deliver(sub, shown, reply, hdrs, payload, flush) {
                         delivered += 1;
                     }
                 }
@@ -499,7 +515,7 @@ impl Server {
                 if skip(sub) || sub.client.is_closed() {
                     continue;
                 }
-                if self.deliver(sub, subject, reply, hdrs, payload, flush) {
+                if self.deliver(sub, shown, reply, hdrs, payload, flush) {
                     delivered += 1;
                     served = true;
                     break;
@@ -532,7 +548,10 @@ impl Server {
         }
         if let Some(cluster) = &self.cluster {
             for (node, queues) in forwards {
-                let msg = cluster::outbound::msg(subject, reply, hdrs, payload, queues);
+                let mut msg = cluster::outbound::msg(subject, reply, hdrs, payload, queues);
+                if shown != subject {
+                    msg.shown_subject = shown.to_string();
+                }
                 cluster.forward(node, msg);
                 delivered += 1;
             }
@@ -581,10 +600,23 @@ impl Server {
         hdrs: Option<&[u8]>,
         payload: &[u8],
     ) -> usize {
+        self.publish_as(subject, subject, reply, hdrs, payload)
+    }
+
+    /// [`Self::publish`] routed by `subject` and shown to receivers as `shown`.
+    pub fn publish_as(
+        &self,
+        subject: &str,
+        shown: &str,
+        reply: Option<&str>,
+        hdrs: Option<&[u8]>,
+        payload: &[u8],
+    ) -> usize {
         let mut flush = FlushSet::default();
-        let n = self.route(
+        let n = self.route_as(
             Origin::Server,
             subject,
+            shown,
             reply.map(str::as_bytes),
             hdrs,
             payload,

@@ -361,9 +361,15 @@ async fn run_inbound(
                 for m in &batch.msgs {
                     let reply = (!m.reply.is_empty()).then_some(&m.reply[..]);
                     let hdrs = (!m.headers.is_empty()).then_some(&m.headers[..]);
-                    server.route(
+                    let shown = if m.shown_subject.is_empty() {
+                        &m.subject
+                    } else {
+                        &m.shown_subject
+                    };
+                    server.route_as(
                         Origin::Peer { queues: &m.queues },
                         &m.subject,
+                        shown,
                         reply,
                         hdrs,
                         &m.payload,

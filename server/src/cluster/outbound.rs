@@ -179,6 +179,7 @@ pub(crate) fn msg(
         headers: hdrs.map_or_else(Bytes::new, Bytes::copy_from_slice),
         payload: Bytes::copy_from_slice(payload),
         queues,
+        shown_subject: String::new(),
     }
 }
 

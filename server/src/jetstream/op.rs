@@ -3,6 +3,8 @@
 //! Unknown subjects, and known ones with missing or extra tokens, parse to `None`: nats-server
 //! sends no answer at all for them (the client times out), and so do we.
 
+pub use crate::jetstream::api::consumer_validate::CreateForm;
+
 /// A `$JS.API` operation, with the names carried in its subject.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApiOp {
@@ -36,6 +38,22 @@ pub enum ApiOp {
     StreamPeerRemove(String),
     /// `$JS.API.META.LEADER.STEPDOWN`
     MetaLeaderStepdown,
+    /// `$JS.API.CONSUMER.CREATE.<S>[.<C>[.<filter>]]` / `CONSUMER.DURABLE.CREATE.<S>.<C>`
+    ConsumerCreate(String, CreateForm),
+    /// `$JS.API.CONSUMER.INFO.<S>.<C>`
+    ConsumerInfo(String, String),
+    /// `$JS.API.CONSUMER.DELETE.<S>.<C>`
+    ConsumerDelete(String, String),
+    /// `$JS.API.CONSUMER.NAMES.<S>`
+    ConsumerNames(String),
+    /// `$JS.API.CONSUMER.LIST.<S>`
+    ConsumerList(String),
+    /// `$JS.API.CONSUMER.MSG.NEXT.<S>.<C>`
+    ConsumerNext(String, String),
+    /// `$JS.API.CONSUMER.PAUSE.<S>.<C>`
+    ConsumerPause(String, String),
+    /// `$JS.API.CONSUMER.LEADER.STEPDOWN.<S>.<C>`
+    ConsumerLeaderStepdown(String, String),
 }
 
 /// The API prefix every operation lives under.
@@ -62,6 +80,36 @@ impl ApiOp {
             ["STREAM", "PEER", "REMOVE", s] => one(s).map(ApiOp::StreamPeerRemove),
             ["META", "LEADER", "STEPDOWN"] => Some(ApiOp::MetaLeaderStepdown),
             ["DIRECT", "GET", s] => one(s).map(ApiOp::DirectGet),
+            ["CONSUMER", "CREATE", s] => Some(ApiOp::ConsumerCreate(s.to_string(), CreateForm::Plain)),
+            ["CONSUMER", "CREATE", s, c] => Some(ApiOp::ConsumerCreate(
+                s.to_string(),
+                CreateForm::Named(c.to_string()),
+            )),
+            ["CONSUMER", "CREATE", s, c, filter @ ..] => Some(ApiOp::ConsumerCreate(
+                s.to_string(),
+                CreateForm::Filtered {
+                    name: c.to_string(),
+                    filter: filter.join("."),
+                },
+            )),
+            ["CONSUMER", "DURABLE", "CREATE", s, c] => Some(ApiOp::ConsumerCreate(
+                s.to_string(),
+                CreateForm::Durable(c.to_string()),
+            )),
+            ["CONSUMER", "INFO", s, c] => Some(ApiOp::ConsumerInfo(s.to_string(), c.to_string())),
+            ["CONSUMER", "DELETE", s, c] => {
+                Some(ApiOp::ConsumerDelete(s.to_string(), c.to_string()))
+            }
+            ["CONSUMER", "NAMES", s] => one(s).map(ApiOp::ConsumerNames),
+            ["CONSUMER", "LIST", s] => one(s).map(ApiOp::ConsumerList),
+            ["CONSUMER", "MSG", "NEXT", s, c] => {
+                Some(ApiOp::ConsumerNext(s.to_string(), c.to_string()))
+            }
+            ["CONSUMER", "PAUSE", s, c] => Some(ApiOp::ConsumerPause(s.to_string(), c.to_string())),
+            ["CONSUMER", "LEADER", "STEPDOWN", s, c] => Some(ApiOp::ConsumerLeaderStepdown(
+                s.to_string(),
+                c.to_string(),
+            )),
             ["DIRECT", "GET", s, subject @ ..] if !subject.is_empty() => {
                 Some(ApiOp::DirectGetLast(s.to_string(), subject.join(".")))
             }
@@ -83,7 +131,15 @@ impl ApiOp {
             | ApiOp::DirectGet(s)
             | ApiOp::DirectGetLast(s, _)
             | ApiOp::StreamLeaderStepdown(s)
-            | ApiOp::StreamPeerRemove(s) => Some(s),
+            | ApiOp::StreamPeerRemove(s)
+            | ApiOp::ConsumerCreate(s, _)
+            | ApiOp::ConsumerInfo(s, _)
+            | ApiOp::ConsumerDelete(s, _)
+            | ApiOp::ConsumerNames(s)
+            | ApiOp::ConsumerList(s)
+            | ApiOp::ConsumerNext(s, _)
+            | ApiOp::ConsumerPause(s, _)
+            | ApiOp::ConsumerLeaderStepdown(s, _) => Some(s),
             ApiOp::AccountInfo
             | ApiOp::StreamNames
             | ApiOp::StreamList
@@ -103,7 +159,15 @@ impl ApiOp {
             | ApiOp::StreamPurge(_)
             | ApiOp::MsgGet(_)
             | ApiOp::MsgDelete(_)
-            | ApiOp::StreamLeaderStepdown(_) => Owner::StreamLeader,
+            | ApiOp::StreamLeaderStepdown(_)
+            | ApiOp::ConsumerCreate(..)
+            | ApiOp::ConsumerInfo(..)
+            | ApiOp::ConsumerDelete(..)
+            | ApiOp::ConsumerNames(_)
+            | ApiOp::ConsumerList(_)
+            | ApiOp::ConsumerNext(..)
+            | ApiOp::ConsumerPause(..)
+            | ApiOp::ConsumerLeaderStepdown(..) => Owner::StreamLeader,
             ApiOp::DirectGet(_) | ApiOp::DirectGetLast(..) => Owner::AnyReplica,
             ApiOp::AccountInfo | ApiOp::StreamNames | ApiOp::StreamList => Owner::Any,
         }

@@ -49,7 +49,16 @@ fn kind(op: &ApiOp) -> &'static str {
         ApiOp::StreamLeaderStepdown(_) => response_type::STREAM_LEADER_STEPDOWN,
         ApiOp::MetaLeaderStepdown => "io.nats.jetstream.api.v1.meta_leader_stepdown_response",
         ApiOp::StreamPeerRemove(_) => "io.nats.jetstream.api.v1.stream_remove_peer_response",
-        ApiOp::DirectGet(_) | ApiOp::DirectGetLast(..) => response_type::SYSTEM,
+        ApiOp::DirectGet(_) | ApiOp::DirectGetLast(..) | ApiOp::ConsumerNext(..) => {
+            response_type::SYSTEM
+        }
+        ApiOp::ConsumerCreate(..) => response_type::CONSUMER_CREATE,
+        ApiOp::ConsumerInfo(..) => response_type::CONSUMER_INFO,
+        ApiOp::ConsumerDelete(..) => response_type::CONSUMER_DELETE,
+        ApiOp::ConsumerNames(_) => response_type::CONSUMER_NAMES,
+        ApiOp::ConsumerList(_) => response_type::CONSUMER_LIST,
+        ApiOp::ConsumerPause(..) => response_type::CONSUMER_PAUSE,
+        ApiOp::ConsumerLeaderStepdown(..) => response_type::CONSUMER_LEADER_STEPDOWN,
     }
 }
 
@@ -119,6 +128,10 @@ impl JetStream {
                     if matches!(op, ApiOp::DirectGet(_) | ApiOp::DirectGetLast(..)) {
                         return;
                     }
+                    if let ApiOp::ConsumerNext(s, c) = &op {
+                        self.consumer_next(s, c, &msg);
+                        return;
+                    }
                     self.reply_error(&msg, &op, ApiError::stream_not_found());
                     return;
                 };
@@ -158,7 +171,7 @@ impl JetStream {
         }
     }
 
-    async fn answer_here(&self, op: &ApiOp, msg: &InternalMsg) {
+    async fn answer_here(self: &Arc<Self>, op: &ApiOp, msg: &InternalMsg) {
         let result = match op {
             ApiOp::AccountInfo => Ok(self.account_info()),
             ApiOp::StreamNames => self.stream_names(msg),
@@ -181,6 +194,17 @@ impl JetStream {
             ApiOp::StreamLeaderStepdown(name) => self.stream_stepdown(name).await,
             ApiOp::MetaLeaderStepdown => self.meta_stepdown().await,
             ApiOp::StreamPeerRemove(_) => Err(ApiError::new(ErrorKind::ClusterRequired)),
+            ApiOp::ConsumerCreate(s, form) => self.consumer_create(s, form, msg).await,
+            ApiOp::ConsumerInfo(s, c) => self.consumer_info_api(s, c, msg).await,
+            ApiOp::ConsumerDelete(s, c) => self.consumer_delete_api(s, c).await,
+            ApiOp::ConsumerNames(s) => self.consumer_names_api(s, msg),
+            ApiOp::ConsumerList(s) => self.consumer_list_api(s, msg).await,
+            ApiOp::ConsumerNext(s, c) => {
+                self.consumer_next(s, c, msg);
+                return;
+            }
+            ApiOp::ConsumerPause(s, c) => self.consumer_pause_api(s, c, msg).await,
+            ApiOp::ConsumerLeaderStepdown(s, c) => self.consumer_stepdown(s, c).await,
         };
         match result {
             Ok(json) => self.reply(msg, &json),
@@ -190,9 +214,13 @@ impl JetStream {
 
     fn account_info(&self) -> String {
         let mut info = AccountInfo::default();
-        let (streams, consumers) = self.meta.read(|m| (m.streams().count() as u64, 0u64));
-        info.streams = streams;
-        info.consumers = consumers;
+        info.streams = self.meta.read(|m| m.streams().count() as u64);
+        info.consumers = self
+            .local
+            .read()
+            .values()
+            .map(|ls| ls.sm.lock().consumers().len() as u64)
+            .sum();
         for ls in self.local.read().values() {
             let sm = ls.sm.lock();
             let bytes = sm.state().bytes;
@@ -443,7 +471,7 @@ impl JetStream {
         Ok(crate::jetstream::api::types::to_go_json(&out))
     }
 
-    fn cluster_info(&self, ls: &super::replica::LocalStream) -> Option<ClusterInfo> {
+    pub(super) fn cluster_info(&self, ls: &super::replica::LocalStream) -> Option<ClusterInfo> {
         let leader = self.registry.leader(ls.group()).ok()?.leader?;
         let name = |id: u64| {
             if id == self.node.0 {
@@ -572,6 +600,25 @@ impl JetStream {
         ))
     }
 
+    async fn consumer_stepdown(&self, stream: &str, name: &str) -> Result<String, ApiError> {
+        // Consumers follow their stream's leader: stepping one down moves the stream group.
+        let exists = self
+            .local_stream(stream)
+            .ok_or_else(ApiError::stream_not_found)?
+            .sm
+            .lock()
+            .consumer(name)
+            .is_some();
+        if !exists {
+            return Err(ApiError::new(ErrorKind::ConsumerNotFound));
+        }
+        self.stream_stepdown(stream).await?;
+        Ok(format!(
+            "{{\"type\":\"{}\",\"success\":true}}",
+            response_type::CONSUMER_LEADER_STEPDOWN
+        ))
+    }
+
     async fn meta_stepdown(&self) -> Result<String, ApiError> {
         if !self.clustered() {
             return Err(ApiError::new(ErrorKind::ClusterRequired));
@@ -608,7 +655,7 @@ fn meta_answer(r: MetaResult) -> Result<Option<StreamAssignment>, ApiError> {
 }
 
 /// A Raft failure as the API error nats-server gives when the cluster cannot answer.
-fn raft_api_error(e: RaftError) -> ApiError {
+pub(super) fn raft_api_error(e: RaftError) -> ApiError {
     tracing::warn!(error = %e, "raft operation failed");
     ApiError::new(ErrorKind::ClusterNotAvail)
 }

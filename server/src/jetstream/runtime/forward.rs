@@ -62,7 +62,9 @@ impl JetStream {
                 ..msg
             };
             debug!(subject = %inner.subject, hops, "forwarded message");
-            if inner.subject.starts_with(crate::jetstream::op::API_PREFIX) {
+            if inner.subject.starts_with("$JS.ACK.") || inner.subject.starts_with("$JS.FC.") {
+                self.on_ack_msg(inner, hops);
+            } else if inner.subject.starts_with(crate::jetstream::op::API_PREFIX) {
                 let js = self.clone();
                 tokio::spawn(async move { js.handle_api(inner, hops).await });
             } else {

@@ -16,6 +16,7 @@
 //! - Locks (`local`, `captures`) are `parking_lot` locks held only to clone handles out.
 
 mod api;
+pub(crate) mod consumer;
 mod forward;
 mod membership;
 mod publish;
@@ -206,6 +207,17 @@ impl JetStream {
                     reason: e.to_string(),
                 })
             })?;
+        for pattern in ["$JS.ACK.>", "$JS.FC.>"] {
+            let sub = self.server.internal.subscribe(pattern).map_err(|e| {
+                JetStreamError::Raft(jetraft_raft::RaftError::Config {
+                    reason: e.to_string(),
+                })
+            })?;
+            let js = self.clone();
+            self.server
+                .tasks
+                .spawn(async move { js.ack_loop(sub).await });
+        }
         let js = self.clone();
         self.server
             .tasks

@@ -129,19 +129,43 @@ impl JetStream {
         let config: StreamConfig =
             serde_json::from_slice(&a.config_json).map_err(|e| format!("stream config: {e}"))?;
         let uid = StreamUid(a.uid);
-        let store: Box<dyn StreamStore + Sync> = match config.storage {
-            StorageType::File => Box::new(
-                RocksStreamStore::open(self.logs.db().clone(), uid).map_err(|e| e.to_string())?,
+        type Stores = (
+            Box<dyn StreamStore + Sync>,
+            Box<dyn jetraft_storage::consumer::ConsumerStore + Sync>,
+        );
+        let (store, consumers): Stores = match config.storage {
+            StorageType::File => (
+                Box::new(
+                    RocksStreamStore::open(self.logs.db().clone(), uid)
+                        .map_err(|e| e.to_string())?,
+                ),
+                Box::new(jetraft_storage::rocks::RocksConsumerStore::new(
+                    self.logs.db().clone(),
+                )),
             ),
-            StorageType::Memory => Box::new(MemStreamStore::new(uid)),
+            StorageType::Memory => (
+                Box::new(MemStreamStore::new(uid)),
+                Box::new(jetraft_storage::mem::MemConsumerStore::new()),
+            ),
         };
         let created = u64::try_from(a.created_ns).unwrap_or(0);
-        let sm = StreamStateMachine::open(store, config, created, self.identity.clone())
+        let sm = StreamStateMachine::open_with(
+            store,
+            consumers,
+            config,
+            created,
+            self.identity.clone(),
+        )
             .map_err(|e| e.to_string())?;
         let sm = Arc::new(Mutex::new(sm));
         let group = GroupId(a.uid);
+        let (changes, _) = tokio::sync::watch::channel(0u64);
         self.logs
-            .create_group(&self.registry, group, Box::new(SharedStream(sm.clone())))
+            .create_group(
+                &self.registry,
+                group,
+                Box::new(SharedStream(sm.clone(), changes.clone())),
+            )
             .await
             .map_err(|e| e.to_string())?;
         let local = Arc::new(LocalStream {
@@ -149,8 +173,15 @@ impl JetStream {
             uid: a.uid,
             replicas: a.replicas.clone(),
             sm,
+            changes,
+            engines: super::consumer::Engines::default(),
+            cancel: self.cancel.child_token(),
         });
-        self.local.write().insert(a.name.clone(), local);
+        self.local.write().insert(a.name.clone(), local.clone());
+        let js = self.clone();
+        self.server
+            .tasks
+            .spawn(async move { js.supervise_consumers(local).await });
         info!(stream = %a.name, uid = a.uid, "stream replica started");
         Ok(())
     }
@@ -180,6 +211,8 @@ impl JetStream {
 
     async fn stop_replica(&self, ls: &LocalStream) {
         self.local.write().remove(&ls.name);
+        ls.cancel.cancel();
+        ls.engines.stop_all(true);
         if let Err(e) = self.logs.remove_group(&self.registry, ls.group()).await {
             warn!(stream = %ls.name, error = %e, "stream group did not stop cleanly");
         }

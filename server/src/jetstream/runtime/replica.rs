@@ -25,6 +25,12 @@ pub struct LocalStream {
     pub replicas: Vec<u64>,
     /// The replicated state, shared with Raft's apply.
     pub sm: Arc<Mutex<StreamStateMachine>>,
+    /// Bumped after every applied entry (consumer engines wait on it for new messages).
+    pub changes: tokio::sync::watch::Sender<u64>,
+    /// Consumer engines running here (on the leader).
+    pub(crate) engines: super::consumer::Engines,
+    /// Cancelled when the replica is removed from this node.
+    pub cancel: tokio_util::sync::CancellationToken,
 }
 
 impl LocalStream {
@@ -34,12 +40,18 @@ impl LocalStream {
     }
 }
 
-/// Hands Raft a [`ReplicatedStateMachine`] that applies to the shared state.
-pub struct SharedStream(pub Arc<Mutex<StreamStateMachine>>);
+/// Hands Raft a [`ReplicatedStateMachine`] that applies to the shared state and signals each
+/// applied entry on the watch channel.
+pub struct SharedStream(
+    pub Arc<Mutex<StreamStateMachine>>,
+    pub tokio::sync::watch::Sender<u64>,
+);
 
 impl ReplicatedStateMachine for SharedStream {
     fn apply(&mut self, index: LogIndex, command: &[u8]) -> Result<Bytes, StateMachineError> {
-        self.0.lock().apply(index, command)
+        let answer = self.0.lock().apply(index, command);
+        self.1.send_replace(index.0);
+        answer
     }
 
     fn snapshot(&self) -> Result<Bytes, StateMachineError> {
@@ -47,7 +59,9 @@ impl ReplicatedStateMachine for SharedStream {
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), StateMachineError> {
-        self.0.lock().restore(snapshot)
+        let r = self.0.lock().restore(snapshot);
+        self.1.send_modify(|v| *v += 1);
+        r
     }
 
     fn save_applied(&mut self, state: &AppliedState) -> Result<(), StateMachineError> {

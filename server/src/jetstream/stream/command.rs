@@ -48,3 +48,28 @@ pub fn update_config(config: &StreamConfig, timestamp_ns: u64) -> Bytes {
 pub fn expire(now_ns: u64) -> Bytes {
     encode(Cmd::Expire(Expire { now_ns }))
 }
+
+/// A `ConsumerCreate` (create or update) with a validated, normalised config.
+pub fn consumer_create(
+    name: &str,
+    config: &crate::jetstream::api::types::consumer::ConsumerConfig,
+    created_ns: u64,
+) -> Bytes {
+    encode(Cmd::ConsumerCreate(jetraft_proto::stream::ConsumerCreate {
+        name: name.to_string(),
+        config_json: Bytes::from(to_go_json(config)),
+        created_ns,
+    }))
+}
+
+/// A `ConsumerDelete`.
+pub fn consumer_delete(name: &str) -> Bytes {
+    encode(Cmd::ConsumerDelete(jetraft_proto::stream::ConsumerDelete {
+        name: name.to_string(),
+    }))
+}
+
+/// A `ConsumerProgress` batch.
+pub fn consumer_progress(batch: jetraft_proto::stream::ConsumerProgress) -> Bytes {
+    encode(Cmd::ConsumerProgress(batch))
+}

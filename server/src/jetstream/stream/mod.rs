@@ -23,6 +23,7 @@
 
 mod append;
 pub mod command;
+pub mod consumers;
 pub mod dedup;
 pub mod headers;
 pub mod info;
@@ -37,6 +38,7 @@ use bytes::Bytes;
 use jetraft_proto::stream::{StreamCommand, stream_command::Cmd};
 use jetraft_raft::{AppliedState, LogIndex, ReplicatedStateMachine, StateMachineError};
 use jetraft_storage::StorageError;
+use jetraft_storage::consumer::ConsumerStore;
 use jetraft_storage::keys::META_USER_MIN;
 use jetraft_storage::stream::limits::{self, StreamLimits};
 use jetraft_storage::stream::{StreamState, StreamStore};
@@ -49,6 +51,8 @@ use dedup::DedupIndex;
 const META_APPLIED: u8 = META_USER_MIN;
 /// `put_meta` kind of the stored config, creation time, clock and last msg id (JSON).
 const META_CONFIG: u8 = META_USER_MIN + 1;
+/// `put_meta` kind of the consumer configs (JSON).
+const META_CONSUMERS: u8 = META_USER_MIN + 2;
 
 /// What the server reports about itself in responses (`_nats.ver`, `_nats.level`, the leader's
 /// name). Not replicated state: every replica runs the same binary and only the leader answers.
@@ -78,6 +82,16 @@ pub struct StreamStateMachine {
     last_msg_id: String,
     /// Consumers attached (interest retention drops messages while there are none).
     consumer_count: u64,
+    /// The consumers, by name.
+    consumers: std::collections::BTreeMap<String, consumers::ConsumerRecord>,
+    /// Durable consumer states.
+    consumer_store: Box<dyn ConsumerStore + Sync>,
+    /// Consumers whose state changed since the last `save_applied`.
+    dirty_consumers: std::collections::BTreeSet<String>,
+    /// Consumers deleted since the last `save_applied`.
+    deleted_consumers: std::collections::BTreeSet<String>,
+    /// Whether the set of consumers or a config changed since the last `save_applied`.
+    consumers_changed: bool,
     /// Response decoration.
     server: ServerIdentity,
 }
@@ -136,8 +150,23 @@ impl StreamStateMachine {
     /// dedup index from stored `Nats-Msg-Id` headers within the window; otherwise the stream
     /// is new: `config` and `created_ns` (from the meta group) are recorded and `first_seq` is
     /// applied.
+    ///
+    /// Consumer states are kept in memory only; nodes use [`Self::open_with`].
     pub fn open(
+        store: Box<dyn StreamStore + Sync>,
+        config: StreamConfig,
+        created_ns: u64,
+        server: ServerIdentity,
+    ) -> Result<Self, StateMachineError> {
+        let consumers = Box::new(jetraft_storage::mem::MemConsumerStore::new());
+        Self::open_with(store, consumers, config, created_ns, server)
+    }
+
+    /// [`Self::open`] with the store that keeps consumer states (the node's RocksDB for file
+    /// streams).
+    pub fn open_with(
         mut store: Box<dyn StreamStore + Sync>,
+        consumer_store: Box<dyn ConsumerStore + Sync>,
         config: StreamConfig,
         created_ns: u64,
         server: ServerIdentity,
@@ -169,12 +198,18 @@ impl StreamStateMachine {
             dedup: DedupIndex::default(),
             last_msg_id: meta.last_msg_id,
             consumer_count: 0,
+            consumers: std::collections::BTreeMap::new(),
+            consumer_store,
+            dirty_consumers: std::collections::BTreeSet::new(),
+            deleted_consumers: std::collections::BTreeSet::new(),
+            consumers_changed: false,
             server,
         };
         if fresh {
             sm.save_meta().map_err(io_err)?;
         } else {
             sm.rebuild_dedup().map_err(io_err)?;
+            sm.load_consumers().map_err(io_err)?;
         }
         Ok(sm)
     }
@@ -218,11 +253,6 @@ impl StreamStateMachine {
     /// Consumers attached to the stream.
     pub fn consumer_count(&self) -> u64 {
         self.consumer_count
-    }
-
-    /// Sets the consumer count (until consumer commands are replicated here).
-    pub fn set_consumer_count(&mut self, n: u64) {
-        self.consumer_count = n;
     }
 
     /// The response decoration in use.
@@ -296,6 +326,18 @@ impl ReplicatedStateMachine for StreamStateMachine {
                 self.apply_expire(e.now_ns).map_err(&err)?;
                 String::new()
             }
+            Some(Cmd::ConsumerCreate(c)) => {
+                self.apply_consumer_create(&c).map_err(&err)?;
+                String::new()
+            }
+            Some(Cmd::ConsumerDelete(d)) => {
+                self.apply_consumer_delete(&d.name).map_err(&err)?;
+                String::new()
+            }
+            Some(Cmd::ConsumerProgress(p)) => {
+                self.apply_consumer_progress(&p).map_err(&err)?;
+                String::new()
+            }
             None => {
                 return Err(StateMachineError::Apply {
                     index,
@@ -318,6 +360,7 @@ impl ReplicatedStateMachine for StreamStateMachine {
         let bytes = serde_json::to_vec(&(&state.last_applied, &state.membership))
             .map_err(|e| StateMachineError::Storage(std::io::Error::other(e)))?;
         self.save_meta().map_err(io_err)?;
+        self.persist_consumers().map_err(io_err)?;
         self.store.put_meta(META_APPLIED, &bytes).map_err(io_err)
     }
 

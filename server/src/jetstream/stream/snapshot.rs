@@ -59,6 +59,7 @@ impl StreamStateMachine {
                 .collect(),
             clock_ns: self.clock_ns,
             last_msg_id: self.last_msg_id.clone(),
+            consumers: self.export_consumers(),
         })
     }
 
@@ -112,6 +113,9 @@ impl StreamStateMachine {
         self.clock_ns = snap.clock_ns;
         self.dedup = dedup;
         self.last_msg_id = snap.last_msg_id;
-        self.save_meta().map_err(io_err)
+        self.import_consumers(&snap.consumers)
+            .map_err(|e| corrupt(format!("consumers: {e}")))?;
+        self.save_meta().map_err(io_err)?;
+        self.persist_consumers().map_err(io_err)
     }
 }

@@ -1,0 +1,317 @@
+//! `$JS.API.CONSUMER.*` handlers. All run on the stream leader (consumers live in the stream's
+//! Raft group): validation against the leader's state, then a proposal, then the answer built
+//! from the engine (or the state machine when no engine runs).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::engine::{EngineView, Event};
+use crate::internal::InternalMsg;
+use crate::jetstream::api::consumer_validate::{
+    ConsumerContext, CreateForm, CreateOutcome, check_create, random_name, resolve_create,
+    with_response_metadata,
+};
+use crate::jetstream::api::types::consumer::ConsumerInfo;
+use crate::jetstream::api::types::consumer::SequenceInfo;
+use crate::jetstream::api::types::consumer_requests::{
+    ConsumerListRequest, ConsumerNamesRequest, ConsumerPauseRequest, ConsumerPauseResponse,
+    consumer_list_page, consumer_names_page,
+};
+use crate::jetstream::api::types::requests::{BodyRule, parse_body};
+use crate::jetstream::api::types::responses::ApiResponse;
+use crate::jetstream::api::types::{go_time, response_type};
+use crate::jetstream::api::{ApiError, ErrorKind};
+use crate::jetstream::runtime::replica::LocalStream;
+use crate::jetstream::runtime::{JetStream, now_ns};
+use crate::jetstream::stream::command;
+use crate::jetstream::stream::consumers::{ConsumerRecord, count_last_per_subject, count_pending};
+
+/// How long an API handler waits for an engine's view.
+const VIEW_WAIT: Duration = Duration::from_secs(2);
+
+fn consumer_not_found() -> ApiError {
+    ApiError::new(ErrorKind::ConsumerNotFound)
+}
+
+impl JetStream {
+    fn leader_stream(&self, stream: &str) -> Result<Arc<LocalStream>, ApiError> {
+        self.local_stream(stream)
+            .ok_or_else(ApiError::stream_not_found)
+    }
+
+    async fn propose_consumer(&self, ls: &LocalStream, cmd: Bytes) -> Result<(), ApiError> {
+        self.registry
+            .propose(ls.group(), cmd)
+            .await
+            .map_err(super::super::api::raft_api_error)?;
+        Ok(())
+    }
+
+    /// `CONSUMER.CREATE.*` and `CONSUMER.DURABLE.CREATE.*`.
+    pub(crate) async fn consumer_create(
+        self: &Arc<Self>,
+        stream: &str,
+        form: &CreateForm,
+        msg: &InternalMsg,
+    ) -> Result<String, ApiError> {
+        let ls = self.leader_stream(stream)?;
+        let (name, cfg, action) = resolve_create(form, stream, &msg.payload, random_name)?;
+        let (outcome, created_ns) = {
+            let sm = ls.sm.lock();
+            let existing = sm.consumer(&name);
+            let others: Vec<_> = sm
+                .consumers()
+                .iter()
+                .filter(|(n, _)| **n != name)
+                .map(|(_, r)| r.config.clone())
+                .collect();
+            let ctx = ConsumerContext {
+                stream: sm.config(),
+                existing: existing.map(|r| &r.config),
+                others: &others,
+                clustered: self.clustered(),
+                stream_replicas: sm.config().num_replicas,
+                consumer_count: sm.consumers().len(),
+            };
+            let outcome = check_create(&name, cfg, action, &ctx)?;
+            (outcome, existing.map_or_else(now_ns, |r| r.created_ns))
+        };
+        let updated = match outcome {
+            CreateOutcome::Create(cfg) | CreateOutcome::Update(cfg) => {
+                self.propose_consumer(&ls, command::consumer_create(&name, &cfg, created_ns))
+                    .await?;
+                Some(cfg)
+            }
+            CreateOutcome::Unchanged => None,
+        };
+        if let Some(cfg) = updated
+            && !ls.engines.send(&name, Event::Reconfigure(Box::new(cfg)))
+        {
+            self.sync_consumers(&ls);
+        }
+        let info = self
+            .consumer_info(&ls, &name)
+            .await
+            .ok_or_else(consumer_not_found)?;
+        Ok(ApiResponse::ok(response_type::CONSUMER_CREATE, info).to_json())
+    }
+
+    /// The info of consumer `name`, from its engine when it runs here.
+    pub(crate) async fn consumer_info(&self, ls: &LocalStream, name: &str) -> Option<ConsumerInfo> {
+        let view = self.engine_view(ls, name).await;
+        let sm = ls.sm.lock();
+        let rec = sm.consumer(name)?;
+        let view = match view {
+            Some(v) => v,
+            None => view_from_record(rec, sm.store()),
+        };
+        let cfg = with_response_metadata(
+            &rec.config,
+            &self.identity.version,
+            self.identity.api_level,
+        );
+        let active = |ns: u64| (ns > 0).then(|| go_time::format(ns));
+        let now = now_ns();
+        let pause_until = rec.config.pause_until.as_deref().and_then(go_time::parse);
+        let paused = pause_until.is_some_and(|p| p > now);
+        Some(ConsumerInfo {
+            stream_name: ls.name.clone(),
+            name: name.to_string(),
+            created: go_time::format(rec.created_ns),
+            config: cfg,
+            delivered: SequenceInfo {
+                consumer_seq: view.state.delivered.consumer_seq,
+                stream_seq: view.state.delivered.stream_seq,
+                last_active: active(view.last_delivered_ns),
+            },
+            ack_floor: SequenceInfo {
+                consumer_seq: view.state.ack_floor.consumer_seq,
+                stream_seq: view.state.ack_floor.stream_seq,
+                last_active: active(view.last_ack_ns),
+            },
+            num_ack_pending: view.state.pending.len() as u64,
+            num_redelivered: view
+                .state
+                .pending
+                .values()
+                .filter(|p| p.deliveries > 1)
+                .count() as u64,
+            num_waiting: view.num_waiting,
+            num_pending: view.num_pending,
+            cluster: if self.clustered() {
+                self.cluster_info(ls)
+            } else {
+                None
+            },
+            push_bound: view.push_bound,
+            paused,
+            pause_remaining: if paused {
+                i64::try_from(pause_until.unwrap_or(now) - now).unwrap_or(0)
+            } else {
+                0
+            },
+            ts: go_time::format(now),
+        })
+    }
+
+    async fn engine_view(&self, ls: &LocalStream, name: &str) -> Option<EngineView> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if !ls.engines.send(name, Event::Info(tx)) {
+            return None;
+        }
+        tokio::time::timeout(VIEW_WAIT, rx).await.ok()?.ok()
+    }
+
+    /// `CONSUMER.INFO.<S>.<C>`.
+    pub(crate) async fn consumer_info_api(
+        &self,
+        stream: &str,
+        name: &str,
+        msg: &InternalMsg,
+    ) -> Result<String, ApiError> {
+        parse_body::<ConsumerNamesRequest>(BodyRule::Optional, &msg.payload)?;
+        let ls = self.leader_stream(stream)?;
+        let info = self
+            .consumer_info(&ls, name)
+            .await
+            .ok_or_else(consumer_not_found)?;
+        Ok(ApiResponse::ok(response_type::CONSUMER_INFO, info).to_json())
+    }
+
+    /// Deletes a consumer (API or inactivity) and stops its engine.
+    pub(crate) async fn delete_consumer(&self, stream: &str, name: &str) -> Result<(), ApiError> {
+        let ls = self.leader_stream(stream)?;
+        if ls.sm.lock().consumer(name).is_none() {
+            return Err(consumer_not_found());
+        }
+        self.propose_consumer(&ls, command::consumer_delete(name))
+            .await?;
+        ls.engines.send(name, Event::Stop { deleted: true });
+        Ok(())
+    }
+
+    /// `CONSUMER.DELETE.<S>.<C>`.
+    pub(crate) async fn consumer_delete_api(
+        &self,
+        stream: &str,
+        name: &str,
+    ) -> Result<String, ApiError> {
+        self.delete_consumer(stream, name).await?;
+        Ok(format!(
+            "{{\"type\":\"{}\",\"success\":true}}",
+            response_type::CONSUMER_DELETE
+        ))
+    }
+
+    /// `CONSUMER.NAMES.<S>`.
+    pub(crate) fn consumer_names_api(
+        &self,
+        stream: &str,
+        msg: &InternalMsg,
+    ) -> Result<String, ApiError> {
+        let req: ConsumerNamesRequest =
+            parse_body(BodyRule::Optional, &msg.payload)?.unwrap_or_default();
+        let ls = self.leader_stream(stream)?;
+        let names: Vec<String> = ls.sm.lock().consumers().keys().cloned().collect();
+        let page = consumer_names_page(names, req.offset);
+        Ok(ApiResponse::ok(response_type::CONSUMER_NAMES, page).to_json())
+    }
+
+    /// `CONSUMER.LIST.<S>`.
+    pub(crate) async fn consumer_list_api(
+        &self,
+        stream: &str,
+        msg: &InternalMsg,
+    ) -> Result<String, ApiError> {
+        let req: ConsumerListRequest =
+            parse_body(BodyRule::Optional, &msg.payload)?.unwrap_or_default();
+        let ls = self.leader_stream(stream)?;
+        let names: Vec<String> = ls.sm.lock().consumers().keys().cloned().collect();
+        let mut infos = Vec::with_capacity(names.len());
+        for name in &names {
+            if let Some(info) = self.consumer_info(&ls, name).await {
+                infos.push(info);
+            }
+        }
+        let page = consumer_list_page(infos, req.offset);
+        Ok(ApiResponse::ok(response_type::CONSUMER_LIST, page).to_json())
+    }
+
+    /// `CONSUMER.MSG.NEXT.<S>.<C>`: hands the request to the engine; a missing consumer gets
+    /// the no-responders status the real server's missing subscription produces.
+    pub(crate) fn consumer_next(&self, stream: &str, name: &str, msg: &InternalMsg) {
+        let Some(reply) = msg.reply.clone() else {
+            return;
+        };
+        let delivered = self.local_stream(stream).is_some_and(|ls| {
+            ls.engines.send(
+                name,
+                Event::Pull {
+                    reply: reply.clone(),
+                    body: msg.payload.clone(),
+                },
+            )
+        });
+        if !delivered {
+            let hdrs = crate::protocol::headers::status_block(503, None, &[]);
+            self.server.publish(&reply, None, Some(&hdrs), b"");
+        }
+    }
+
+    /// `CONSUMER.PAUSE.<S>.<C>`.
+    pub(crate) async fn consumer_pause_api(
+        &self,
+        stream: &str,
+        name: &str,
+        msg: &InternalMsg,
+    ) -> Result<String, ApiError> {
+        let req: ConsumerPauseRequest =
+            parse_body(BodyRule::Optional, &msg.payload)?.unwrap_or_default();
+        let until = req.pause_until_ns()?;
+        let ls = self.leader_stream(stream)?;
+        let (mut cfg, created_ns) = {
+            let sm = ls.sm.lock();
+            let rec = sm.consumer(name).ok_or_else(consumer_not_found)?;
+            (rec.config.clone(), rec.created_ns)
+        };
+        cfg.pause_until = (until > 0).then(|| go_time::format(until));
+        self.propose_consumer(&ls, command::consumer_create(name, &cfg, created_ns))
+            .await?;
+        ls.engines.send(name, Event::Reconfigure(Box::new(cfg)));
+        let body = ConsumerPauseResponse::at(until, now_ns());
+        Ok(ApiResponse::ok(response_type::CONSUMER_PAUSE, body).to_json())
+    }
+}
+
+/// A view of a consumer from the replicated record (no engine here).
+fn view_from_record(
+    rec: &ConsumerRecord,
+    store: &dyn jetraft_storage::stream::StreamStore,
+) -> EngineView {
+    EngineView {
+        state: rec.state.clone(),
+        last_delivered_ns: rec.last_delivered_ns,
+        last_ack_ns: rec.last_ack_ns,
+        num_pending: pending_of(rec, store),
+        num_waiting: 0,
+        push_bound: false,
+    }
+}
+
+/// `num_pending` of a consumer from its replicated position.
+fn pending_of(rec: &ConsumerRecord, store: &dyn jetraft_storage::stream::StreamStore) -> u64 {
+    let next = rec.next_seq();
+    let filters = rec.filters();
+    let lps = rec.config.deliver_policy
+        == crate::jetstream::api::types::consumer::DeliverPolicy::LastPerSubject
+        && next <= rec.lps_end;
+    let n = if lps {
+        count_last_per_subject(store, next, &filters)
+            .and_then(|n| count_pending(store, rec.lps_end + 1, &filters).map(|m| n + m))
+    } else {
+        count_pending(store, next, &filters)
+    };
+    n.unwrap_or(0)
+}

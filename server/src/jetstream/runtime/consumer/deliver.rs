@@ -1,0 +1,357 @@
+//! What a consumer sends: deliveries (ack subject, headers-only bodies), pull status messages,
+//! heartbeats, flow-control requests, advisories and dead-letter copies. Formats follow spec
+//! section 5 byte for byte.
+
+use bytes::Bytes;
+use jetraft_storage::stream::StoredMsg;
+use rand::Rng;
+use serde::Serialize;
+
+use crate::jetstream::api::types::{go_time, to_go_json};
+use crate::jetstream::runtime::{JetStream, now_ns};
+use crate::protocol::headers::{push_header, status_block};
+
+/// Consumer `metadata` key naming the dead-letter subject (jetraft extension).
+pub(crate) const DEAD_LETTER_KEY: &str = "jetraft.dead_letter_subject";
+
+/// A status reply to a pull request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PullStatus {
+    /// `404 No Messages`.
+    NoMessages,
+    /// `408 Request Timeout` with what was left of the request.
+    Timeout {
+        /// Messages not delivered.
+        pending_msgs: u64,
+        /// Bytes not used.
+        pending_bytes: u64,
+    },
+    /// `409 Message Size Exceeds MaxBytes`.
+    MaxBytesExceeded {
+        /// Messages not delivered.
+        pending_msgs: u64,
+        /// Bytes not used.
+        pending_bytes: u64,
+    },
+    /// `409 <text>` (limits exceeded).
+    Conflict(String),
+    /// `400 <text>` (bad request).
+    BadRequest(String),
+    /// `409 Consumer is push based`.
+    PushBased,
+    /// `409 Consumer Deleted`.
+    ConsumerDeleted,
+    /// `409 Leadership Change`.
+    LeadershipChange,
+}
+
+/// The v1 ack reply subject.
+pub(crate) fn ack_subject(
+    stream: &str,
+    consumer: &str,
+    deliveries: u64,
+    stream_seq: u64,
+    consumer_seq: u64,
+    timestamp_ns: u64,
+    pending: u64,
+) -> String {
+    format!(
+        "$JS.ACK.{stream}.{consumer}.{deliveries}.{stream_seq}.{consumer_seq}.{timestamp_ns}.{pending}"
+    )
+}
+
+/// Header block and payload as delivered (`headers_only` strips the body and adds
+/// `Nats-Msg-Size`).
+pub(crate) fn body(msg: &StoredMsg, headers_only: bool) -> (Option<Vec<u8>>, Bytes) {
+    if !headers_only {
+        let hdrs = (!msg.headers.is_empty()).then(|| msg.headers.to_vec());
+        return (hdrs, msg.payload.clone());
+    }
+    let mut h = if msg.headers.is_empty() {
+        b"NATS/1.0\r\n".to_vec()
+    } else {
+        // Drop the terminating blank line, then append.
+        let raw = &msg.headers[..];
+        let end = if raw.ends_with(b"\r\n\r\n") {
+            raw.len() - 2
+        } else {
+            raw.len()
+        };
+        raw[..end].to_vec()
+    };
+    push_header(&mut h, "Nats-Msg-Size", &msg.payload.len().to_string());
+    h.extend_from_slice(b"\r\n");
+    (Some(h), Bytes::new())
+}
+
+/// The size a message counts for against a pull request's `max_bytes`.
+pub(crate) fn pull_size(msg: &StoredMsg, stream: &str, consumer: &str) -> u64 {
+    // Subject + ack reply (approximate length of the numeric tokens) + headers + payload.
+    let reply = 8 + stream.len() + consumer.len() + 5 * 8;
+    (msg.subject.len() + reply + msg.headers.len() + msg.payload.len()) as u64
+}
+
+/// Sends a pull status to `reply`.
+pub(crate) fn send_status(js: &JetStream, reply: &str, status: &PullStatus) {
+    let pending = |m: u64, b: u64| {
+        vec![
+            ("Nats-Pending-Messages".to_string(), m.to_string()),
+            ("Nats-Pending-Bytes".to_string(), b.to_string()),
+        ]
+    };
+    let (code, text, extra): (u16, String, Vec<(String, String)>) = match status {
+        PullStatus::NoMessages => (404, "No Messages".into(), Vec::new()),
+        PullStatus::Timeout {
+            pending_msgs,
+            pending_bytes,
+        } => (
+            408,
+            "Request Timeout".into(),
+            pending(*pending_msgs, *pending_bytes),
+        ),
+        PullStatus::MaxBytesExceeded {
+            pending_msgs,
+            pending_bytes,
+        } => (
+            409,
+            "Message Size Exceeds MaxBytes".into(),
+            pending(*pending_msgs, *pending_bytes),
+        ),
+        PullStatus::Conflict(t) => (409, t.clone(), Vec::new()),
+        PullStatus::BadRequest(t) => (400, t.clone(), Vec::new()),
+        PullStatus::PushBased => (409, "Consumer is push based".into(), Vec::new()),
+        PullStatus::ConsumerDeleted => (409, "Consumer Deleted".into(), Vec::new()),
+        PullStatus::LeadershipChange => (409, "Leadership Change".into(), Vec::new()),
+    };
+    let extra: Vec<(&str, &str)> = extra
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let hdrs = status_block(code, Some(&text), &extra);
+    js.server.publish(reply, None, Some(&hdrs), b"");
+}
+
+/// Sends `100 Idle Heartbeat` to `subject`.
+pub(crate) fn send_heartbeat(
+    js: &JetStream,
+    subject: &str,
+    last_consumer: u64,
+    last_stream: u64,
+    stalled: Option<&str>,
+) {
+    let c = last_consumer.to_string();
+    let s = last_stream.to_string();
+    let mut extra = vec![("Nats-Last-Consumer", c.as_str()), ("Nats-Last-Stream", s.as_str())];
+    if let Some(fc) = stalled {
+        extra.push(("Nats-Consumer-Stalled", fc));
+    }
+    let hdrs = status_block(100, Some("Idle Heartbeat"), &extra);
+    js.server.publish(subject, None, Some(&hdrs), b"");
+}
+
+/// A fresh flow-control reply subject.
+pub(crate) fn fc_subject(stream: &str, consumer: &str) -> String {
+    format!("$JS.FC.{stream}.{consumer}.{}", random_token(4))
+}
+
+/// Sends `100 FlowControl Request` to the deliver subject with `reply` as its reply.
+pub(crate) fn send_flow_control(js: &JetStream, deliver_subject: &str, reply: &str) {
+    let hdrs = status_block(100, Some("FlowControl Request"), &[]);
+    js.server
+        .publish(deliver_subject, Some(reply), Some(&hdrs), b"");
+}
+
+/// Whether a push consumer's deliver subject has a subscriber of the right kind: a plain one
+/// without `group`, a member of `group` with one.
+pub(crate) fn has_interest(js: &JetStream, subject: &str, group: Option<&str>) -> bool {
+    if subject.is_empty() {
+        return false;
+    }
+    let result = js.server.sublist.match_subject(subject);
+    match group {
+        None => !result.plain.is_empty(),
+        Some(g) => result.queues.iter().any(|q| &*q.name == g),
+    }
+}
+
+fn random_token(n: usize) -> String {
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut rng = rand::rng();
+    (0..n)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+#[derive(Serialize)]
+struct Advisory<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    id: String,
+    timestamp: String,
+    stream: &'a str,
+    consumer: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    consumer_seq: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_seq: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deliveries: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    action: Option<&'a str>,
+}
+
+impl<'a> Advisory<'a> {
+    fn new(kind: &'a str, stream: &'a str, consumer: &'a str) -> Self {
+        Self {
+            kind,
+            id: random_token(22),
+            timestamp: go_time::format(now_ns()),
+            stream,
+            consumer,
+            consumer_seq: None,
+            stream_seq: None,
+            deliveries: None,
+            reason: None,
+            action: None,
+        }
+    }
+
+    fn send(&self, js: &JetStream, event: &str) {
+        let subject = format!(
+            "$JS.EVENT.ADVISORY.CONSUMER.{event}.{}.{}",
+            self.stream, self.consumer
+        );
+        js.server
+            .publish(&subject, None, None, to_go_json(self).as_bytes());
+    }
+}
+
+/// `MAX_DELIVERIES` advisory.
+pub(crate) fn advisory_max_deliveries(
+    js: &JetStream,
+    stream: &str,
+    consumer: &str,
+    stream_seq: u64,
+    deliveries: u64,
+) {
+    let mut a = Advisory::new("io.nats.jetstream.advisory.v1.max_deliver", stream, consumer);
+    a.stream_seq = Some(stream_seq);
+    a.deliveries = Some(deliveries);
+    a.send(js, "MAX_DELIVERIES");
+}
+
+/// `MSG_TERMINATED` advisory.
+pub(crate) fn advisory_terminated(
+    js: &JetStream,
+    stream: &str,
+    consumer: &str,
+    stream_seq: u64,
+    consumer_seq: u64,
+    deliveries: u64,
+    reason: &str,
+) {
+    let mut a = Advisory::new("io.nats.jetstream.advisory.v1.terminated", stream, consumer);
+    a.consumer_seq = Some(consumer_seq);
+    a.stream_seq = Some(stream_seq);
+    a.deliveries = Some(deliveries);
+    a.reason = Some(reason);
+    a.send(js, "MSG_TERMINATED");
+}
+
+/// `MSG_NAKED` advisory.
+pub(crate) fn advisory_nak(
+    js: &JetStream,
+    stream: &str,
+    consumer: &str,
+    stream_seq: u64,
+    consumer_seq: u64,
+    deliveries: u64,
+) {
+    let mut a = Advisory::new("io.nats.jetstream.advisory.v1.nak", stream, consumer);
+    a.consumer_seq = Some(consumer_seq);
+    a.stream_seq = Some(stream_seq);
+    a.deliveries = Some(deliveries);
+    a.send(js, "MSG_NAKED");
+}
+
+/// `DELETED` advisory (inactive consumer removed).
+pub(crate) fn advisory_deleted(js: &JetStream, stream: &str, consumer: &str) {
+    let mut a = Advisory::new(
+        "io.nats.jetstream.advisory.v1.consumer_action",
+        stream,
+        consumer,
+    );
+    a.action = Some("delete");
+    a.send(js, "DELETED");
+}
+
+/// Republishes a dropped message to `subject` with headers naming where it came from.
+pub(crate) fn dead_letter(
+    js: &JetStream,
+    subject: &str,
+    stream: &str,
+    consumer: &str,
+    msg: &StoredMsg,
+    deliveries: u64,
+    reason: &str,
+) {
+    let mut h = if msg.headers.len() >= 4 && msg.headers.ends_with(b"\r\n\r\n") {
+        msg.headers[..msg.headers.len() - 2].to_vec()
+    } else {
+        b"NATS/1.0\r\n".to_vec()
+    };
+    push_header(&mut h, "Nats-Dead-Letter-Stream", stream);
+    push_header(&mut h, "Nats-Dead-Letter-Consumer", consumer);
+    push_header(&mut h, "Nats-Dead-Letter-Subject", &msg.subject);
+    push_header(&mut h, "Nats-Dead-Letter-Sequence", &msg.seq.to_string());
+    push_header(&mut h, "Nats-Dead-Letter-Deliveries", &deliveries.to_string());
+    push_header(&mut h, "Nats-Dead-Letter-Reason", reason);
+    h.extend_from_slice(b"\r\n");
+    js.server.publish(subject, None, Some(&h), &msg.payload);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(headers: &[u8], payload: &[u8]) -> StoredMsg {
+        StoredMsg {
+            seq: 3,
+            subject: "a.b".into(),
+            headers: Bytes::copy_from_slice(headers),
+            payload: Bytes::copy_from_slice(payload),
+            timestamp_ns: 7,
+        }
+    }
+
+    #[test]
+    fn ack_subject_is_v1() {
+        assert_eq!(
+            ack_subject("P", "pc", 1, 1, 1, 1796199547958174861, 4),
+            "$JS.ACK.P.pc.1.1.1.1796199547958174861.4"
+        );
+    }
+
+    #[test]
+    fn headers_only_adds_msg_size() {
+        let (h, p) = body(&msg(b"", b"v1"), true);
+        assert_eq!(h.unwrap(), b"NATS/1.0\r\nNats-Msg-Size: 2\r\n\r\n");
+        assert!(p.is_empty());
+        let (h, _) = body(&msg(b"NATS/1.0\r\nKV-Operation: DEL\r\n\r\n", b""), true);
+        assert_eq!(
+            h.unwrap(),
+            b"NATS/1.0\r\nKV-Operation: DEL\r\nNats-Msg-Size: 0\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn plain_body_keeps_headers_and_payload() {
+        let (h, p) = body(&msg(b"NATS/1.0\r\nX: 1\r\n\r\n", b"v"), false);
+        assert_eq!(h.unwrap(), b"NATS/1.0\r\nX: 1\r\n\r\n");
+        assert_eq!(&p[..], b"v");
+        let (h, _) = body(&msg(b"", b"v"), false);
+        assert!(h.is_none());
+    }
+}

@@ -1,0 +1,925 @@
+//! The delivery engine of one consumer: runs on the stream leader only, as one task.
+//!
+//! It keeps a working copy of the consumer's replicated state (`ConsumerState`), ahead of the
+//! state machine by the progress batches in flight, plus what is never replicated: waiting pull
+//! requests, ack deadlines, flow control and heartbeat timers.
+//!
+//! Invariants:
+//! - Every delivery, ack and drop is appended to one `ConsumerProgress` batch, proposed in the
+//!   order it happened (proposals are submitted one after another from this task).
+//! - An AckSync reply goes out only once the batch holding that ack is committed.
+//! - Redeliveries go before new messages; `max_ack_pending` only holds back new messages.
+//! - A new leader starts from the replicated state: acknowledged messages are never redelivered;
+//!   pending ones come back when their ack wait (from their recorded delivery time) expires.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use jetraft_proto::stream::{ConsumerProgress, Delivery};
+use jetraft_raft::GroupId;
+use jetraft_storage::consumer::ConsumerState;
+use jetraft_storage::stream::StoredMsg;
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+use tracing::debug;
+
+use super::deliver::{self, PullStatus};
+use crate::jetstream::ack::AckKind;
+use crate::jetstream::api::types::consumer::{AckPolicy, ConsumerConfig, DeliverPolicy};
+use crate::jetstream::api::types::consumer_requests::{
+    NextRequest, check_next_request_limits, parse_next_request,
+};
+use crate::jetstream::api::types::go_time;
+use crate::jetstream::runtime::{JetStream, now_ns};
+use crate::jetstream::stream::StreamStateMachine;
+use crate::jetstream::stream::consumers::{count_last_per_subject, count_pending};
+
+/// Flow control window start and cap (bytes outstanding since the last FC reply).
+const FC_WINDOW_START: u64 = 2 * 1024 * 1024;
+const FC_WINDOW_MAX: u64 = 32 * 1024 * 1024;
+/// Most events handled before deliveries are pumped and progress is proposed.
+const EVENTS_PER_ROUND: usize = 256;
+/// Most messages delivered per round (keeps rounds short so acks are not starved).
+const DELIVERIES_PER_ROUND: usize = 1024;
+/// Interest and inactivity are re-checked at least this often.
+const TICK: Duration = Duration::from_millis(250);
+
+/// What a consumer engine is asked to do.
+pub(crate) enum Event {
+    /// A pull request (`MSG.NEXT` or `+NXT`) with its reply subject.
+    Pull {
+        /// Where deliveries and statuses go.
+        reply: String,
+        /// The request body.
+        body: Bytes,
+    },
+    /// An ack for stream sequence `stream_seq`.
+    Ack {
+        /// Stream sequence acknowledged.
+        stream_seq: u64,
+        /// What kind of ack.
+        kind: AckKind,
+        /// AckSync reply subject.
+        reply: Option<String>,
+    },
+    /// A flow-control reply arrived on `subject`.
+    FlowControl {
+        /// The `$JS.FC...` subject answered.
+        subject: String,
+    },
+    /// The configuration was updated.
+    Reconfigure(Box<ConsumerConfig>),
+    /// A snapshot of the engine's view for `CONSUMER.INFO`.
+    Info(oneshot::Sender<EngineView>),
+    /// Stop: the consumer was deleted (true) or leadership moved (false).
+    Stop {
+        /// Whether the consumer was deleted.
+        deleted: bool,
+    },
+}
+
+/// What `CONSUMER.INFO` reports from a running engine.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct EngineView {
+    /// Delivery/ack state including what is still being replicated.
+    pub state: ConsumerState,
+    /// Last delivery time, Unix ns.
+    pub last_delivered_ns: u64,
+    /// Last ack time, Unix ns.
+    pub last_ack_ns: u64,
+    /// Matching messages not delivered yet.
+    pub num_pending: u64,
+    /// Outstanding pull requests.
+    pub num_waiting: u64,
+    /// Push consumer with interest.
+    pub push_bound: bool,
+}
+
+/// One waiting pull request.
+struct PullRequest {
+    reply: String,
+    /// Messages still wanted.
+    batch: u64,
+    /// Bytes still allowed (0 = no limit).
+    max_bytes: u64,
+    /// Whether `max_bytes` was set.
+    bytes_limited: bool,
+    no_wait: bool,
+    expires: Option<Instant>,
+    heartbeat: Option<Duration>,
+    /// Last time something (message or heartbeat) was sent to this request.
+    last_sent: Instant,
+    /// Messages delivered to this request so far.
+    delivered: u64,
+}
+
+/// Flow control of a push consumer.
+#[derive(Default)]
+struct FlowControl {
+    window: u64,
+    /// Bytes delivered since the last answered FC request.
+    outstanding: u64,
+    /// The FC subject waiting for its reply.
+    pending: Option<String>,
+}
+
+/// The engine of one consumer.
+pub(crate) struct Engine {
+    js: Arc<JetStream>,
+    stream: String,
+    name: String,
+    group: GroupId,
+    sm: Arc<Mutex<StreamStateMachine>>,
+    cfg: ConsumerConfig,
+    filters: Vec<String>,
+    lps_end: u64,
+    /// Working copy of the replicated state.
+    state: ConsumerState,
+    /// Ack deadlines of pending messages, Unix ns.
+    deadlines: BTreeMap<u64, u64>,
+    /// Pending messages due for redelivery, ascending.
+    due: BTreeSet<u64>,
+    last_delivered_ns: u64,
+    last_ack_ns: u64,
+    num_pending: u64,
+    /// Stream (first_seq, last_seq, msgs) when `num_pending` was last computed.
+    counted: (u64, u64, u64),
+    waiting: VecDeque<PullRequest>,
+    fc: FlowControl,
+    /// Last time anything went to the deliver subject.
+    push_last_sent: Instant,
+    /// Last time the consumer had interest or a pull request.
+    last_active: Instant,
+    batch: ConsumerProgress,
+    ack_replies: Vec<String>,
+    events: mpsc::UnboundedReceiver<Event>,
+    stream_changes: watch::Receiver<u64>,
+}
+
+impl Engine {
+    /// An engine starting from the replicated state of consumer `name`; `None` if it is gone.
+    pub(crate) fn new(
+        js: Arc<JetStream>,
+        stream: String,
+        name: String,
+        group: GroupId,
+        sm: Arc<Mutex<StreamStateMachine>>,
+        events: mpsc::UnboundedReceiver<Event>,
+        stream_changes: watch::Receiver<u64>,
+    ) -> Option<Self> {
+        let (cfg, lps_end, state, last_delivered_ns, last_ack_ns) = {
+            let guard = sm.lock();
+            let rec = guard.consumer(&name)?;
+            (
+                rec.config.clone(),
+                rec.lps_end,
+                rec.state.clone(),
+                rec.last_delivered_ns,
+                rec.last_ack_ns,
+            )
+        };
+        let now = Instant::now();
+        let mut e = Self {
+            js,
+            stream,
+            filters: cfg.filters(),
+            name: name.clone(),
+            group,
+            sm,
+            cfg,
+            lps_end,
+            state,
+            deadlines: BTreeMap::new(),
+            due: BTreeSet::new(),
+            last_delivered_ns,
+            last_ack_ns,
+            num_pending: 0,
+            counted: (u64::MAX, 0, 0),
+            waiting: VecDeque::new(),
+            fc: FlowControl {
+                window: FC_WINDOW_START,
+                ..FlowControl::default()
+            },
+            push_last_sent: now,
+            last_active: now,
+            batch: ConsumerProgress {
+                name,
+                ..ConsumerProgress::default()
+            },
+            ack_replies: Vec::new(),
+            events,
+            stream_changes,
+        };
+        let pending: Vec<(u64, u64, u64)> = e
+            .state
+            .pending
+            .iter()
+            .map(|(s, p)| (*s, p.deliveries, p.last_delivered_ns))
+            .collect();
+        for (seq, deliveries, at) in pending {
+            let deadline = at.saturating_add(e.ack_wait_ns(deliveries));
+            e.deadlines.insert(seq, deadline);
+        }
+        e.recount();
+        Some(e)
+    }
+
+    /// Runs until stopped; returns whether the consumer was deleted.
+    pub(crate) async fn run(mut self, cancel: tokio_util::sync::CancellationToken) {
+        loop {
+            self.expire_and_redeliver();
+            self.pump();
+            self.finish_no_wait();
+            self.heartbeats();
+            if self.check_inactive().await {
+                return;
+            }
+            self.flush().await;
+            let wake = self.next_wake();
+            tokio::select! {
+                () = cancel.cancelled() => {
+                    self.stop(false);
+                    return;
+                }
+                ev = self.events.recv() => {
+                    let Some(ev) = ev else {
+                        self.stop(false);
+                        return;
+                    };
+                    if self.handle(ev) {
+                        return;
+                    }
+                    for _ in 0..EVENTS_PER_ROUND {
+                        match self.events.try_recv() {
+                            Ok(ev) => {
+                                if self.handle(ev) {
+                                    return;
+                                }
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                }
+                r = self.stream_changes.changed() => {
+                    if r.is_err() {
+                        self.stop(false);
+                        return;
+                    }
+                    self.recount();
+                }
+                () = tokio::time::sleep_until(wake) => {}
+            }
+        }
+    }
+
+    /// Handles one event; true when the engine must stop.
+    fn handle(&mut self, ev: Event) -> bool {
+        match ev {
+            Event::Pull { reply, body } => self.on_pull(reply, &body),
+            Event::Ack {
+                stream_seq,
+                kind,
+                reply,
+            } => self.on_ack(stream_seq, kind, reply),
+            Event::FlowControl { subject } => {
+                if self.fc.pending.as_deref() == Some(subject.as_str()) {
+                    self.fc.pending = None;
+                    self.fc.outstanding = 0;
+                    self.fc.window = (self.fc.window * 2).min(FC_WINDOW_MAX);
+                }
+            }
+            Event::Reconfigure(cfg) => {
+                self.filters = cfg.filters();
+                self.cfg = *cfg;
+                self.counted = (u64::MAX, 0, 0);
+                self.recount();
+            }
+            Event::Info(tx) => {
+                let _ = tx.send(self.view());
+            }
+            Event::Stop { deleted } => {
+                self.stop(deleted);
+                return true;
+            }
+        }
+        false
+    }
+
+    fn view(&self) -> EngineView {
+        EngineView {
+            state: self.state.clone(),
+            last_delivered_ns: self.last_delivered_ns,
+            last_ack_ns: self.last_ack_ns,
+            num_pending: self.num_pending,
+            num_waiting: self.waiting.len() as u64,
+            push_bound: self.cfg.is_push() && self.push_interest(),
+        }
+    }
+
+    /// Ends waiting requests with the right status.
+    fn stop(&mut self, deleted: bool) {
+        let status = if deleted {
+            PullStatus::ConsumerDeleted
+        } else {
+            PullStatus::LeadershipChange
+        };
+        for req in std::mem::take(&mut self.waiting) {
+            deliver::send_status(&self.js, &req.reply, &status);
+        }
+    }
+
+    fn ack_wait_ns(&self, deliveries: u64) -> u64 {
+        let backoff = &self.cfg.backoff;
+        let ns = if backoff.is_empty() {
+            self.cfg.ack_wait
+        } else {
+            let i = usize::try_from(deliveries.saturating_sub(1))
+                .unwrap_or(usize::MAX)
+                .min(backoff.len() - 1);
+            backoff[i]
+        };
+        u64::try_from(ns).unwrap_or(0).max(1)
+    }
+
+    fn acks(&self) -> bool {
+        self.cfg.ack_policy != AckPolicy::None
+    }
+
+    fn paused(&self) -> bool {
+        self.cfg
+            .pause_until
+            .as_deref()
+            .and_then(go_time::parse)
+            .is_some_and(|until| until > now_ns())
+    }
+
+    /// Recomputes `num_pending` when the stream changed other than by appends; counts only
+    /// the new messages otherwise.
+    fn recount(&mut self) {
+        let sm = self.sm.lock();
+        let store = sm.store();
+        let st = store.state();
+        let (first, last, msgs) = self.counted;
+        let appended_only = first == st.first_seq && st.last_seq >= last && st.msgs >= msgs;
+        let next = self.state.delivered.stream_seq + 1;
+        let lps = self.cfg.deliver_policy == DeliverPolicy::LastPerSubject && next <= self.lps_end;
+        let result = if appended_only && !lps {
+            count_pending(store, next.max(last + 1), &self.filters).map(|n| {
+                if last < next {
+                    n
+                } else {
+                    self.num_pending + n
+                }
+            })
+        } else if lps {
+            count_last_per_subject(store, next, &self.filters).and_then(|n| {
+                count_pending(store, self.lps_end + 1, &self.filters).map(|m| n + m)
+            })
+        } else {
+            count_pending(store, next, &self.filters)
+        };
+        match result {
+            Ok(n) => self.num_pending = n,
+            Err(e) => debug!(error = %e, "num_pending not recomputed"),
+        }
+        self.counted = (st.first_seq, st.last_seq, st.msgs);
+    }
+
+    fn on_pull(&mut self, reply: String, body: &[u8]) {
+        self.last_active = Instant::now();
+        if self.cfg.is_push() {
+            deliver::send_status(&self.js, &reply, &PullStatus::PushBased);
+            return;
+        }
+        let req: NextRequest = match parse_next_request(body) {
+            Ok(r) => r,
+            Err(text) => {
+                deliver::send_status(&self.js, &reply, &PullStatus::BadRequest(text));
+                return;
+            }
+        };
+        if let Err(text) = check_next_request_limits(&req, &self.cfg) {
+            deliver::send_status(&self.js, &reply, &PullStatus::Conflict(text));
+            return;
+        }
+        let max_waiting = u64::try_from(self.cfg.max_waiting).unwrap_or(0);
+        if max_waiting > 0 && self.waiting.len() as u64 >= max_waiting {
+            deliver::send_status(
+                &self.js,
+                &reply,
+                &PullStatus::Conflict("Exceeded MaxWaiting".to_string()),
+            );
+            return;
+        }
+        let now = Instant::now();
+        self.waiting.push_back(PullRequest {
+            reply,
+            batch: req.batch.max(1),
+            max_bytes: req.max_bytes,
+            bytes_limited: req.max_bytes > 0,
+            no_wait: req.no_wait,
+            expires: (req.expires_ns > 0).then(|| now + Duration::from_nanos(req.expires_ns)),
+            heartbeat: (req.idle_heartbeat_ns > 0)
+                .then(|| Duration::from_nanos(req.idle_heartbeat_ns)),
+            last_sent: now,
+            delivered: 0,
+        });
+    }
+
+    fn on_ack(&mut self, seq: u64, kind: AckKind, reply: Option<String>) {
+        let now = now_ns();
+        let known = self.state.pending.contains_key(&seq);
+        match kind {
+            AckKind::Ack => {
+                let replicated = self.ack(seq, now, known);
+                self.answer(reply, replicated);
+            }
+            AckKind::Next { request } => {
+                // Ack, then the ack's reply subject becomes a pull request.
+                self.ack(seq, now, known);
+                if let Some(reply) = reply {
+                    self.on_pull(reply, &request);
+                }
+            }
+            AckKind::Nak { delay_ns } => {
+                if known && self.acks() {
+                    let delay = delay_ns.unwrap_or(0);
+                    if delay == 0 {
+                        self.deadlines.remove(&seq);
+                        self.due.insert(seq);
+                    } else {
+                        self.due.remove(&seq);
+                        self.deadlines.insert(seq, now.saturating_add(delay));
+                    }
+                    let (dseq, deliveries) = self.pending_info(seq);
+                    deliver::advisory_nak(&self.js, &self.stream, &self.name, seq, dseq, deliveries);
+                }
+                self.answer(reply, false);
+            }
+            AckKind::Progress => {
+                if known {
+                    let (_, deliveries) = self.pending_info(seq);
+                    self.deadlines
+                        .insert(seq, now.saturating_add(self.ack_wait_ns(deliveries)));
+                }
+                self.answer(reply, false);
+            }
+            AckKind::Unknown => self.answer(reply, false),
+            AckKind::Term { reason } => {
+                if known && self.acks() {
+                    let (dseq, deliveries) = self.pending_info(seq);
+                    self.dead_letter(seq, deliveries, "terminated");
+                    self.drop_pending(seq);
+                    self.last_ack_ns = now;
+                    deliver::advisory_terminated(
+                        &self.js,
+                        &self.stream,
+                        &self.name,
+                        seq,
+                        dseq,
+                        deliveries,
+                        &reason,
+                    );
+                }
+                self.answer(reply, known);
+            }
+        }
+    }
+
+    /// (consumer sequence, deliveries) of a pending message.
+    fn pending_info(&self, seq: u64) -> (u64, u64) {
+        self.state
+            .pending
+            .get(&seq)
+            .map_or((0, 0), |p| (p.consumer_seq, p.deliveries))
+    }
+
+    /// Sends an AckSync reply now, or once the current batch is committed.
+    fn answer(&mut self, reply: Option<String>, after_commit: bool) {
+        if let Some(r) = reply {
+            if after_commit {
+                self.ack_replies.push(r);
+            } else {
+                self.js.server.publish(&r, None, None, b"");
+            }
+        }
+    }
+
+    /// Acks `seq` (and below for `ack_policy: all`); true when something was acknowledged.
+    fn ack(&mut self, seq: u64, now: u64, known: bool) -> bool {
+        if !self.acks() {
+            return false;
+        }
+        let acked: Vec<u64> = match self.cfg.ack_policy {
+            AckPolicy::All => self.state.pending.range(..=seq).map(|(s, _)| *s).collect(),
+            _ if known => vec![seq],
+            _ => Vec::new(),
+        };
+        for s in &acked {
+            self.state.ack(*s);
+            self.deadlines.remove(s);
+            self.due.remove(s);
+        }
+        if acked.is_empty() {
+            return false;
+        }
+        self.batch.acked.push(seq);
+        self.last_ack_ns = now;
+        true
+    }
+
+    /// Removes a pending message without an ack (term, max deliver, gone from the stream).
+    fn drop_pending(&mut self, seq: u64) {
+        if self.state.ack(seq) {
+            self.batch.dropped.push(seq);
+        }
+        self.deadlines.remove(&seq);
+        self.due.remove(&seq);
+    }
+
+    /// Moves pending messages whose ack wait expired to `due`, or drops them at max_deliver.
+    fn expire_and_redeliver(&mut self) {
+        if self.deadlines.is_empty() {
+            return;
+        }
+        let now = now_ns();
+        let expired: Vec<u64> = self
+            .deadlines
+            .iter()
+            .filter(|(_, d)| **d <= now)
+            .map(|(s, _)| *s)
+            .collect();
+        let max_deliver = u64::try_from(self.cfg.max_deliver).ok().filter(|m| *m > 0);
+        for seq in expired {
+            let deliveries = self.state.pending.get(&seq).map_or(0, |p| p.deliveries);
+            if max_deliver.is_some_and(|m| deliveries >= m) {
+                self.drop_pending(seq);
+                deliver::advisory_max_deliveries(&self.js, &self.stream, &self.name, seq, deliveries);
+                self.dead_letter(seq, deliveries, "max_deliver");
+            } else {
+                self.deadlines.remove(&seq);
+                self.due.insert(seq);
+            }
+        }
+    }
+
+    /// Republishes a dropped message to the consumer's dead-letter subject, if it names one.
+    fn dead_letter(&self, seq: u64, deliveries: u64, reason: &str) {
+        let Some(subject) = self.cfg.metadata.get(deliver::DEAD_LETTER_KEY) else {
+            return;
+        };
+        let msg = self.sm.lock().store().get(seq).ok().flatten();
+        if let Some(msg) = msg {
+            deliver::dead_letter(
+                &self.js, subject, &self.stream, &self.name, &msg, deliveries, reason,
+            );
+        }
+    }
+
+    fn push_interest(&self) -> bool {
+        deliver::has_interest(
+            &self.js,
+            &self.cfg.deliver_subject,
+            (!self.cfg.deliver_group.is_empty()).then_some(self.cfg.deliver_group.as_str()),
+        )
+    }
+
+    /// The next message to deliver: a due redelivery first, then the next new one.
+    fn next_message(&mut self, allow_new: bool) -> Option<(StoredMsg, bool)> {
+        while let Some(seq) = self.due.first().copied() {
+            self.due.remove(&seq);
+            if !self.state.pending.contains_key(&seq) {
+                continue;
+            }
+            let msg = self.sm.lock().store().get(seq).ok().flatten();
+            match msg {
+                Some(m) => return Some((m, true)),
+                None => self.drop_pending(seq),
+            }
+        }
+        if !allow_new {
+            return None;
+        }
+        let sm = self.sm.lock();
+        let store = sm.store();
+        let refs: Vec<&str> = self.filters.iter().map(String::as_str).collect();
+        let mut at = self.state.delivered.stream_seq + 1;
+        loop {
+            let m = store.next_matching(at, &refs).ok().flatten()?;
+            if self.cfg.deliver_policy == DeliverPolicy::LastPerSubject && m.seq <= self.lps_end {
+                let last = store.last_for_subject(&m.subject).ok().flatten();
+                if last.is_some_and(|l| l.seq != m.seq) {
+                    at = m.seq + 1;
+                    continue;
+                }
+            }
+            return Some((m, false));
+        }
+    }
+
+    /// Delivers as much as targets, limits and flow control allow.
+    fn pump(&mut self) {
+        if self.paused() {
+            return;
+        }
+        let max_ack_pending = u64::try_from(self.cfg.max_ack_pending)
+            .ok()
+            .filter(|m| *m > 0 && self.acks());
+        let push = self.cfg.is_push();
+        if push && !self.push_interest() {
+            return;
+        }
+        for _ in 0..DELIVERIES_PER_ROUND {
+            if push {
+                if self.fc.pending.is_some() && self.fc.outstanding >= self.fc.window {
+                    return;
+                }
+            } else {
+                self.drop_dead_requests();
+                if self.waiting.is_empty() {
+                    return;
+                }
+            }
+            let allow_new =
+                max_ack_pending.is_none_or(|m| (self.state.pending.len() as u64) < m);
+            let Some((msg, redelivery)) = self.next_message(allow_new) else {
+                return;
+            };
+            if !push {
+                let size = deliver::pull_size(&msg, &self.stream, &self.name);
+                let Some(req) = self.waiting.front_mut() else {
+                    return;
+                };
+                if req.bytes_limited && size > req.max_bytes {
+                    // Put a redelivery back; a new message is simply not taken.
+                    if redelivery {
+                        self.due.insert(msg.seq);
+                    }
+                    let req = self.waiting.pop_front();
+                    if let Some(req) = req {
+                        deliver::send_status(
+                            &self.js,
+                            &req.reply,
+                            &PullStatus::MaxBytesExceeded {
+                                pending_msgs: req.batch,
+                                pending_bytes: req.max_bytes,
+                            },
+                        );
+                    }
+                    continue;
+                }
+            }
+            self.deliver(msg, redelivery);
+        }
+    }
+
+    /// Sends one message and records the delivery.
+    fn deliver(&mut self, msg: StoredMsg, redelivery: bool) {
+        let now = now_ns();
+        let seq = msg.seq;
+        let deliveries = if redelivery {
+            self.state.pending.get(&seq).map_or(1, |p| p.deliveries + 1)
+        } else {
+            1
+        };
+        let dseq = self.state.delivered.consumer_seq + 1;
+        if !redelivery && self.num_pending > 0 {
+            self.num_pending -= 1;
+        }
+        let ack_subject = deliver::ack_subject(
+            &self.stream,
+            &self.name,
+            deliveries,
+            seq,
+            dseq,
+            msg.timestamp_ns,
+            self.num_pending,
+        );
+        let (hdrs, payload) = deliver::body(&msg, self.cfg.headers_only);
+        let size;
+        if self.cfg.is_push() {
+            size = (msg.subject.len() + ack_subject.len() + payload.len()) as u64
+                + hdrs.as_ref().map_or(0, |h| h.len() as u64);
+            self.js.server.publish_as(
+                &self.cfg.deliver_subject,
+                &msg.subject,
+                Some(&ack_subject),
+                hdrs.as_deref(),
+                &payload,
+            );
+            self.push_last_sent = Instant::now();
+            if self.cfg.flow_control {
+                self.fc.outstanding += size;
+                if self.fc.pending.is_none() && self.fc.outstanding >= self.fc.window / 2 {
+                    let subject = deliver::fc_subject(&self.stream, &self.name);
+                    deliver::send_flow_control(&self.js, &self.cfg.deliver_subject, &subject);
+                    self.fc.pending = Some(subject);
+                }
+            }
+        } else if let Some(req) = self.waiting.front_mut() {
+            size = deliver::pull_size(&msg, &self.stream, &self.name);
+            self.js.server.publish_as(
+                &req.reply,
+                &msg.subject,
+                Some(&ack_subject),
+                hdrs.as_deref(),
+                &payload,
+            );
+            req.batch -= 1;
+            req.delivered += 1;
+            req.last_sent = Instant::now();
+            if req.bytes_limited {
+                req.max_bytes = req.max_bytes.saturating_sub(size);
+            }
+            let done = req.batch == 0 || (req.bytes_limited && req.max_bytes == 0);
+            if let Some(req) = self.waiting.pop_front()
+                && !done
+            {
+                // Round robin between waiting requests.
+                self.waiting.push_back(req);
+            }
+        } else {
+            return;
+        }
+        let _ = size;
+        self.state.record_delivery(seq, dseq, now);
+        self.last_delivered_ns = now;
+        self.batch.delivered.push(Delivery {
+            stream_seq: seq,
+            consumer_seq: dseq,
+            delivered_ns: now,
+        });
+        if self.acks() {
+            self.deadlines
+                .insert(seq, now.saturating_add(self.ack_wait_ns(deliveries)));
+        } else {
+            self.state.pending.remove(&seq);
+            self.state.ack_floor = self.state.delivered;
+        }
+    }
+
+    /// Drops requests that expired (408) or whose reply lost interest (silently).
+    fn drop_dead_requests(&mut self) {
+        let now = Instant::now();
+        let js = self.js.clone();
+        self.waiting.retain(|req| {
+            if req.expires.is_some_and(|e| e <= now) {
+                deliver::send_status(
+                    &js,
+                    &req.reply,
+                    &PullStatus::Timeout {
+                        pending_msgs: req.batch,
+                        pending_bytes: req.max_bytes,
+                    },
+                );
+                return false;
+            }
+            js.server.sublist.has_interest(&req.reply)
+        });
+    }
+
+    /// `no_wait` requests that could not be filled now end with 404 (or 408 at expiry when
+    /// they got nothing and carry `expires`).
+    fn finish_no_wait(&mut self) {
+        self.drop_dead_requests();
+        let js = self.js.clone();
+        self.waiting.retain(|req| {
+            if !req.no_wait {
+                return true;
+            }
+            if req.delivered > 0 || req.expires.is_none() {
+                deliver::send_status(&js, &req.reply, &PullStatus::NoMessages);
+                return false;
+            }
+            true
+        });
+    }
+
+    /// Idle heartbeats for pull requests and push consumers.
+    fn heartbeats(&mut self) {
+        let now = Instant::now();
+        let last_stream = self.state.delivered.stream_seq;
+        let last_consumer = self.state.delivered.consumer_seq;
+        for req in &mut self.waiting {
+            if let Some(hb) = req.heartbeat
+                && now.duration_since(req.last_sent) >= hb
+            {
+                deliver::send_heartbeat(&self.js, &req.reply, last_consumer, last_stream, None);
+                req.last_sent = now;
+            }
+        }
+        if self.cfg.is_push() && self.cfg.idle_heartbeat > 0 {
+            let hb = Duration::from_nanos(u64::try_from(self.cfg.idle_heartbeat).unwrap_or(0));
+            if now.duration_since(self.push_last_sent) >= hb && self.push_interest() {
+                let stalled = if self.fc.outstanding >= self.fc.window {
+                    self.fc.pending.clone()
+                } else {
+                    None
+                };
+                deliver::send_heartbeat(
+                    &self.js,
+                    &self.cfg.deliver_subject,
+                    last_consumer,
+                    last_stream,
+                    stalled.as_deref(),
+                );
+                self.push_last_sent = now;
+            }
+        }
+    }
+
+    /// Deletes the consumer after `inactive_threshold` without interest or requests. Returns
+    /// true when it did (the engine stops).
+    async fn check_inactive(&mut self) -> bool {
+        let threshold = u64::try_from(self.cfg.inactive_threshold).unwrap_or(0);
+        if threshold == 0 {
+            return false;
+        }
+        let active = if self.cfg.is_push() {
+            self.push_interest()
+        } else {
+            !self.waiting.is_empty()
+        };
+        let now = Instant::now();
+        if active {
+            self.last_active = now;
+            return false;
+        }
+        if now.duration_since(self.last_active) < Duration::from_nanos(threshold) {
+            return false;
+        }
+        self.flush().await;
+        match self.js.delete_consumer(&self.stream, &self.name).await {
+            Ok(()) => {
+                deliver::advisory_deleted(&self.js, &self.stream, &self.name);
+                true
+            }
+            Err(e) => {
+                debug!(consumer = %self.name, error = %e, "inactive consumer not deleted");
+                self.last_active = now;
+                false
+            }
+        }
+    }
+
+    /// When the loop must wake at the latest.
+    fn next_wake(&self) -> Instant {
+        let now = Instant::now();
+        let mut wake = now + TICK;
+        if let Some(d) = self.deadlines.values().min() {
+            let in_ns = d.saturating_sub(now_ns());
+            wake = wake.min(now + Duration::from_nanos(in_ns));
+        }
+        for req in &self.waiting {
+            if let Some(e) = req.expires {
+                wake = wake.min(e);
+            }
+            if let Some(hb) = req.heartbeat {
+                wake = wake.min(req.last_sent + hb);
+            }
+        }
+        if self.cfg.is_push() && self.cfg.idle_heartbeat > 0 {
+            let hb = Duration::from_nanos(u64::try_from(self.cfg.idle_heartbeat).unwrap_or(0));
+            wake = wake.min(self.push_last_sent + hb);
+        }
+        wake.max(now + Duration::from_millis(1))
+    }
+
+    /// Proposes the progress batch; AckSync replies go out once it is committed.
+    async fn flush(&mut self) {
+        if self.batch.delivered.is_empty()
+            && self.batch.acked.is_empty()
+            && self.batch.dropped.is_empty()
+        {
+            for r in self.ack_replies.drain(..) {
+                self.js.server.publish(&r, None, None, b"");
+            }
+            return;
+        }
+        let mut batch = ConsumerProgress {
+            name: self.name.clone(),
+            now_ns: now_ns(),
+            ..ConsumerProgress::default()
+        };
+        std::mem::swap(&mut batch, &mut self.batch);
+        batch.now_ns = now_ns();
+        let replies = std::mem::take(&mut self.ack_replies);
+        let cmd = crate::jetstream::stream::command::consumer_progress(batch);
+        match self.js.registry.submit(self.group, cmd).await {
+            Ok(done) => {
+                let js = self.js.clone();
+                tokio::spawn(async move {
+                    if done.await.is_ok() {
+                        for r in replies {
+                            js.server.publish(&r, None, None, b"");
+                        }
+                    }
+                });
+            }
+            Err(e) => debug!(error = %e, "consumer progress not proposed"),
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! Consumers at run time: one delivery [`engine`] per consumer on the stream leader, the
+//! supervisor that starts and stops engines as leadership and the consumer set change, and the
+//! routing of acks and flow-control replies (published on any node) to the engine.
+//!
+//! - `engine`: the delivery engine.
+//! - `deliver`: the bytes a consumer sends.
+//! - `api`: the `$JS.API.CONSUMER.*` handlers.
+//!
+//! Invariants:
+//! - Engines run only where the stream group's leader is; the supervisor stops them (pull
+//!   requests get `409 Leadership Change`) as soon as this node stops leading.
+//! - Acks and FC replies are captured on the node where they are published and forwarded to the
+//!   stream leader over the cluster link, like API requests.
+
+pub(crate) mod api;
+pub(crate) mod deliver;
+pub(crate) mod engine;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jetraft_raft::NodeId;
+use tokio::sync::mpsc;
+use tracing::debug;
+
+use super::replica::LocalStream;
+use super::{JetStream, next_msg};
+use crate::internal::{InternalMsg, InternalSub};
+use crate::jetstream::ack::{AckSubject, parse_ack};
+use engine::{Engine, Event};
+
+/// How often the supervisor re-checks leadership and the consumer set without a signal.
+const SUPERVISE_TICK: Duration = Duration::from_secs(1);
+
+/// A running engine.
+pub(crate) struct EngineHandle {
+    tx: mpsc::UnboundedSender<Event>,
+}
+
+/// The engines of one stream replica.
+#[derive(Default)]
+pub(crate) struct Engines {
+    running: parking_lot::Mutex<HashMap<String, EngineHandle>>,
+}
+
+impl std::fmt::Debug for Engines {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engines")
+            .field("running", &self.running.lock().len())
+            .finish()
+    }
+}
+
+impl Engines {
+    /// Sends `ev` to consumer `name`'s engine; false if none runs here.
+    pub(crate) fn send(&self, name: &str, ev: Event) -> bool {
+        self.running
+            .lock()
+            .get(name)
+            .is_some_and(|h| h.tx.send(ev).is_ok())
+    }
+
+    /// Stops every engine.
+    pub(crate) fn stop_all(&self, deleted: bool) {
+        for (_, h) in self.running.lock().drain() {
+            let _ = h.tx.send(Event::Stop { deleted });
+        }
+    }
+}
+
+impl JetStream {
+    /// Starts the engines of consumers this node should run and stops the others.
+    pub(crate) fn sync_consumers(self: &Arc<Self>, ls: &Arc<LocalStream>) {
+        let leading = self
+            .registry
+            .leader(ls.group())
+            .is_ok_and(|l| l.is_self);
+        if !leading || ls.cancel.is_cancelled() {
+            ls.engines.stop_all(false);
+            return;
+        }
+        let names: Vec<String> = ls.sm.lock().consumers().keys().cloned().collect();
+        let mut running = ls.engines.running.lock();
+        running.retain(|name, h| {
+            let keep = names.contains(name) && !h.tx.is_closed();
+            if !keep {
+                let _ = h.tx.send(Event::Stop { deleted: true });
+            }
+            keep
+        });
+        for name in names {
+            if running.contains_key(&name) {
+                continue;
+            }
+            let (tx, rx) = mpsc::unbounded_channel();
+            let Some(engine) = Engine::new(
+                self.clone(),
+                ls.name.clone(),
+                name.clone(),
+                ls.group(),
+                ls.sm.clone(),
+                rx,
+                ls.changes.subscribe(),
+            ) else {
+                continue;
+            };
+            let cancel = ls.cancel.child_token();
+            self.server
+                .tasks
+                .spawn(async move { engine.run(cancel).await });
+            running.insert(name, EngineHandle { tx });
+        }
+    }
+
+    /// Follows leadership of a stream replica and keeps its engines in step (until the replica
+    /// is removed).
+    pub(crate) async fn supervise_consumers(self: Arc<Self>, ls: Arc<LocalStream>) {
+        let Ok(mut watch) = self.registry.watch_leader(ls.group()) else {
+            return;
+        };
+        let mut ready_term = None;
+        loop {
+            let now = watch.current();
+            if now.is_self && ready_term != Some(now.term) {
+                // A new leader may not have applied everything committed before its term:
+                // a barrier entry makes sure engines start from the latest acks.
+                let barrier = crate::jetstream::stream::command::consumer_progress(
+                    jetraft_proto::stream::ConsumerProgress::default(),
+                );
+                match self.registry.propose(ls.group(), barrier).await {
+                    Ok(_) => ready_term = Some(now.term),
+                    Err(e) => debug!(stream = %ls.name, error = %e, "consumer barrier failed"),
+                }
+            }
+            if ready_term == Some(now.term) || !now.is_self {
+                self.sync_consumers(&ls);
+            }
+            tokio::select! {
+                () = ls.cancel.cancelled() => {
+                    ls.engines.stop_all(false);
+                    return;
+                }
+                r = watch.changed() => {
+                    if r.is_err() {
+                        ls.engines.stop_all(false);
+                        return;
+                    }
+                }
+                () = tokio::time::sleep(SUPERVISE_TICK) => {}
+            }
+        }
+    }
+
+    /// Handles acks and flow-control replies published on this node.
+    pub(crate) async fn ack_loop(self: Arc<Self>, mut sub: InternalSub) {
+        loop {
+            let Some(msg) = next_msg(&mut sub, &self.cancel).await else {
+                break;
+            };
+            self.on_ack_msg(msg, 0);
+        }
+    }
+
+    /// Routes an ack (`$JS.ACK...`) or FC reply (`$JS.FC...`) to the consumer's engine here,
+    /// or forwards it to the stream leader.
+    pub(crate) fn on_ack_msg(&self, msg: InternalMsg, hops: u32) {
+        let (stream, consumer, event) = if msg.subject.starts_with("$JS.FC.") {
+            let mut t = msg.subject.split('.');
+            let (Some(s), Some(c)) = (t.nth(2), t.next()) else {
+                return;
+            };
+            (
+                s.to_string(),
+                c.to_string(),
+                Event::FlowControl {
+                    subject: msg.subject.clone(),
+                },
+            )
+        } else {
+            let Some(ack) = AckSubject::parse(&msg.subject) else {
+                return;
+            };
+            let event = Event::Ack {
+                stream_seq: ack.stream_seq,
+                kind: parse_ack(&msg.payload),
+                reply: msg.reply.clone(),
+            };
+            (ack.stream, ack.consumer, event)
+        };
+        let Some(ls) = self.local_stream(&stream) else {
+            let first = self
+                .meta
+                .read(|m| m.stream(&stream).and_then(|s| s.replicas.first().copied()));
+            if let Some(node) = first {
+                self.forward_to(NodeId(node), hops, &msg);
+            }
+            return;
+        };
+        if ls.engines.send(&consumer, event) {
+            return;
+        }
+        match self.registry.leader(ls.group()).ok().and_then(|l| l.leader) {
+            Some(l) if l != self.node => {
+                self.forward_to(l, hops, &msg);
+            }
+            _ => debug!(stream = %stream, consumer = %consumer, "ack for a consumer not running here"),
+        }
+    }
+}

@@ -1,0 +1,272 @@
+//! Replicated consumer state: start positions, progress, retention, persistence, snapshots.
+
+use bytes::Bytes;
+use jetraft_proto::stream::{ConsumerProgress, Delivery};
+use jetraft_raft::{AppliedState, LogIndex, ReplicatedStateMachine};
+use jetraft_storage::Db;
+use jetraft_storage::mem::MemStreamStore;
+use jetraft_storage::rocks::{RocksConsumerStore, RocksStreamStore};
+use jetraft_storage::stream::StreamUid;
+
+use super::super::{ServerIdentity, StreamStateMachine, command};
+use crate::jetstream::api::types::StreamConfig;
+use crate::jetstream::api::types::consumer::{AckPolicy, ConsumerConfig, DeliverPolicy};
+use crate::jetstream::api::types::requests::decode;
+use crate::jetstream::api::validate::normalize;
+
+const T0: u64 = 1_796_199_467_000_000_000;
+
+fn server() -> ServerIdentity {
+    ServerIdentity {
+        version: "2.15.1".into(),
+        api_level: 5,
+    }
+}
+
+fn stream_cfg(json: &str) -> StreamConfig {
+    let mut cfg: StreamConfig = decode(json.as_bytes()).unwrap();
+    normalize(&mut cfg);
+    cfg
+}
+
+struct Driver {
+    sm: StreamStateMachine,
+    index: u64,
+}
+
+impl Driver {
+    fn mem(json: &str) -> Self {
+        let store = Box::new(MemStreamStore::new(StreamUid(1)));
+        Self {
+            sm: StreamStateMachine::open(store, stream_cfg(json), T0, server()).unwrap(),
+            index: 0,
+        }
+    }
+
+    fn apply(&mut self, cmd: Bytes) {
+        self.index += 1;
+        self.sm.apply(LogIndex(self.index), &cmd).unwrap();
+    }
+
+    fn publish(&mut self, subject: &str) {
+        let ts = T0 + self.index;
+        self.apply(command::append(subject, Bytes::new(), Bytes::new(), ts));
+    }
+
+    fn create(&mut self, name: &str, cfg: ConsumerConfig) {
+        self.apply(command::consumer_create(name, &cfg, T0));
+    }
+
+    fn deliver(&mut self, name: &str, seqs: &[(u64, u64)]) {
+        self.apply(command::consumer_progress(ConsumerProgress {
+            name: name.into(),
+            delivered: seqs
+                .iter()
+                .map(|(s, d)| Delivery {
+                    stream_seq: *s,
+                    consumer_seq: *d,
+                    delivered_ns: T0,
+                })
+                .collect(),
+            ..Default::default()
+        }));
+    }
+
+    fn ack(&mut self, name: &str, seqs: &[u64]) {
+        self.apply(command::consumer_progress(ConsumerProgress {
+            name: name.into(),
+            acked: seqs.to_vec(),
+            now_ns: T0,
+            ..Default::default()
+        }));
+    }
+}
+
+fn explicit() -> ConsumerConfig {
+    ConsumerConfig {
+        ack_policy: AckPolicy::Explicit,
+        ack_wait: 30_000_000_000,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn start_positions_follow_the_deliver_policy() {
+    let mut d = Driver::mem(r#"{"name":"S","subjects":["s.*"]}"#);
+    for s in ["s.a", "s.b", "s.a", "s.c", "s.b"] {
+        d.publish(s);
+    }
+    let cases = [
+        (DeliverPolicy::All, "", 0),
+        (DeliverPolicy::Last, "", 4),
+        (DeliverPolicy::Last, "s.a", 2),
+        (DeliverPolicy::New, "", 5),
+        (DeliverPolicy::LastPerSubject, "", 2),
+        (DeliverPolicy::All, "s.c", 3),
+    ];
+    for (i, (policy, filter, delivered)) in cases.into_iter().enumerate() {
+        let name = format!("c{i}");
+        d.create(
+            &name,
+            ConsumerConfig {
+                deliver_policy: policy,
+                filter_subject: filter.into(),
+                ..explicit()
+            },
+        );
+        let rec = d.sm.consumer(&name).unwrap();
+        assert_eq!(rec.state.delivered.stream_seq, delivered, "{policy:?} {filter}");
+        assert_eq!(rec.state.ack_floor.stream_seq, delivered, "{policy:?} {filter}");
+    }
+    d.create(
+        "seq",
+        ConsumerConfig {
+            deliver_policy: DeliverPolicy::ByStartSequence,
+            opt_start_seq: 3,
+            ..explicit()
+        },
+    );
+    assert_eq!(d.sm.consumer("seq").unwrap().next_seq(), 3);
+    assert_eq!(d.sm.consumer_count(), 7);
+}
+
+#[test]
+fn acks_move_the_floor_only_over_contiguous_acks() {
+    let mut d = Driver::mem(r#"{"name":"S","subjects":["s"]}"#);
+    for _ in 0..5 {
+        d.publish("s");
+    }
+    d.create("c", explicit());
+    d.deliver("c", &[(1, 1), (2, 2), (3, 3), (4, 4)]);
+    d.ack("c", &[1, 2, 4]);
+    let st = &d.sm.consumer("c").unwrap().state;
+    assert_eq!(st.ack_floor.stream_seq, 2);
+    assert_eq!(st.pending.len(), 1);
+    // A replayed ack and an ack of an unknown sequence change nothing.
+    d.ack("c", &[4, 9]);
+    assert_eq!(d.sm.consumer("c").unwrap().state.ack_floor.stream_seq, 2);
+    d.ack("c", &[3]);
+    let st = &d.sm.consumer("c").unwrap().state;
+    assert_eq!(st.ack_floor.stream_seq, 4);
+    assert_eq!(st.ack_floor.consumer_seq, 4);
+    assert!(st.pending.is_empty());
+    // A stale delivery below the floor is ignored: the floor never moves back.
+    d.deliver("c", &[(2, 9)]);
+    assert!(d.sm.consumer("c").unwrap().state.pending.is_empty());
+}
+
+#[test]
+fn ack_all_acks_everything_below() {
+    let mut d = Driver::mem(r#"{"name":"S","subjects":["s"]}"#);
+    for _ in 0..3 {
+        d.publish("s");
+    }
+    d.create(
+        "c",
+        ConsumerConfig {
+            ack_policy: AckPolicy::All,
+            ..explicit()
+        },
+    );
+    d.deliver("c", &[(1, 1), (2, 2), (3, 3)]);
+    d.ack("c", &[2]);
+    let st = &d.sm.consumer("c").unwrap().state;
+    assert_eq!(st.ack_floor.stream_seq, 2);
+    assert_eq!(st.pending.keys().copied().collect::<Vec<_>>(), vec![3]);
+}
+
+#[test]
+fn work_queue_removes_acked_messages() {
+    let mut d = Driver::mem(r#"{"name":"S","subjects":["s"],"retention":"workqueue"}"#);
+    for _ in 0..3 {
+        d.publish("s");
+    }
+    d.create("c", explicit());
+    d.deliver("c", &[(1, 1), (2, 2)]);
+    d.ack("c", &[2]);
+    let st = d.sm.state();
+    assert_eq!(st.msgs, 2);
+    assert!(d.sm.store().get(2).unwrap().is_none());
+}
+
+#[test]
+fn interest_removes_once_every_matching_consumer_acked_and_on_delete() {
+    let mut d = Driver::mem(r#"{"name":"S","subjects":["s.*"],"retention":"interest"}"#);
+    d.create("a", explicit());
+    d.create(
+        "b",
+        ConsumerConfig {
+            filter_subject: "s.x".into(),
+            ..explicit()
+        },
+    );
+    d.publish("s.x");
+    d.publish("s.y");
+    d.deliver("a", &[(1, 1), (2, 2)]);
+    d.ack("a", &[1, 2]);
+    // s.y only interests `a`: gone; s.x waits for `b`.
+    assert_eq!(d.sm.state().msgs, 1);
+    assert!(d.sm.store().get(1).unwrap().is_some());
+    // Deleting `b` frees what only it held.
+    d.apply(command::consumer_delete("b"));
+    assert_eq!(d.sm.state().msgs, 0);
+    assert_eq!(d.sm.consumer_count(), 1);
+}
+
+#[test]
+fn ack_none_counts_as_acked_on_delivery() {
+    let mut d = Driver::mem(r#"{"name":"S","subjects":["s"]}"#);
+    d.publish("s");
+    d.create("c", ConsumerConfig::default());
+    d.deliver("c", &[(1, 1)]);
+    let st = &d.sm.consumer("c").unwrap().state;
+    assert_eq!(st.ack_floor.stream_seq, 1);
+    assert!(st.pending.is_empty());
+}
+
+#[test]
+fn consumers_survive_reopen_and_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let cfg = stream_cfg(r#"{"name":"S","subjects":["s"]}"#);
+    let open = |db: &Db| {
+        StreamStateMachine::open_with(
+            Box::new(RocksStreamStore::open(db.clone(), StreamUid(5)).unwrap()),
+            Box::new(RocksConsumerStore::new(db.clone())),
+            cfg.clone(),
+            T0,
+            server(),
+        )
+        .unwrap()
+    };
+    let mut d = Driver {
+        sm: open(&db),
+        index: 0,
+    };
+    for _ in 0..4 {
+        d.publish("s");
+    }
+    d.create("c", explicit());
+    d.deliver("c", &[(1, 1), (2, 2), (3, 3)]);
+    d.ack("c", &[1, 2]);
+    d.sm
+        .save_applied(&AppliedState {
+            last_applied: None,
+            membership: Default::default(),
+        })
+        .unwrap();
+    let before = d.sm.consumer("c").unwrap().clone();
+    let snap = d.sm.snapshot().unwrap();
+    drop(d);
+    let reopened = open(&db);
+    let after = reopened.consumer("c").unwrap();
+    assert_eq!(after.state, before.state);
+    assert_eq!(after.config, before.config);
+
+    let mut other = Driver::mem(r#"{"name":"S","subjects":["s"]}"#);
+    other.create("old", explicit());
+    other.sm.restore(&snap).unwrap();
+    assert!(other.sm.consumer("old").is_none());
+    assert_eq!(other.sm.consumer("c").unwrap().state, before.state);
+    assert_eq!(other.sm.consumer_count(), 1);
+}

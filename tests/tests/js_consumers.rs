@@ -1,0 +1,652 @@
+//! JetStream consumers through the official Rust client (async-nats 0.51) and raw `$JS.API`
+//! requests on one node: pull and push consumers, acks (incl. AckSync, NAK, TERM), ack_wait
+//! redelivery, max_deliver with its advisory and the dead-letter extension, ordered consumers,
+//! KV watchers, work-queue and interest retention, consumer state across restarts.
+//!
+//! Run against the real nats-server too (`JETRAFT_TEST_SERVER=nats-server`), except the
+//! dead-letter test (a jetraft extension).
+
+use std::future::IntoFuture;
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{self, AckPolicy, DeliverPolicy, pull, push};
+use async_nats::jetstream::{self, AckKind, stream};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use jetraft_tests::harness::{ServerKind, ServerOptions, ServerProcess, server_kind, within};
+use serde_json::{Value, json};
+
+const OP: Duration = Duration::from_secs(10);
+
+async fn start() -> ServerProcess {
+    ServerProcess::start(ServerOptions::default())
+        .await
+        .expect("start server")
+}
+
+async fn connect(srv: &ServerProcess) -> async_nats::Client {
+    within(
+        OP,
+        "connect",
+        Box::pin(async_nats::connect(srv.client_url())),
+    )
+    .await
+    .expect("connect")
+}
+
+/// A raw API request; returns the JSON answer.
+async fn api(nc: &async_nats::Client, subject: &str, body: Value) -> Value {
+    let payload = if body.is_null() {
+        Bytes::new()
+    } else {
+        Bytes::from(body.to_string())
+    };
+    let msg = within(OP, subject, nc.request(subject.to_string(), payload))
+        .await
+        .unwrap_or_else(|e| panic!("request {subject}: {e}"));
+    serde_json::from_slice(&msg.payload).expect("API answers JSON")
+}
+
+fn err_code(v: &Value) -> Option<u64> {
+    v["error"]["err_code"].as_u64()
+}
+
+async fn stream_with(js: &jetstream::Context, cfg: stream::Config) -> stream::Stream {
+    within(OP, "create stream", js.create_stream(cfg))
+        .await
+        .expect("create stream")
+}
+
+async fn publish_n(js: &jetstream::Context, subject: &str, n: usize) {
+    for i in 0..n {
+        let ack = within(OP, "publish", js.publish(subject.to_string(), format!("m{i}").into()))
+            .await
+            .expect("publish");
+        within(OP, "puback", ack.into_future())
+            .await
+            .expect("puback");
+    }
+}
+
+async fn fetch(consumer: &consumer::Consumer<pull::Config>, n: usize) -> Vec<jetstream::Message> {
+    let mut batch = within(
+        OP,
+        "fetch",
+        consumer
+            .fetch()
+            .max_messages(n)
+            .expires(Duration::from_millis(500))
+            .messages(),
+    )
+    .await
+    .expect("fetch");
+    let mut out = Vec::new();
+    while let Some(m) = within(OP, "fetch next", batch.next()).await {
+        out.push(m.expect("message"));
+    }
+    out
+}
+
+async fn info(consumer: &mut consumer::Consumer<pull::Config>) -> consumer::Info {
+    within(OP, "consumer info", consumer.info())
+        .await
+        .expect("info")
+        .clone()
+}
+
+#[tokio::test]
+async fn pull_consumer_fetch_ack_and_info() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    let s = stream_with(
+        &js,
+        stream::Config {
+            name: "PULL".into(),
+            subjects: vec!["pull.>".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    publish_n(&js, "pull.a", 10).await;
+    let mut c: consumer::Consumer<pull::Config> = within(
+        OP,
+        "create consumer",
+        s.create_consumer(pull::Config {
+            durable_name: Some("worker".into()),
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        }),
+    )
+    .await
+    .expect("create consumer");
+    let i = info(&mut c).await;
+    assert_eq!(i.num_pending, 10);
+    assert_eq!(i.delivered.stream_sequence, 0);
+    assert_eq!(i.config.max_ack_pending, 1000);
+    assert_eq!(i.config.ack_wait, Duration::from_secs(30));
+
+    let msgs = fetch(&c, 4).await;
+    assert_eq!(msgs.len(), 4);
+    for (k, m) in msgs.iter().enumerate() {
+        assert_eq!(m.subject.as_str(), "pull.a");
+        assert_eq!(m.payload, format!("m{k}"));
+        let mi = m.info().expect("ack info");
+        assert_eq!(mi.stream_sequence, k as u64 + 1);
+        assert_eq!(mi.consumer_sequence, k as u64 + 1);
+        assert_eq!(mi.delivered, 1);
+        assert_eq!(mi.pending, 10 - k as u64 - 1);
+    }
+    let i = info(&mut c).await;
+    assert_eq!(i.num_ack_pending, 4);
+    assert_eq!(i.num_pending, 6);
+    assert_eq!(i.delivered.stream_sequence, 4);
+    // Ack 1, 2 and 4: the floor stops below 3.
+    for k in [0, 1, 3] {
+        within(OP, "ack", msgs[k].double_ack())
+            .await
+            .expect("double ack");
+    }
+    let i = info(&mut c).await;
+    assert_eq!(i.num_ack_pending, 1);
+    assert_eq!(i.ack_floor.stream_sequence, 2);
+    assert_eq!(i.ack_floor.consumer_sequence, 2);
+    within(OP, "ack", msgs[2].double_ack()).await.expect("ack");
+    let i = info(&mut c).await;
+    assert_eq!(i.num_ack_pending, 0);
+    assert_eq!(i.ack_floor.stream_sequence, 4);
+
+    // The rest in one fetch; then an empty fetch ends quickly.
+    let rest = fetch(&c, 20).await;
+    assert_eq!(rest.len(), 6);
+    let none = fetch(&c, 5).await;
+    assert!(none.is_empty());
+}
+
+#[tokio::test]
+async fn unacked_messages_come_back_after_ack_wait_and_max_deliver_stops_them() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    let s = stream_with(
+        &js,
+        stream::Config {
+            name: "RD".into(),
+            subjects: vec!["rd".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut adv = nc
+        .subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.RD.c")
+        .await
+        .expect("sub");
+    publish_n(&js, "rd", 1).await;
+    let c: consumer::Consumer<pull::Config> = s
+        .create_consumer(pull::Config {
+            durable_name: Some("c".into()),
+            ack_policy: AckPolicy::Explicit,
+            ack_wait: Duration::from_millis(400),
+            max_deliver: 2,
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    let first = fetch(&c, 1).await;
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].info().expect("info").delivered, 1);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let again = fetch(&c, 1).await;
+    assert_eq!(again.len(), 1, "redelivered after ack_wait");
+    let ai = again[0].info().expect("info");
+    assert_eq!(ai.delivered, 2);
+    assert_eq!(ai.stream_sequence, 1);
+    assert_eq!(ai.consumer_sequence, 2);
+    let advisory = within(Duration::from_secs(5), "advisory", adv.next())
+        .await
+        .expect("advisory");
+    let a: Value = serde_json::from_slice(&advisory.payload).expect("json");
+    assert_eq!(a["type"], "io.nats.jetstream.advisory.v1.max_deliver");
+    assert_eq!(a["stream"], "RD");
+    assert_eq!(a["consumer"], "c");
+    assert_eq!(a["stream_seq"], 1);
+    assert_eq!(a["deliveries"], 2);
+    // No third delivery.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(fetch(&c, 1).await.is_empty());
+}
+
+#[tokio::test]
+async fn nak_redelivers_and_term_stops_with_advisory() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    let s = stream_with(
+        &js,
+        stream::Config {
+            name: "NT".into(),
+            subjects: vec!["nt".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut adv = nc
+        .subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.NT.c")
+        .await
+        .expect("sub");
+    publish_n(&js, "nt", 2).await;
+    let mut c: consumer::Consumer<pull::Config> = s
+        .create_consumer(pull::Config {
+            durable_name: Some("c".into()),
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    let m = fetch(&c, 1).await;
+    m[0].ack_with(AckKind::Nak(None)).await.expect("nak");
+    // The NAK and the next pull travel separately; let the NAK land first.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let again = fetch(&c, 1).await;
+    assert_eq!(again[0].info().expect("info").stream_sequence, 1);
+    assert_eq!(again[0].info().expect("info").delivered, 2);
+    again[0]
+        .ack_with(AckKind::Term)
+        .await
+        .expect("term");
+    let a = within(Duration::from_secs(5), "advisory", adv.next())
+        .await
+        .expect("advisory");
+    let a: Value = serde_json::from_slice(&a.payload).expect("json");
+    assert_eq!(a["type"], "io.nats.jetstream.advisory.v1.terminated");
+    assert_eq!(a["stream_seq"], 1);
+    assert_eq!(a["deliveries"], 2);
+    let next = fetch(&c, 1).await;
+    assert_eq!(next[0].info().expect("info").stream_sequence, 2);
+    next[0].double_ack().await.expect("ack");
+    let i = info(&mut c).await;
+    assert_eq!(i.num_ack_pending, 0);
+    assert_eq!(i.num_redelivered, 0);
+    assert_eq!(i.ack_floor.stream_sequence, 2);
+}
+
+#[tokio::test]
+async fn push_consumer_delivers_to_its_subject_and_heartbeats() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    let s = stream_with(
+        &js,
+        stream::Config {
+            name: "PUSH".into(),
+            subjects: vec!["push.*".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    publish_n(&js, "push.a", 3).await;
+    let c: consumer::Consumer<push::Config> = s
+        .create_consumer(push::Config {
+            durable_name: Some("p".into()),
+            deliver_subject: "deliver.p".into(),
+            ack_policy: AckPolicy::Explicit,
+            idle_heartbeat: Duration::from_millis(200),
+            flow_control: true,
+            ..Default::default()
+        })
+        .await
+        .expect("push consumer");
+    let mut msgs = within(OP, "messages", c.messages()).await.expect("messages");
+    for k in 0..3 {
+        let m = within(OP, "push message", msgs.next())
+            .await
+            .expect("message")
+            .expect("ok");
+        assert_eq!(m.subject.as_str(), "push.a");
+        assert_eq!(m.payload, format!("m{k}"));
+        m.ack().await.expect("ack");
+    }
+    publish_n(&js, "push.b", 1).await;
+    let m = within(OP, "push message", msgs.next())
+        .await
+        .expect("message")
+        .expect("ok");
+    assert_eq!(m.subject.as_str(), "push.b");
+    m.double_ack().await.expect("ack");
+    // Raw heartbeat on the deliver subject while idle.
+    let mut raw = nc.subscribe("deliver.p").await.expect("sub");
+    let hb = within(Duration::from_secs(5), "heartbeat", raw.next())
+        .await
+        .expect("heartbeat");
+    assert_eq!(
+        hb.status,
+        Some(async_nats::StatusCode::from_u16(100).expect("code"))
+    );
+}
+
+#[tokio::test]
+async fn ordered_consumer_replays_everything_in_order() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    let s = stream_with(
+        &js,
+        stream::Config {
+            name: "ORD".into(),
+            subjects: vec!["ord.>".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    publish_n(&js, "ord.x", 50).await;
+    let c = s
+        .create_consumer(pull::OrderedConfig {
+            deliver_policy: DeliverPolicy::All,
+            ..Default::default()
+        })
+        .await
+        .expect("ordered");
+    let mut msgs = c.messages().await.expect("messages");
+    for k in 0..50u64 {
+        let m = within(OP, "ordered message", msgs.next())
+            .await
+            .expect("message")
+            .expect("ok");
+        let i = m.info().expect("info");
+        assert_eq!(i.stream_sequence, k + 1);
+        assert_eq!(i.consumer_sequence, k + 1);
+    }
+}
+
+#[tokio::test]
+async fn kv_put_get_watch_and_history() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    let kv = within(
+        OP,
+        "create kv",
+        js.create_key_value(jetstream::kv::Config {
+            bucket: "cfg".into(),
+            history: 5,
+            ..Default::default()
+        }),
+    )
+    .await
+    .expect("kv");
+    kv.put("a", "1".into()).await.expect("put");
+    kv.put("b", "2".into()).await.expect("put");
+    kv.put("a", "3".into()).await.expect("put");
+    assert_eq!(
+        kv.get("a").await.expect("get"),
+        Some(Bytes::from_static(b"3"))
+    );
+    let mut keys: Vec<String> = within(OP, "keys", kv.keys())
+        .await
+        .expect("keys")
+        .map(|k| k.expect("key"))
+        .collect()
+        .await;
+    keys.sort();
+    assert_eq!(keys, vec!["a", "b"]);
+    let history: Vec<_> = within(OP, "history", kv.history("a"))
+        .await
+        .expect("history")
+        .map(|e| e.expect("entry").value)
+        .collect()
+        .await;
+    assert_eq!(history, vec![Bytes::from("1"), Bytes::from("3")]);
+    let mut watch = kv.watch_all().await.expect("watch");
+    kv.put("c", "4".into()).await.expect("put");
+    let e = within(OP, "watch entry", watch.next())
+        .await
+        .expect("entry")
+        .expect("ok");
+    assert_eq!(e.key, "c");
+    assert_eq!(e.value, Bytes::from("4"));
+}
+
+#[tokio::test]
+async fn consumer_api_errors_match_nats_server() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    api(
+        &nc,
+        "$JS.API.STREAM.CREATE.E",
+        json!({"name": "E", "subjects": ["e.>"]}),
+    )
+    .await;
+    let r = api(&nc, "$JS.API.CONSUMER.INFO.E.nope", Value::Null).await;
+    assert_eq!(err_code(&r), Some(10014));
+    assert_eq!(r["error"]["code"], 404);
+    let r = api(&nc, "$JS.API.CONSUMER.INFO.NOSTREAM.x", Value::Null).await;
+    assert_eq!(err_code(&r), Some(10059));
+    let r = api(&nc, "$JS.API.CONSUMER.DELETE.E.nope", Value::Null).await;
+    assert_eq!(err_code(&r), Some(10014));
+    let create = |cfg: Value, action: &str| {
+        json!({"stream_name": "E", "config": cfg, "action": action})
+    };
+    let r = api(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.E.d1",
+        create(json!({"durable_name": "d1", "ack_policy": "explicit"}), ""),
+    )
+    .await;
+    assert_eq!(r["type"], "io.nats.jetstream.api.v1.consumer_create_response");
+    assert_eq!(r["name"], "d1");
+    assert_eq!(r["config"]["max_waiting"], 512);
+    let r = api(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.E.d1",
+        create(json!({"durable_name": "d1", "ack_policy": "all"}), "create"),
+    )
+    .await;
+    assert_eq!(err_code(&r), Some(10148));
+    let r = api(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.E.d1",
+        create(json!({"durable_name": "d1", "ack_policy": "all"}), ""),
+    )
+    .await;
+    assert_eq!(err_code(&r), Some(10012));
+    let r = api(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.E.d2",
+        create(json!({"durable_name": "d2"}), "update"),
+    )
+    .await;
+    assert_eq!(err_code(&r), Some(10149));
+    let r = api(&nc, "$JS.API.CONSUMER.NAMES.E", Value::Null).await;
+    assert_eq!(r["consumers"], json!(["d1"]));
+    assert_eq!(r["total"], 1);
+    let r = api(&nc, "$JS.API.CONSUMER.LIST.E", Value::Null).await;
+    assert_eq!(r["consumers"][0]["name"], "d1");
+    let r = api(&nc, "$JS.API.CONSUMER.DELETE.E.d1", Value::Null).await;
+    assert_eq!(r["success"], true);
+    let r = api(&nc, "$JS.API.CONSUMER.INFO.E.d1", Value::Null).await;
+    assert_eq!(err_code(&r), Some(10014));
+}
+
+#[tokio::test]
+async fn work_queue_acks_remove_messages_and_refuse_a_second_unfiltered_consumer() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    let mut s = stream_with(
+        &js,
+        stream::Config {
+            name: "WQ".into(),
+            subjects: vec!["wq.>".into()],
+            retention: stream::RetentionPolicy::WorkQueue,
+            ..Default::default()
+        },
+    )
+    .await;
+    publish_n(&js, "wq.job", 5).await;
+    let c: consumer::Consumer<pull::Config> = s
+        .create_consumer(pull::Config {
+            durable_name: Some("w".into()),
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    let r = api(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.WQ.w2",
+        json!({"stream_name": "WQ", "config": {"durable_name": "w2", "ack_policy": "explicit"}}),
+    )
+    .await;
+    assert_eq!(err_code(&r), Some(10099));
+    for m in fetch(&c, 3).await {
+        m.double_ack().await.expect("ack");
+    }
+    let st = within(OP, "stream info", s.info()).await.expect("info");
+    assert_eq!(st.state.messages, 2);
+    assert_eq!(st.state.first_sequence, 4);
+}
+
+#[tokio::test]
+async fn interest_stream_drops_a_message_once_every_consumer_acked_it() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    let mut s = stream_with(
+        &js,
+        stream::Config {
+            name: "INT".into(),
+            subjects: vec!["int".into()],
+            retention: stream::RetentionPolicy::Interest,
+            ..Default::default()
+        },
+    )
+    .await;
+    let mk = |name: &str| pull::Config {
+        durable_name: Some(name.into()),
+        ack_policy: AckPolicy::Explicit,
+        ..Default::default()
+    };
+    let a: consumer::Consumer<pull::Config> = s.create_consumer(mk("a")).await.expect("a");
+    let b: consumer::Consumer<pull::Config> = s.create_consumer(mk("b")).await.expect("b");
+    publish_n(&js, "int", 2).await;
+    for m in fetch(&a, 2).await {
+        m.double_ack().await.expect("ack");
+    }
+    assert_eq!(s.info().await.expect("info").state.messages, 2);
+    let bm = fetch(&b, 2).await;
+    bm[0].double_ack().await.expect("ack");
+    assert_eq!(s.info().await.expect("info").state.messages, 1);
+    bm[1].double_ack().await.expect("ack");
+    assert_eq!(s.info().await.expect("info").state.messages, 0);
+}
+
+#[tokio::test]
+async fn durable_consumer_state_survives_a_restart() {
+    let mut srv = start().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    let s = stream_with(
+        &js,
+        stream::Config {
+            name: "DUR".into(),
+            subjects: vec!["dur".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    publish_n(&js, "dur", 6).await;
+    let c: consumer::Consumer<pull::Config> = s
+        .create_consumer(pull::Config {
+            durable_name: Some("d".into()),
+            ack_policy: AckPolicy::Explicit,
+            ack_wait: Duration::from_secs(1),
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    let msgs = fetch(&c, 4).await;
+    for m in &msgs[..3] {
+        m.double_ack().await.expect("ack");
+    }
+    drop(nc);
+    srv.restart().await.expect("restart");
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    let s = within(OP, "get stream", js.get_stream("DUR"))
+        .await
+        .expect("stream");
+    let mut c: consumer::Consumer<pull::Config> =
+        s.get_consumer("d").await.expect("consumer after restart");
+    let i = info(&mut c).await;
+    assert_eq!(i.ack_floor.stream_sequence, 3);
+    assert_eq!(i.num_ack_pending, 1);
+    assert_eq!(i.num_pending, 2);
+    // Message 4 comes back (after its ack wait), then 5 and 6; nothing acked comes back.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let rest = fetch(&c, 10).await;
+    let seqs: Vec<u64> = rest
+        .iter()
+        .map(|m| m.info().expect("info").stream_sequence)
+        .collect();
+    assert_eq!(seqs, vec![4, 5, 6]);
+}
+
+#[tokio::test]
+async fn dead_letter_subject_keeps_terminated_messages() {
+    if server_kind() == ServerKind::NatsServer {
+        return; // jetraft extension
+    }
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    let s = stream_with(
+        &js,
+        stream::Config {
+            name: "JOBS".into(),
+            subjects: vec!["jobs".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    let dlq = stream_with(
+        &js,
+        stream::Config {
+            name: "DLQ".into(),
+            subjects: vec!["dlq.jobs".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    publish_n(&js, "jobs", 1).await;
+    let c: consumer::Consumer<pull::Config> = s
+        .create_consumer(pull::Config {
+            durable_name: Some("w".into()),
+            ack_policy: AckPolicy::Explicit,
+            metadata: [("jetraft.dead_letter_subject".to_string(), "dlq.jobs".to_string())]
+                .into(),
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    let m = fetch(&c, 1).await;
+    m[0].ack_with(AckKind::Term).await.expect("term");
+    let got = jetraft_tests::harness::wait_for("dead letter stored", OP, || {
+        let dlq = dlq.clone();
+        async move { dlq.get_raw_message(1).await.ok() }
+    })
+    .await;
+    assert_eq!(got.payload, Bytes::from("m0"));
+    let h = got.headers;
+    assert_eq!(
+        h.get("Nats-Dead-Letter-Stream").map(|v| v.as_str()),
+        Some("JOBS")
+    );
+    assert_eq!(
+        h.get("Nats-Dead-Letter-Sequence").map(|v| v.as_str()),
+        Some("1")
+    );
+    assert_eq!(
+        h.get("Nats-Dead-Letter-Reason").map(|v| v.as_str()),
+        Some("terminated")
+    );
+}
