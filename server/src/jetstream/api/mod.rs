@@ -3,6 +3,7 @@
 //! nats-server 2.15.1 (spec §3).
 
 pub mod error;
+pub mod go_duration;
 pub mod types;
 pub mod validate;
 
