@@ -165,7 +165,7 @@ fn stream_consumer_limits_supply_defaults_and_maxima() {
         (cfg.max_ack_pending, cfg.inactive_threshold),
         (50, 10_000_000_000)
     );
-    // [SRC] texts from errors.json with nats-server's arguments.
+    // Observed with a stream `consumer_limits` of 10s / 50.
     let e = create_in(
         &named("d"),
         r#"{"max_ack_pending":51,"ack_policy":"explicit"}"#,
@@ -549,6 +549,22 @@ fn config_validation_errors() {
                 400,
                 10095,
                 r#"failed to parse consumer sampling configuration: strconv.Atoi: parsing "x": invalid syntax"#,
+            ),
+        ),
+        (
+            r#"{"sample_freq":"-5"}"#,
+            (
+                400,
+                10095,
+                "failed to parse consumer sampling configuration: <nil>",
+            ),
+        ),
+        (
+            r#"{"priority_policy":"bogus"}"#,
+            (
+                400,
+                10025,
+                r#"invalid JSON: unknown priority policy: "bogus""#,
             ),
         ),
         (
