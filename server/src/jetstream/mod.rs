@@ -10,6 +10,7 @@
 //!
 //! The runtime ([`runtime`]) ties them to Raft groups, internal subscriptions and the cluster.
 
+pub mod ack;
 pub mod api;
 pub mod meta;
 pub mod op;

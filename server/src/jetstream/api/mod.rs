@@ -2,7 +2,9 @@
 //! stream configuration normalisation and validation ([`validate`]), byte-compatible with
 //! nats-server 2.15.1 (spec §3).
 
+pub mod consumer_validate;
 pub mod error;
+pub mod go_duration;
 pub mod types;
 pub mod validate;
 

@@ -6,6 +6,7 @@
 pub mod account;
 pub mod config;
 pub mod consumer;
+pub mod consumer_requests;
 pub mod info;
 pub mod pub_ack;
 pub mod requests;
