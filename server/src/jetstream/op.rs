@@ -80,7 +80,9 @@ impl ApiOp {
             ["STREAM", "PEER", "REMOVE", s] => one(s).map(ApiOp::StreamPeerRemove),
             ["META", "LEADER", "STEPDOWN"] => Some(ApiOp::MetaLeaderStepdown),
             ["DIRECT", "GET", s] => one(s).map(ApiOp::DirectGet),
-            ["CONSUMER", "CREATE", s] => Some(ApiOp::ConsumerCreate(s.to_string(), CreateForm::Plain)),
+            ["CONSUMER", "CREATE", s] => {
+                Some(ApiOp::ConsumerCreate(s.to_string(), CreateForm::Plain))
+            }
             ["CONSUMER", "CREATE", s, c] => Some(ApiOp::ConsumerCreate(
                 s.to_string(),
                 CreateForm::Named(c.to_string()),
@@ -106,10 +108,9 @@ impl ApiOp {
                 Some(ApiOp::ConsumerNext(s.to_string(), c.to_string()))
             }
             ["CONSUMER", "PAUSE", s, c] => Some(ApiOp::ConsumerPause(s.to_string(), c.to_string())),
-            ["CONSUMER", "LEADER", "STEPDOWN", s, c] => Some(ApiOp::ConsumerLeaderStepdown(
-                s.to_string(),
-                c.to_string(),
-            )),
+            ["CONSUMER", "LEADER", "STEPDOWN", s, c] => {
+                Some(ApiOp::ConsumerLeaderStepdown(s.to_string(), c.to_string()))
+            }
             ["DIRECT", "GET", s, subject @ ..] if !subject.is_empty() => {
                 Some(ApiOp::DirectGetLast(s.to_string(), subject.join(".")))
             }

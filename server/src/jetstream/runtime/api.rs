@@ -213,14 +213,16 @@ impl JetStream {
     }
 
     fn account_info(&self) -> String {
-        let mut info = AccountInfo::default();
-        info.streams = self.meta.read(|m| m.streams().count() as u64);
-        info.consumers = self
-            .local
-            .read()
-            .values()
-            .map(|ls| ls.sm.lock().consumers().len() as u64)
-            .sum();
+        let mut info = AccountInfo {
+            streams: self.meta.read(|m| m.streams().count() as u64),
+            consumers: self
+                .local
+                .read()
+                .values()
+                .map(|ls| ls.sm.lock().consumers().len() as u64)
+                .sum(),
+            ..AccountInfo::default()
+        };
         for ls in self.local.read().values() {
             let sm = ls.sm.lock();
             let bytes = sm.state().bytes;

@@ -149,14 +149,9 @@ impl JetStream {
             ),
         };
         let created = u64::try_from(a.created_ns).unwrap_or(0);
-        let sm = StreamStateMachine::open_with(
-            store,
-            consumers,
-            config,
-            created,
-            self.identity.clone(),
-        )
-            .map_err(|e| e.to_string())?;
+        let sm =
+            StreamStateMachine::open_with(store, consumers, config, created, self.identity.clone())
+                .map_err(|e| e.to_string())?;
         let sm = Arc::new(Mutex::new(sm));
         let group = GroupId(a.uid);
         let (changes, _) = tokio::sync::watch::channel(0u64);

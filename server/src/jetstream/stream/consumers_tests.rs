@@ -115,8 +115,14 @@ fn start_positions_follow_the_deliver_policy() {
             },
         );
         let rec = d.sm.consumer(&name).unwrap();
-        assert_eq!(rec.state.delivered.stream_seq, delivered, "{policy:?} {filter}");
-        assert_eq!(rec.state.ack_floor.stream_seq, delivered, "{policy:?} {filter}");
+        assert_eq!(
+            rec.state.delivered.stream_seq, delivered,
+            "{policy:?} {filter}"
+        );
+        assert_eq!(
+            rec.state.ack_floor.stream_seq, delivered,
+            "{policy:?} {filter}"
+        );
     }
     d.create(
         "seq",
@@ -249,12 +255,11 @@ fn consumers_survive_reopen_and_snapshots() {
     d.create("c", explicit());
     d.deliver("c", &[(1, 1), (2, 2), (3, 3)]);
     d.ack("c", &[1, 2]);
-    d.sm
-        .save_applied(&AppliedState {
-            last_applied: None,
-            membership: Default::default(),
-        })
-        .unwrap();
+    d.sm.save_applied(&AppliedState {
+        last_applied: None,
+        membership: Default::default(),
+    })
+    .unwrap();
     let before = d.sm.consumer("c").unwrap().clone();
     let snap = d.sm.snapshot().unwrap();
     drop(d);

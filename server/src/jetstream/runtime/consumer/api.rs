@@ -107,11 +107,8 @@ impl JetStream {
             Some(v) => v,
             None => view_from_record(rec, sm.store()),
         };
-        let cfg = with_response_metadata(
-            &rec.config,
-            &self.identity.version,
-            self.identity.api_level,
-        );
+        let cfg =
+            with_response_metadata(&rec.config, &self.identity.version, self.identity.api_level);
         let active = |ns: u64| (ns > 0).then(|| go_time::format(ns));
         let now = now_ns();
         let pause_until = rec.config.pause_until.as_deref().and_then(go_time::parse);

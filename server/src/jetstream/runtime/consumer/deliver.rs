@@ -141,7 +141,10 @@ pub(crate) fn send_heartbeat(
 ) {
     let c = last_consumer.to_string();
     let s = last_stream.to_string();
-    let mut extra = vec![("Nats-Last-Consumer", c.as_str()), ("Nats-Last-Stream", s.as_str())];
+    let mut extra = vec![
+        ("Nats-Last-Consumer", c.as_str()),
+        ("Nats-Last-Stream", s.as_str()),
+    ];
     if let Some(fc) = stalled {
         extra.push(("Nats-Consumer-Stalled", fc));
     }
@@ -236,7 +239,11 @@ pub(crate) fn advisory_max_deliveries(
     stream_seq: u64,
     deliveries: u64,
 ) {
-    let mut a = Advisory::new("io.nats.jetstream.advisory.v1.max_deliver", stream, consumer);
+    let mut a = Advisory::new(
+        "io.nats.jetstream.advisory.v1.max_deliver",
+        stream,
+        consumer,
+    );
     a.stream_seq = Some(stream_seq);
     a.deliveries = Some(deliveries);
     a.send(js, "MAX_DELIVERIES");
@@ -306,7 +313,11 @@ pub(crate) fn dead_letter(
     push_header(&mut h, "Nats-Dead-Letter-Consumer", consumer);
     push_header(&mut h, "Nats-Dead-Letter-Subject", &msg.subject);
     push_header(&mut h, "Nats-Dead-Letter-Sequence", &msg.seq.to_string());
-    push_header(&mut h, "Nats-Dead-Letter-Deliveries", &deliveries.to_string());
+    push_header(
+        &mut h,
+        "Nats-Dead-Letter-Deliveries",
+        &deliveries.to_string(),
+    );
     push_header(&mut h, "Nats-Dead-Letter-Reason", reason);
     h.extend_from_slice(b"\r\n");
     js.server.publish(subject, None, Some(&h), &msg.payload);

@@ -367,17 +367,11 @@ impl Engine {
         let next = self.state.delivered.stream_seq + 1;
         let lps = self.cfg.deliver_policy == DeliverPolicy::LastPerSubject && next <= self.lps_end;
         let result = if appended_only && !lps {
-            count_pending(store, next.max(last + 1), &self.filters).map(|n| {
-                if last < next {
-                    n
-                } else {
-                    self.num_pending + n
-                }
-            })
+            count_pending(store, next.max(last + 1), &self.filters)
+                .map(|n| if last < next { n } else { self.num_pending + n })
         } else if lps {
-            count_last_per_subject(store, next, &self.filters).and_then(|n| {
-                count_pending(store, self.lps_end + 1, &self.filters).map(|m| n + m)
-            })
+            count_last_per_subject(store, next, &self.filters)
+                .and_then(|n| count_pending(store, self.lps_end + 1, &self.filters).map(|m| n + m))
         } else {
             count_pending(store, next, &self.filters)
         };
@@ -455,7 +449,14 @@ impl Engine {
                         self.deadlines.insert(seq, now.saturating_add(delay));
                     }
                     let (dseq, deliveries) = self.pending_info(seq);
-                    deliver::advisory_nak(&self.js, &self.stream, &self.name, seq, dseq, deliveries);
+                    deliver::advisory_nak(
+                        &self.js,
+                        &self.stream,
+                        &self.name,
+                        seq,
+                        dseq,
+                        deliveries,
+                    );
                 }
                 self.answer(reply, false);
             }
@@ -557,7 +558,13 @@ impl Engine {
             let deliveries = self.state.pending.get(&seq).map_or(0, |p| p.deliveries);
             if max_deliver.is_some_and(|m| deliveries >= m) {
                 self.drop_pending(seq);
-                deliver::advisory_max_deliveries(&self.js, &self.stream, &self.name, seq, deliveries);
+                deliver::advisory_max_deliveries(
+                    &self.js,
+                    &self.stream,
+                    &self.name,
+                    seq,
+                    deliveries,
+                );
                 self.dead_letter(seq, deliveries, "max_deliver");
             } else {
                 self.deadlines.remove(&seq);
@@ -574,7 +581,13 @@ impl Engine {
         let msg = self.sm.lock().store().get(seq).ok().flatten();
         if let Some(msg) = msg {
             deliver::dead_letter(
-                &self.js, subject, &self.stream, &self.name, &msg, deliveries, reason,
+                &self.js,
+                subject,
+                &self.stream,
+                &self.name,
+                &msg,
+                deliveries,
+                reason,
             );
         }
     }
@@ -643,8 +656,7 @@ impl Engine {
                     return;
                 }
             }
-            let allow_new =
-                max_ack_pending.is_none_or(|m| (self.state.pending.len() as u64) < m);
+            let allow_new = max_ack_pending.is_none_or(|m| (self.state.pending.len() as u64) < m);
             let Some((msg, redelivery)) = self.next_message(allow_new) else {
                 return;
             };

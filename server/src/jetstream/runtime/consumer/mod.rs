@@ -72,10 +72,7 @@ impl Engines {
 impl JetStream {
     /// Starts the engines of consumers this node should run and stops the others.
     pub(crate) fn sync_consumers(self: &Arc<Self>, ls: &Arc<LocalStream>) {
-        let leading = self
-            .registry
-            .leader(ls.group())
-            .is_ok_and(|l| l.is_self);
+        let leading = self.registry.leader(ls.group()).is_ok_and(|l| l.is_self);
         if !leading || ls.cancel.is_cancelled() {
             ls.engines.stop_all(false);
             return;
@@ -204,7 +201,9 @@ impl JetStream {
             Some(l) if l != self.node => {
                 self.forward_to(l, hops, &msg);
             }
-            _ => debug!(stream = %stream, consumer = %consumer, "ack for a consumer not running here"),
+            _ => {
+                debug!(stream = %stream, consumer = %consumer, "ack for a consumer not running here")
+            }
         }
     }
 }
