@@ -15,9 +15,11 @@
 
 pub mod cluster;
 pub mod http;
+pub mod jsapi;
 mod log;
 mod ports;
 mod process;
+pub mod pull;
 mod raw;
 
 pub use cluster::Cluster;

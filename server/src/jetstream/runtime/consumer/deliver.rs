@@ -11,6 +11,57 @@ use crate::jetstream::api::types::{go_time, to_go_json};
 use crate::jetstream::runtime::{JetStream, now_ns};
 use crate::protocol::headers::{push_header, status_block};
 
+/// A message a consumer sends, queued so it leaves after the deliveries before it were
+/// committed (see the engine's outbox).
+#[derive(Debug, Clone)]
+pub(crate) struct OutMsg {
+    /// Routing subject (pull inbox, deliver subject, AckSync reply).
+    pub subject: String,
+    /// Subject receivers see, when not the routing subject (deliveries show the stored one).
+    pub shown: Option<String>,
+    /// Reply subject (ack subject, flow-control subject).
+    pub reply: Option<String>,
+    /// Header block.
+    pub hdrs: Option<Vec<u8>>,
+    /// Payload.
+    pub payload: Bytes,
+}
+
+impl OutMsg {
+    /// A message with only headers (statuses, heartbeats).
+    fn status(subject: &str, reply: Option<String>, hdrs: Vec<u8>) -> Self {
+        Self {
+            subject: subject.to_string(),
+            shown: None,
+            reply,
+            hdrs: Some(hdrs),
+            payload: Bytes::new(),
+        }
+    }
+
+    /// An empty message (AckSync reply).
+    pub(crate) fn empty(subject: String) -> Self {
+        Self {
+            subject,
+            shown: None,
+            reply: None,
+            hdrs: None,
+            payload: Bytes::new(),
+        }
+    }
+
+    /// Publishes it.
+    pub(crate) fn publish(&self, js: &JetStream) {
+        js.server.publish_as(
+            &self.subject,
+            self.shown.as_deref().unwrap_or(&self.subject),
+            self.reply.as_deref(),
+            self.hdrs.as_deref(),
+            &self.payload,
+        );
+    }
+}
+
 /// Consumer `metadata` key naming the dead-letter subject (jetraft extension).
 pub(crate) const DEAD_LETTER_KEY: &str = "jetraft.dead_letter_subject";
 
@@ -91,8 +142,8 @@ pub(crate) fn pull_size(msg: &StoredMsg, stream: &str, consumer: &str) -> u64 {
     (msg.subject.len() + reply + msg.headers.len() + msg.payload.len()) as u64
 }
 
-/// Sends a pull status to `reply`.
-pub(crate) fn send_status(js: &JetStream, reply: &str, status: &PullStatus) {
+/// A pull status to `reply`.
+pub(crate) fn status_msg(reply: &str, status: &PullStatus) -> OutMsg {
     let pending = |m: u64, b: u64| {
         vec![
             ("Nats-Pending-Messages".to_string(), m.to_string()),
@@ -127,18 +178,16 @@ pub(crate) fn send_status(js: &JetStream, reply: &str, status: &PullStatus) {
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    let hdrs = status_block(code, Some(&text), &extra);
-    js.server.publish(reply, None, Some(&hdrs), b"");
+    OutMsg::status(reply, None, status_block(code, Some(&text), &extra))
 }
 
-/// Sends `100 Idle Heartbeat` to `subject`.
-pub(crate) fn send_heartbeat(
-    js: &JetStream,
+/// `100 Idle Heartbeat` to `subject`.
+pub(crate) fn heartbeat_msg(
     subject: &str,
     last_consumer: u64,
     last_stream: u64,
     stalled: Option<&str>,
-) {
+) -> OutMsg {
     let c = last_consumer.to_string();
     let s = last_stream.to_string();
     let mut extra = vec![
@@ -148,8 +197,11 @@ pub(crate) fn send_heartbeat(
     if let Some(fc) = stalled {
         extra.push(("Nats-Consumer-Stalled", fc));
     }
-    let hdrs = status_block(100, Some("Idle Heartbeat"), &extra);
-    js.server.publish(subject, None, Some(&hdrs), b"");
+    OutMsg::status(
+        subject,
+        None,
+        status_block(100, Some("Idle Heartbeat"), &extra),
+    )
 }
 
 /// A fresh flow-control reply subject.
@@ -157,11 +209,13 @@ pub(crate) fn fc_subject(stream: &str, consumer: &str) -> String {
     format!("$JS.FC.{stream}.{consumer}.{}", random_token(4))
 }
 
-/// Sends `100 FlowControl Request` to the deliver subject with `reply` as its reply.
-pub(crate) fn send_flow_control(js: &JetStream, deliver_subject: &str, reply: &str) {
-    let hdrs = status_block(100, Some("FlowControl Request"), &[]);
-    js.server
-        .publish(deliver_subject, Some(reply), Some(&hdrs), b"");
+/// `100 FlowControl Request` to the deliver subject with `reply` as its reply.
+pub(crate) fn flow_control_msg(deliver_subject: &str, reply: &str) -> OutMsg {
+    OutMsg::status(
+        deliver_subject,
+        Some(reply.to_string()),
+        status_block(100, Some("FlowControl Request"), &[]),
+    )
 }
 
 /// Whether a push consumer's deliver subject has a subscriber of the right kind: a plain one

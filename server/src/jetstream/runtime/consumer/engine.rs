@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::deliver::{self, PullStatus};
+use super::deliver::{self, OutMsg, PullStatus};
 use crate::jetstream::ack::AckKind;
 use crate::jetstream::api::types::consumer::{AckPolicy, ConsumerConfig, DeliverPolicy};
 use crate::jetstream::api::types::consumer_requests::{
@@ -98,6 +98,37 @@ pub(crate) struct EngineView {
     pub push_bound: bool,
 }
 
+/// A proposal's commit, as `registry.submit` returns it.
+type Commit = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Bytes, jetraft_raft::RaftError>> + Send>,
+>;
+
+/// One step of the outbox: send `before`, wait for `wait` (dropping `after` if it fails),
+/// then send `after`.
+pub(crate) struct OutItem {
+    wait: Option<Commit>,
+    before: Vec<OutMsg>,
+    after: Vec<OutMsg>,
+}
+
+/// Sends what the engine queued, in order, each batch after its commit.
+async fn outbox_loop(js: Arc<JetStream>, mut rx: mpsc::UnboundedReceiver<OutItem>) {
+    while let Some(item) = rx.recv().await {
+        for m in &item.before {
+            m.publish(&js);
+        }
+        if let Some(wait) = item.wait
+            && wait.await.is_err()
+        {
+            // Not committed (leadership lost): the next leader delivers these again.
+            continue;
+        }
+        for m in &item.after {
+            m.publish(&js);
+        }
+    }
+}
+
 /// One waiting pull request.
 struct PullRequest {
     reply: String,
@@ -155,6 +186,10 @@ pub(crate) struct Engine {
     last_active: Instant,
     batch: ConsumerProgress,
     ack_replies: Vec<String>,
+    /// Messages produced this round, sent by `flush` through the outbox.
+    out: Vec<OutMsg>,
+    /// The ordered sender task.
+    outbox: mpsc::UnboundedSender<OutItem>,
     events: mpsc::UnboundedReceiver<Event>,
     stream_changes: watch::Receiver<u64>,
 }
@@ -182,6 +217,8 @@ impl Engine {
             )
         };
         let now = Instant::now();
+        let (outbox, outbox_rx) = mpsc::unbounded_channel();
+        tokio::spawn(outbox_loop(js.clone(), outbox_rx));
         let mut e = Self {
             js,
             stream,
@@ -210,6 +247,8 @@ impl Engine {
                 ..ConsumerProgress::default()
             },
             ack_replies: Vec::new(),
+            out: Vec::new(),
+            outbox,
             events,
             stream_changes,
         };
@@ -224,6 +263,13 @@ impl Engine {
             e.deadlines.insert(seq, deadline);
         }
         e.recount();
+        debug!(
+            consumer = %e.name,
+            floor = e.state.ack_floor.stream_seq,
+            delivered = e.state.delivered.stream_seq,
+            pending = e.state.pending.len(),
+            "consumer engine started"
+        );
         Some(e)
     }
 
@@ -327,8 +373,14 @@ impl Engine {
             PullStatus::LeadershipChange
         };
         for req in std::mem::take(&mut self.waiting) {
-            deliver::send_status(&self.js, &req.reply, &status);
+            self.out.push(deliver::status_msg(&req.reply, &status));
         }
+        let before = std::mem::take(&mut self.out);
+        let _ = self.outbox.send(OutItem {
+            wait: None,
+            before,
+            after: Vec::new(),
+        });
     }
 
     fn ack_wait_ns(&self, deliveries: u64) -> u64 {
@@ -385,27 +437,29 @@ impl Engine {
     fn on_pull(&mut self, reply: String, body: &[u8]) {
         self.last_active = Instant::now();
         if self.cfg.is_push() {
-            deliver::send_status(&self.js, &reply, &PullStatus::PushBased);
+            self.out
+                .push(deliver::status_msg(&reply, &PullStatus::PushBased));
             return;
         }
         let req: NextRequest = match parse_next_request(body) {
             Ok(r) => r,
             Err(text) => {
-                deliver::send_status(&self.js, &reply, &PullStatus::BadRequest(text));
+                self.out
+                    .push(deliver::status_msg(&reply, &PullStatus::BadRequest(text)));
                 return;
             }
         };
         if let Err(text) = check_next_request_limits(&req, &self.cfg) {
-            deliver::send_status(&self.js, &reply, &PullStatus::Conflict(text));
+            self.out
+                .push(deliver::status_msg(&reply, &PullStatus::Conflict(text)));
             return;
         }
         let max_waiting = u64::try_from(self.cfg.max_waiting).unwrap_or(0);
         if max_waiting > 0 && self.waiting.len() as u64 >= max_waiting {
-            deliver::send_status(
-                &self.js,
+            self.out.push(deliver::status_msg(
                 &reply,
                 &PullStatus::Conflict("Exceeded MaxWaiting".to_string()),
-            );
+            ));
             return;
         }
         let now = Instant::now();
@@ -426,6 +480,9 @@ impl Engine {
     fn on_ack(&mut self, seq: u64, kind: AckKind, reply: Option<String>) {
         let now = now_ns();
         let known = self.state.pending.contains_key(&seq);
+        if !known {
+            debug!(consumer = %self.name, seq, "ack for a message not pending");
+        }
         match kind {
             AckKind::Ack => {
                 let replicated = self.ack(seq, now, known);
@@ -504,7 +561,7 @@ impl Engine {
             if after_commit {
                 self.ack_replies.push(r);
             } else {
-                self.js.server.publish(&r, None, None, b"");
+                self.out.push(OutMsg::empty(r));
             }
         }
     }
@@ -672,14 +729,13 @@ impl Engine {
                     }
                     let req = self.waiting.pop_front();
                     if let Some(req) = req {
-                        deliver::send_status(
-                            &self.js,
+                        self.out.push(deliver::status_msg(
                             &req.reply,
                             &PullStatus::MaxBytesExceeded {
                                 pending_msgs: req.batch,
                                 pending_bytes: req.max_bytes,
                             },
-                        );
+                        ));
                     }
                     continue;
                 }
@@ -715,31 +771,34 @@ impl Engine {
         if self.cfg.is_push() {
             size = (msg.subject.len() + ack_subject.len() + payload.len()) as u64
                 + hdrs.as_ref().map_or(0, |h| h.len() as u64);
-            self.js.server.publish_as(
-                &self.cfg.deliver_subject,
-                &msg.subject,
-                Some(&ack_subject),
-                hdrs.as_deref(),
-                &payload,
-            );
+            self.out.push(OutMsg {
+                subject: self.cfg.deliver_subject.clone(),
+                shown: Some(msg.subject.clone()),
+                reply: Some(ack_subject.clone()),
+                hdrs,
+                payload,
+            });
             self.push_last_sent = Instant::now();
             if self.cfg.flow_control {
                 self.fc.outstanding += size;
                 if self.fc.pending.is_none() && self.fc.outstanding >= self.fc.window / 2 {
                     let subject = deliver::fc_subject(&self.stream, &self.name);
-                    deliver::send_flow_control(&self.js, &self.cfg.deliver_subject, &subject);
+                    self.out.push(deliver::flow_control_msg(
+                        &self.cfg.deliver_subject,
+                        &subject,
+                    ));
                     self.fc.pending = Some(subject);
                 }
             }
         } else if let Some(req) = self.waiting.front_mut() {
             size = deliver::pull_size(&msg, &self.stream, &self.name);
-            self.js.server.publish_as(
-                &req.reply,
-                &msg.subject,
-                Some(&ack_subject),
-                hdrs.as_deref(),
-                &payload,
-            );
+            self.out.push(OutMsg {
+                subject: req.reply.clone(),
+                shown: Some(msg.subject.clone()),
+                reply: Some(ack_subject),
+                hdrs,
+                payload,
+            });
             req.batch -= 1;
             req.delivered += 1;
             req.last_sent = Instant::now();
@@ -776,17 +835,17 @@ impl Engine {
     /// Drops requests that expired (408) or whose reply lost interest (silently).
     fn drop_dead_requests(&mut self) {
         let now = Instant::now();
-        let js = self.js.clone();
+        let js = &self.js;
+        let out = &mut self.out;
         self.waiting.retain(|req| {
             if req.expires.is_some_and(|e| e <= now) {
-                deliver::send_status(
-                    &js,
+                out.push(deliver::status_msg(
                     &req.reply,
                     &PullStatus::Timeout {
                         pending_msgs: req.batch,
                         pending_bytes: req.max_bytes,
                     },
-                );
+                ));
                 return false;
             }
             js.server.sublist.has_interest(&req.reply)
@@ -797,13 +856,13 @@ impl Engine {
     /// they got nothing and carry `expires`).
     fn finish_no_wait(&mut self) {
         self.drop_dead_requests();
-        let js = self.js.clone();
+        let out = &mut self.out;
         self.waiting.retain(|req| {
             if !req.no_wait {
                 return true;
             }
             if req.delivered > 0 || req.expires.is_none() {
-                deliver::send_status(&js, &req.reply, &PullStatus::NoMessages);
+                out.push(deliver::status_msg(&req.reply, &PullStatus::NoMessages));
                 return false;
             }
             true
@@ -819,7 +878,12 @@ impl Engine {
             if let Some(hb) = req.heartbeat
                 && now.duration_since(req.last_sent) >= hb
             {
-                deliver::send_heartbeat(&self.js, &req.reply, last_consumer, last_stream, None);
+                self.out.push(deliver::heartbeat_msg(
+                    &req.reply,
+                    last_consumer,
+                    last_stream,
+                    None,
+                ));
                 req.last_sent = now;
             }
         }
@@ -831,13 +895,12 @@ impl Engine {
                 } else {
                     None
                 };
-                deliver::send_heartbeat(
-                    &self.js,
+                self.out.push(deliver::heartbeat_msg(
                     &self.cfg.deliver_subject,
                     last_consumer,
                     last_stream,
                     stalled.as_deref(),
-                );
+                ));
                 self.push_last_sent = now;
             }
         }
@@ -900,35 +963,45 @@ impl Engine {
         wake.max(now + Duration::from_millis(1))
     }
 
-    /// Proposes the progress batch; AckSync replies go out once it is committed.
+    /// Proposes the progress batch and queues what was sent meanwhile behind its commit:
+    /// deliveries (for consumers with acks) and AckSync replies leave only once the batch is
+    /// committed, so a client can only ever ack a delivery the new leader would know about.
     async fn flush(&mut self) {
-        if self.batch.delivered.is_empty()
+        let out = std::mem::take(&mut self.out);
+        let replies: Vec<OutMsg> = self.ack_replies.drain(..).map(OutMsg::empty).collect();
+        let empty = self.batch.delivered.is_empty()
             && self.batch.acked.is_empty()
-            && self.batch.dropped.is_empty()
-        {
-            for r in self.ack_replies.drain(..) {
-                self.js.server.publish(&r, None, None, b"");
+            && self.batch.dropped.is_empty();
+        if empty {
+            if !out.is_empty() || !replies.is_empty() {
+                let _ = self.outbox.send(OutItem {
+                    wait: None,
+                    before: out,
+                    after: replies,
+                });
             }
             return;
         }
         let mut batch = ConsumerProgress {
             name: self.name.clone(),
-            now_ns: now_ns(),
             ..ConsumerProgress::default()
         };
         std::mem::swap(&mut batch, &mut self.batch);
         batch.now_ns = now_ns();
-        let replies = std::mem::take(&mut self.ack_replies);
         let cmd = crate::jetstream::stream::command::consumer_progress(batch);
+        // Without acks nothing can be acked: deliveries need not wait for the commit.
+        let (before, mut after) = if self.acks() {
+            (Vec::new(), out)
+        } else {
+            (out, Vec::new())
+        };
+        after.extend(replies);
         match self.js.registry.submit(self.group, cmd).await {
             Ok(done) => {
-                let js = self.js.clone();
-                tokio::spawn(async move {
-                    if done.await.is_ok() {
-                        for r in replies {
-                            js.server.publish(&r, None, None, b"");
-                        }
-                    }
+                let _ = self.outbox.send(OutItem {
+                    wait: Some(Box::pin(done)),
+                    before,
+                    after,
                 });
             }
             Err(e) => debug!(error = %e, "consumer progress not proposed"),
