@@ -162,6 +162,9 @@ fn first_at_or_after(
 }
 
 /// Matching messages with a sequence at or above `from` (what `num_pending` counts).
+///
+/// Cost: free when `from` is at or below the first message; otherwise it walks the smaller
+/// side of the stream (unfiltered) or the messages from `from` on (filtered).
 pub fn count_pending(
     store: &dyn StreamStore,
     from: u64,
@@ -181,18 +184,28 @@ pub fn count_pending(
         }
         return Ok(n);
     }
+    let count_from = |start: u64, below: Option<u64>, refs: &[&str]| {
+        let mut n = 0u64;
+        let mut at = start;
+        while let Some(m) = store.next_matching(at, refs)? {
+            if below.is_some_and(|b| m.seq >= b) {
+                break;
+            }
+            n += 1;
+            at = m.seq + 1;
+        }
+        Ok::<u64, StorageError>(n)
+    };
     if filters.is_empty() {
-        let deleted_above = store.deleted()?.iter().filter(|s| **s >= from).count() as u64;
-        return Ok((st.last_seq - from + 1).saturating_sub(deleted_above));
+        // Walk whichever side is shorter.
+        return if from - st.first_seq < st.last_seq - from {
+            Ok(st.msgs - count_from(st.first_seq, Some(from), &[])?)
+        } else {
+            count_from(from, None, &[])
+        };
     }
     let refs: Vec<&str> = filters.iter().map(String::as_str).collect();
-    let mut n = 0;
-    let mut at = from;
-    while let Some(m) = store.next_matching(at, &refs)? {
-        n += 1;
-        at = m.seq + 1;
-    }
-    Ok(n)
+    count_from(from, None, &refs)
 }
 
 /// For `last_per_subject` consumers still inside their initial set: the remaining last

@@ -92,6 +92,9 @@ pub struct StreamStateMachine {
     deleted_consumers: std::collections::BTreeSet<String>,
     /// Whether the set of consumers or a config changed since the last `save_applied`.
     consumers_changed: bool,
+    /// Bumped whenever messages are removed other than by consumer acks (so consumers know
+    /// when `num_pending` must be recounted rather than updated).
+    removals: u64,
     /// Response decoration.
     server: ServerIdentity,
 }
@@ -203,6 +206,7 @@ impl StreamStateMachine {
             dirty_consumers: std::collections::BTreeSet::new(),
             deleted_consumers: std::collections::BTreeSet::new(),
             consumers_changed: false,
+            removals: 0,
             server,
         };
         if fresh {
@@ -253,6 +257,11 @@ impl StreamStateMachine {
     /// Consumers attached to the stream.
     pub fn consumer_count(&self) -> u64 {
         self.consumer_count
+    }
+
+    /// How many times messages were removed other than by consumer acks.
+    pub fn removals(&self) -> u64 {
+        self.removals
     }
 
     /// The response decoration in use.
@@ -317,6 +326,11 @@ impl ReplicatedStateMachine for StreamStateMachine {
             reason: format!("undecodable stream command: {e}"),
         })?;
         let err = storage_err(index);
+        let consumer_cmd = matches!(
+            cmd.cmd,
+            Some(Cmd::ConsumerCreate(_) | Cmd::ConsumerDelete(_) | Cmd::ConsumerProgress(_))
+        );
+        let before = self.store.state();
         let answer = match cmd.cmd {
             Some(Cmd::Append(a)) => self.apply_append(&a).map_err(&err)?,
             Some(Cmd::Purge(p)) => self.apply_purge(&p).map_err(&err)?,
@@ -345,6 +359,16 @@ impl ReplicatedStateMachine for StreamStateMachine {
                 });
             }
         };
+        if !consumer_cmd {
+            // Fewer messages than sequences added: something was removed (limits, purge,
+            // delete, expiry). Consumer commands only remove what every consumer is past.
+            let after = self.store.state();
+            let added = i128::from(after.last_seq) - i128::from(before.last_seq);
+            let grew = i128::from(after.msgs) - i128::from(before.msgs);
+            if grew < added {
+                self.removals += 1;
+            }
+        }
         Ok(Bytes::from(answer))
     }
 
@@ -353,6 +377,7 @@ impl ReplicatedStateMachine for StreamStateMachine {
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), StateMachineError> {
+        self.removals += 1;
         self.import(snapshot)
     }
 

@@ -12,7 +12,7 @@
 //! - A new leader starts from the replicated state: acknowledged messages are never redelivered;
 //!   pending ones come back when their ack wait (from their recorded delivery time) expires.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,6 +26,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tracing::debug;
 
+use super::deadlines::Deadlines;
 use super::deliver::{self, OutMsg, PullStatus};
 use crate::jetstream::ack::AckKind;
 use crate::jetstream::api::types::consumer::{AckPolicy, ConsumerConfig, DeliverPolicy};
@@ -170,14 +171,16 @@ pub(crate) struct Engine {
     /// Working copy of the replicated state.
     state: ConsumerState,
     /// Ack deadlines of pending messages, Unix ns.
-    deadlines: BTreeMap<u64, u64>,
+    deadlines: Deadlines,
     /// Pending messages due for redelivery, ascending.
     due: BTreeSet<u64>,
     last_delivered_ns: u64,
     last_ack_ns: u64,
     num_pending: u64,
-    /// Stream (first_seq, last_seq, msgs) when `num_pending` was last computed.
-    counted: (u64, u64, u64),
+    /// The stream's last sequence when `num_pending` was last computed (`None`: never).
+    counted: Option<u64>,
+    /// The state machine's removal count at that time.
+    counted_removals: u64,
     waiting: VecDeque<PullRequest>,
     fc: FlowControl,
     /// Last time anything went to the deliver subject.
@@ -229,12 +232,13 @@ impl Engine {
             cfg,
             lps_end,
             state,
-            deadlines: BTreeMap::new(),
+            deadlines: Deadlines::default(),
             due: BTreeSet::new(),
             last_delivered_ns,
             last_ack_ns,
             num_pending: 0,
-            counted: (u64::MAX, 0, 0),
+            counted: None,
+            counted_removals: 0,
             waiting: VecDeque::new(),
             fc: FlowControl {
                 window: FC_WINDOW_START,
@@ -340,7 +344,7 @@ impl Engine {
             Event::Reconfigure(cfg) => {
                 self.filters = cfg.filters();
                 self.cfg = *cfg;
-                self.counted = (u64::MAX, 0, 0);
+                self.counted = None;
                 self.recount();
             }
             Event::Info(tx) => {
@@ -408,30 +412,54 @@ impl Engine {
             .is_some_and(|until| until > now_ns())
     }
 
-    /// Recomputes `num_pending` when the stream changed other than by appends; counts only
-    /// the new messages otherwise.
+    /// Keeps `num_pending` current: a full count after removals that may concern messages
+    /// not delivered yet, otherwise only the messages appended since the last look.
     fn recount(&mut self) {
         let sm = self.sm.lock();
         let store = sm.store();
         let st = store.state();
-        let (first, last, msgs) = self.counted;
-        let appended_only = first == st.first_seq && st.last_seq >= last && st.msgs >= msgs;
+        let removals = sm.removals();
         let next = self.state.delivered.stream_seq + 1;
         let lps = self.cfg.deliver_policy == DeliverPolicy::LastPerSubject && next <= self.lps_end;
-        let result = if appended_only && !lps {
-            count_pending(store, next.max(last + 1), &self.filters)
-                .map(|n| if last < next { n } else { self.num_pending + n })
-        } else if lps {
-            count_last_per_subject(store, next, &self.filters)
-                .and_then(|n| count_pending(store, self.lps_end + 1, &self.filters).map(|m| n + m))
+        let full = self.counted.is_none() || self.counted_removals != removals || lps;
+        let result = if full {
+            if lps {
+                count_last_per_subject(store, next, &self.filters).and_then(|n| {
+                    count_pending(store, self.lps_end + 1, &self.filters).map(|m| n + m)
+                })
+            } else {
+                count_pending(store, next, &self.filters)
+            }
         } else {
-            count_pending(store, next, &self.filters)
+            let counted_to = self.counted.unwrap_or(0);
+            let refs: Vec<&str> = self.filters.iter().map(String::as_str).collect();
+            let mut n = self.num_pending;
+            let mut at = (counted_to + 1).max(next);
+            let mut failed = None;
+            while at <= st.last_seq {
+                match store.next_matching(at, &refs) {
+                    Ok(Some(m)) => {
+                        n += 1;
+                        at = m.seq + 1;
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            match failed {
+                Some(e) => Err(e),
+                None => Ok(n),
+            }
         };
         match result {
             Ok(n) => self.num_pending = n,
             Err(e) => debug!(error = %e, "num_pending not recomputed"),
         }
-        self.counted = (st.first_seq, st.last_seq, st.msgs);
+        self.counted = Some(st.last_seq);
+        self.counted_removals = removals;
     }
 
     fn on_pull(&mut self, reply: String, body: &[u8]) {
@@ -604,12 +632,7 @@ impl Engine {
             return;
         }
         let now = now_ns();
-        let expired: Vec<u64> = self
-            .deadlines
-            .iter()
-            .filter(|(_, d)| **d <= now)
-            .map(|(s, _)| *s)
-            .collect();
+        let expired = self.deadlines.expired(now);
         let max_deliver = u64::try_from(self.cfg.max_deliver).ok().filter(|m| *m > 0);
         for seq in expired {
             let deliveries = self.state.pending.get(&seq).map_or(0, |p| p.deliveries);
@@ -944,7 +967,7 @@ impl Engine {
     fn next_wake(&self) -> Instant {
         let now = Instant::now();
         let mut wake = now + TICK;
-        if let Some(d) = self.deadlines.values().min() {
+        if let Some(d) = self.deadlines.earliest() {
             let in_ns = d.saturating_sub(now_ns());
             wake = wake.min(now + Duration::from_nanos(in_ns));
         }

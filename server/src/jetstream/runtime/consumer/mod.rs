@@ -13,6 +13,7 @@
 //!   stream leader over the cluster link, like API requests.
 
 pub(crate) mod api;
+mod deadlines;
 pub(crate) mod deliver;
 pub(crate) mod engine;
 
