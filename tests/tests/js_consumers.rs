@@ -659,3 +659,186 @@ async fn dead_letter_subject_keeps_terminated_messages() {
         Some("terminated")
     );
 }
+
+/// One raw pull request; returns every message up to and including the first status.
+async fn raw_pull(
+    nc: &async_nats::Client,
+    stream: &str,
+    consumer: &str,
+    body: Value,
+    bound: Duration,
+) -> Vec<async_nats::Message> {
+    let inbox = nc.new_inbox();
+    let mut sub = nc.subscribe(inbox.clone()).await.expect("sub");
+    nc.publish_with_reply(
+        format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"),
+        inbox,
+        Bytes::from(body.to_string()),
+    )
+    .await
+    .expect("pull");
+    let mut out = Vec::new();
+    while let Ok(Some(m)) = tokio::time::timeout(bound, sub.next()).await {
+        let done = m.status.is_some_and(|s| s.as_u16() != 100);
+        out.push(m);
+        if done {
+            break;
+        }
+    }
+    out
+}
+
+fn status_of(m: &async_nats::Message) -> Option<(u16, String)> {
+    m.status
+        .map(|s| (s.as_u16(), m.description.clone().unwrap_or_default()))
+}
+
+#[tokio::test]
+async fn pull_statuses_no_wait_expiry_and_limits() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    stream_with(
+        &js,
+        stream::Config {
+            name: "ST".into(),
+            subjects: vec!["st".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    publish_n(&js, "st", 2).await;
+    let r = api(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.ST.c",
+        json!({"stream_name": "ST", "config": {"durable_name": "c", "ack_policy": "explicit", "max_batch": 5}}),
+    )
+    .await;
+    assert!(r["error"].is_null(), "{r}");
+    // no_wait: what is there, then 404.
+    let got = raw_pull(&nc, "ST", "c", json!({"batch": 5, "no_wait": true}), OP).await;
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert_eq!(got[0].subject.as_str(), "st");
+    assert_eq!(status_of(&got[2]), Some((404, "No Messages".into())));
+    // Expiry: 408 with the unfilled batch in the pending headers.
+    let got = raw_pull(
+        &nc,
+        "ST",
+        "c",
+        json!({"batch": 4, "expires": 300_000_000}),
+        OP,
+    )
+    .await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(status_of(&got[0]), Some((408, "Request Timeout".into())));
+    let h = got[0].headers.as_ref().expect("headers");
+    assert_eq!(
+        h.get("Nats-Pending-Messages").map(|v| v.as_str()),
+        Some("4")
+    );
+    // A batch above max_batch is refused.
+    let got = raw_pull(&nc, "ST", "c", json!({"batch": 9}), OP).await;
+    assert_eq!(
+        status_of(&got[0]),
+        Some((409, "Exceeded MaxRequestBatch of 5".into()))
+    );
+}
+
+#[tokio::test]
+async fn ephemeral_consumer_is_removed_after_its_inactive_threshold() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    api(
+        &nc,
+        "$JS.API.STREAM.CREATE.IN",
+        json!({"name": "IN", "subjects": ["in"]}),
+    )
+    .await;
+    let r = api(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.IN",
+        json!({"stream_name": "IN", "config": {"ack_policy": "explicit", "inactive_threshold": 500_000_000}}),
+    )
+    .await;
+    let name = r["name"].as_str().expect("generated name").to_string();
+    assert_eq!(name.len(), 8);
+    jetraft_tests::harness::wait_for("ephemeral removed", OP, || {
+        let nc = nc.clone();
+        let subject = format!("$JS.API.CONSUMER.INFO.IN.{name}");
+        async move { (err_code(&api(&nc, &subject, Value::Null).await) == Some(10014)).then_some(()) }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn headers_only_queue_group_delivery_and_pause() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    stream_with(
+        &js,
+        stream::Config {
+            name: "HO".into(),
+            subjects: vec!["ho".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    publish_n(&js, "ho", 1).await;
+    // A deliver_group consumer needs a member of that queue group: a plain subscriber alone
+    // gets nothing; once a member subscribes, delivery starts.
+    let mut plain = nc.subscribe("ho.deliver").await.expect("sub");
+    let r = api(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.HO.p",
+        json!({"stream_name": "HO", "config": {
+            "durable_name": "p", "deliver_subject": "ho.deliver", "deliver_group": "g",
+            "ack_policy": "none", "headers_only": true
+        }}),
+    )
+    .await;
+    assert!(r["error"].is_null(), "{r}");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), plain.next())
+            .await
+            .is_err(),
+        "no delivery without a member of the deliver group"
+    );
+    drop(plain);
+    let mut member = nc
+        .queue_subscribe("ho.deliver", "g".into())
+        .await
+        .expect("qsub");
+    let m = within(OP, "queue member delivery", member.next())
+        .await
+        .expect("message");
+    assert_eq!(m.subject.as_str(), "ho");
+    assert!(m.payload.is_empty());
+    let h = m.headers.as_ref().expect("headers");
+    assert_eq!(h.get("Nats-Msg-Size").map(|v| v.as_str()), Some("2"));
+    // Pause and resume.
+    let r = api(
+        &nc,
+        "$JS.API.CONSUMER.PAUSE.HO.p",
+        json!({"pause_until": "2099-01-01T00:00:00Z"}),
+    )
+    .await;
+    assert_eq!(r["paused"], true, "{r}");
+    let i = api(&nc, "$JS.API.CONSUMER.INFO.HO.p", Value::Null).await;
+    assert_eq!(i["paused"], true, "{i}");
+    publish_n(&js, "ho", 1).await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), member.next())
+            .await
+            .is_err(),
+        "a paused consumer delivers nothing"
+    );
+    let r = api(&nc, "$JS.API.CONSUMER.PAUSE.HO.p", Value::Null).await;
+    assert_eq!(r["paused"], false, "{r}");
+    // nats-server resumes delivery on the next stored message.
+    publish_n(&js, "ho", 1).await;
+    let m = within(OP, "delivery after resume", member.next())
+        .await
+        .expect("message");
+    assert_eq!(m.subject.as_str(), "ho");
+}

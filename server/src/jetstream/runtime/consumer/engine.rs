@@ -47,6 +47,8 @@ const EVENTS_PER_ROUND: usize = 256;
 const DELIVERIES_PER_ROUND: usize = 1024;
 /// Interest and inactivity are re-checked at least this often.
 const TICK: Duration = Duration::from_millis(250);
+/// How often a consumer without acks records its position in the stream group.
+const POSITION_EVERY: Duration = Duration::from_millis(200);
 
 /// What a consumer engine is asked to do.
 pub(crate) enum Event {
@@ -187,6 +189,8 @@ pub(crate) struct Engine {
     push_last_sent: Instant,
     /// Last time the consumer had interest or a pull request.
     last_active: Instant,
+    /// Last time a progress batch was proposed.
+    last_progress: Instant,
     batch: ConsumerProgress,
     ack_replies: Vec<String>,
     /// Messages produced this round, sent by `flush` through the outbox.
@@ -246,6 +250,7 @@ impl Engine {
             },
             push_last_sent: now,
             last_active: now,
+            last_progress: now,
             batch: ConsumerProgress {
                 name,
                 ..ConsumerProgress::default()
@@ -841,6 +846,10 @@ impl Engine {
         let _ = size;
         self.state.record_delivery(seq, dseq, now);
         self.last_delivered_ns = now;
+        if !self.acks() {
+            // Without acks only the position matters: keep the last delivery.
+            self.batch.delivered.clear();
+        }
         self.batch.delivered.push(Delivery {
             stream_seq: seq,
             consumer_seq: dseq,
@@ -983,6 +992,9 @@ impl Engine {
             let hb = Duration::from_nanos(u64::try_from(self.cfg.idle_heartbeat).unwrap_or(0));
             wake = wake.min(self.push_last_sent + hb);
         }
+        if !self.batch.delivered.is_empty() {
+            wake = wake.min(self.last_progress + POSITION_EVERY);
+        }
         wake.max(now + Duration::from_millis(1))
     }
 
@@ -992,9 +1004,15 @@ impl Engine {
     async fn flush(&mut self) {
         let out = std::mem::take(&mut self.out);
         let replies: Vec<OutMsg> = self.ack_replies.drain(..).map(OutMsg::empty).collect();
-        let empty = self.batch.delivered.is_empty()
+        // Consumers without acks record their position at most every POSITION_EVERY.
+        let position_only = !self.acks()
             && self.batch.acked.is_empty()
-            && self.batch.dropped.is_empty();
+            && self.batch.dropped.is_empty()
+            && self.last_progress.elapsed() < POSITION_EVERY;
+        let empty = position_only
+            || (self.batch.delivered.is_empty()
+                && self.batch.acked.is_empty()
+                && self.batch.dropped.is_empty());
         if empty {
             if !out.is_empty() || !replies.is_empty() {
                 let _ = self.outbox.send(OutItem {
@@ -1005,6 +1023,7 @@ impl Engine {
             }
             return;
         }
+        self.last_progress = Instant::now();
         let mut batch = ConsumerProgress {
             name: self.name.clone(),
             ..ConsumerProgress::default()
