@@ -19,6 +19,16 @@
 //!   [`ReplicatedStateMachine::load_applied`] after a restart; an in-memory one keeps the defaults.
 //! - The mutex around the state machine is a `parking_lot` mutex and is never held across
 //!   `.await`.
+//!
+//! Snapshots are lazy. A jetraft state machine is durable by itself (its applied log id is saved
+//! with its effects), so a snapshot is only needed to send to a replica that is behind the purged
+//! log. Building one (openraft asks every `snapshot_policy` entries, to purge the log) therefore
+//! only records the applied log id and membership; [`ReplicatedStateMachine::snapshot`] runs when
+//! openraft asks for the current snapshot (to send it, or at start-up), and exports the state as
+//! of the last applied entry, with that entry's log id as its meta. That meta is at or after the
+//! last one built, so every log entry the exported state lacks is still in the log. Exporting the
+//! whole state on every build, under the state machine's lock, made a stream's publish latency and
+//! throughput degrade with its size (the export is linear in the stream's messages).
 
 use std::io;
 use std::sync::Arc;
@@ -108,7 +118,10 @@ struct AdapterState {
     last_applied: Option<GroupLogId>,
     /// Last membership applied; snapshots must carry it.
     membership: GroupMembership,
-    /// The latest snapshot built or installed, served to lagging followers.
+    /// Whether a snapshot was built (or installed) since start: until then openraft has none and
+    /// [`RaftStateMachine::get_current_snapshot`] answers `None`, as it expects after a start.
+    built: bool,
+    /// The latest snapshot exported or installed; reused while nothing new has been applied.
     current: Option<GroupSnapshot>,
 }
 
@@ -140,6 +153,7 @@ impl StateMachineAdapter {
                 sm,
                 last_applied: applied.last_applied,
                 membership: applied.membership,
+                built: false,
                 current: None,
             })),
         })
@@ -150,8 +164,32 @@ impl StateMachineAdapter {
         self.state.lock().last_applied.map(|id| LogIndex(id.index))
     }
 
-    fn build(&self) -> Result<GroupSnapshot, io::Error> {
+    /// Records a snapshot at the last applied entry without exporting anything: openraft only
+    /// keeps the meta of a built snapshot (to purge the log behind it).
+    fn build(&self) -> GroupSnapshot {
         let mut st = self.state.lock();
+        st.built = true;
+        GroupSnapshot {
+            meta: SnapshotMetaOf::<JetraftConfig> {
+                last_log_id: st.last_applied,
+                last_membership: st.membership.clone(),
+            },
+            snapshot: SnapshotData::new(),
+        }
+    }
+
+    /// The snapshot to send or restore: the state as of the last applied entry, exported now
+    /// unless the last export (or install) is still current.
+    fn current(&self) -> Result<Option<GroupSnapshot>, io::Error> {
+        let mut st = self.state.lock();
+        if !st.built {
+            return Ok(None);
+        }
+        if let Some(cur) = &st.current
+            && cur.meta.last_log_id == st.last_applied
+        {
+            return Ok(Some(cur.clone()));
+        }
         let data = st.sm.snapshot().map_err(io::Error::other)?;
         let snapshot = GroupSnapshot {
             meta: SnapshotMetaOf::<JetraftConfig> {
@@ -161,7 +199,7 @@ impl StateMachineAdapter {
             snapshot: data,
         };
         st.current = Some(snapshot.clone());
-        Ok(snapshot)
+        Ok(Some(snapshot))
     }
 }
 
@@ -175,7 +213,7 @@ impl RaftSnapshotBuilder<JetraftConfig> for SnapshotBuilder {
     type SnapshotData = SnapshotData;
 
     async fn build_snapshot(&mut self) -> Result<GroupSnapshot, io::Error> {
-        self.adapter.build()
+        Ok(self.adapter.build())
     }
 }
 
@@ -237,6 +275,7 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
         st.sm.restore(&snapshot).map_err(io::Error::other)?;
         st.last_applied = meta.last_log_id;
         st.membership = meta.last_membership.clone();
+        st.built = true;
         st.current = Some(GroupSnapshot {
             meta: meta.clone(),
             snapshot,
@@ -245,6 +284,6 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<GroupSnapshot>, io::Error> {
-        Ok(self.state.lock().current.clone())
+        self.current()
     }
 }

@@ -28,6 +28,7 @@ use openraft::entry::RaftEntry;
 use openraft::storage::{IOFlushed, LogState, RaftLogStorage};
 use openraft::type_config::alias::{LogIdOf, VoteOf};
 use openraft::{LogId, OptionalSend, RaftLogReader, RaftTypeConfig};
+use rocksdb::ReadOptions;
 
 use crate::db::{ColumnFamily, Db};
 use crate::rocks::log_writer::{Durable, LogWriter, Op};
@@ -151,7 +152,12 @@ impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStore<C, K> {
 
     fn entries(&self, start: u64, end: Option<u64>) -> Result<Vec<C::Entry>, io::Error> {
         let cf = self.db.cf(ColumnFamily::RaftLog)?;
-        let mut it = self.db.raw().raw_iterator_cf(&cf);
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_upper_bound(match end {
+            Some(e) => keys::prefixed_u64(self.group.0, e).to_vec(),
+            None => keys::id_range_end(self.group.0),
+        });
+        let mut it = self.db.raw().raw_iterator_cf_opt(&cf, ro);
         it.seek(keys::prefixed_u64(self.group.0, start));
         let mut out = Vec::new();
         let mut expect: Option<u64> = None;
@@ -182,7 +188,13 @@ impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStore<C, K> {
 
     fn last_entry_log_id(&self) -> Result<Option<LogIdOf<C>>, io::Error> {
         let cf = self.db.cf(ColumnFamily::RaftLog)?;
-        let mut it = self.db.raw().raw_iterator_cf(&cf);
+        // Bounded to the group: without the bounds, the seek of a group with no entries walks
+        // back over every deleted entry of the groups before it (measured: 0.4 s of CPU to
+        // start a stream group after a few deleted streams' logs).
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_lower_bound(self.group.0.to_be_bytes().to_vec());
+        ro.set_iterate_upper_bound(keys::id_range_end(self.group.0));
+        let mut it = self.db.raw().raw_iterator_cf_opt(&cf, ro);
         it.seek_for_prev(keys::prefixed_u64(self.group.0, u64::MAX));
         let found = match it.item() {
             Some((k, v)) if k.starts_with(&self.group.0.to_be_bytes()) => {

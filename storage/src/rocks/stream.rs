@@ -6,6 +6,13 @@
 //! Invariants:
 //! - Every mutation is one `WriteBatch` that also rewrites the counters record, so after a crash
 //!   the counters always describe the messages present.
+//! - Staging ([`StreamStore::begin_batch`]): appends are kept in `staged` (already counted in the
+//!   in-memory counters and subject counts) and written by [`StreamStore::put_metas`] in one
+//!   batch with the counters and the caller's records. Staged sequences are above every written
+//!   one, so reads consult the database first and the staged tail after (or before, for
+//!   newest-first reads). Every other mutation writes the staged appends first, so removals and
+//!   purges only ever see written messages. At most [`STAGE_LIMIT_BYTES`] are staged; past that
+//!   they are written early (without the caller's records).
 //! - The per-subject counts live in memory (like nats-server's per-subject index) and are rebuilt
 //!   at [`RocksStreamStore::open`] by a key-only scan of the stream's subject index; the open
 //!   fails with `Corrupt` if they disagree with the persisted message count.
@@ -30,6 +37,8 @@ const META: &str = "sm_meta";
 const PURGE_CHUNK: usize = 4096;
 /// Messages `next_matching` checks linearly before using the subject index.
 const LINEAR_SCAN: usize = 256;
+/// Most bytes of staged appends kept in memory before they are written anyway.
+const STAGE_LIMIT_BYTES: usize = 32 << 20;
 
 /// A file stream backed by the node's RocksDB.
 #[derive(Debug)]
@@ -39,6 +48,12 @@ pub struct RocksStreamStore {
     counters: Counters,
     /// Present messages per subject; rebuilt at open.
     subjects: HashMap<String, u64>,
+    /// Whether appends are staged (between `begin_batch` and `put_metas`).
+    batching: bool,
+    /// Appends staged and not yet written, ascending by seq.
+    staged: Vec<StoredMsg>,
+    /// Payload, header and subject bytes in `staged`, to bound it.
+    staged_bytes: usize,
 }
 
 impl RocksStreamStore {
@@ -92,6 +107,9 @@ impl RocksStreamStore {
             uid,
             counters,
             subjects,
+            batching: false,
+            staged: Vec::new(),
+            staged_bytes: 0,
         })
     }
 
@@ -114,21 +132,53 @@ impl RocksStreamStore {
 
     /// Stores a state-machine record (e.g. the applied log id) under `sm_meta[uid|kind]`; it
     /// travels with the stream's snapshots. `kind` must be at least [`keys::META_USER_MIN`].
+    /// Staged appends are written in the same batch.
     pub fn put_meta(&mut self, kind: u8, body: &[u8]) -> Result<(), StorageError> {
-        if kind < keys::META_USER_MIN {
+        self.write_staged(&[(kind, body)])
+    }
+
+    /// Writes the staged appends (with the counters) and `records` in one batch.
+    fn write_staged(&mut self, records: &[(u8, &[u8])]) -> Result<(), StorageError> {
+        if let Some((kind, _)) = records.iter().find(|(k, _)| *k < keys::META_USER_MIN) {
             return Err(StorageError::corrupt(
                 META,
                 format!("reserved meta kind {kind}"),
             ));
         }
-        let key = keys::kind_key(self.uid.0, kind);
+        if self.staged.is_empty() && records.is_empty() {
+            return Ok(());
+        }
         let mut batch = WriteBatch::default();
-        batch.put_cf(
-            &self.db.cf(ColumnFamily::SmMeta)?,
-            key,
-            record::seal(&key, body),
-        );
-        self.db.write(batch, false)
+        if !self.staged.is_empty() {
+            let msgs_cf = self.db.cf(ColumnFamily::Msgs)?;
+            let subj_cf = self.db.cf(ColumnFamily::Subjects)?;
+            for m in &self.staged {
+                let key = self.msg_key(m.seq);
+                batch.put_cf(&msgs_cf, key, encode_msg(&key, m));
+                let ikey = keys::subject_index(self.uid.0, &m.subject, m.seq);
+                let ival = record::seal(&ikey, &[]);
+                batch.put_cf(&subj_cf, ikey, ival);
+            }
+            drop((msgs_cf, subj_cf));
+            self.put_counters(&mut batch, &self.counters)?;
+        }
+        if !records.is_empty() {
+            let meta_cf = self.db.cf(ColumnFamily::SmMeta)?;
+            for (kind, body) in records {
+                let key = keys::kind_key(self.uid.0, *kind);
+                batch.put_cf(&meta_cf, key, record::seal(&key, body));
+            }
+        }
+        self.db.write(batch, false)?;
+        self.staged.clear();
+        self.staged_bytes = 0;
+        Ok(())
+    }
+
+    /// The staged append at `seq`, if any.
+    fn staged_msg(&self, seq: u64) -> Option<&StoredMsg> {
+        let i = self.staged.binary_search_by_key(&seq, |m| m.seq).ok()?;
+        self.staged.get(i)
     }
 
     /// Reads a record written by [`Self::put_meta`].
@@ -304,6 +354,16 @@ impl StreamStore for RocksStreamStore {
         c.bytes += self.msg_size(&msg.subject, msg.headers.len(), msg.payload.len());
         c.last_seq = msg.seq;
         c.last_ts = msg.timestamp_ns;
+        if self.batching {
+            self.staged.push(msg.clone());
+            self.staged_bytes += msg.subject.len() + msg.headers.len() + msg.payload.len();
+            self.counters = c;
+            *self.subjects.entry(msg.subject.clone()).or_default() += 1;
+            if self.staged_bytes > STAGE_LIMIT_BYTES {
+                self.write_staged(&[])?;
+            }
+            return Ok(());
+        }
         let mut batch = WriteBatch::default();
         let key = self.msg_key(msg.seq);
         batch.put_cf(&self.db.cf(ColumnFamily::Msgs)?, key, encode_msg(&key, msg));
@@ -318,6 +378,7 @@ impl StreamStore for RocksStreamStore {
     }
 
     fn skip_to(&mut self, next_seq: u64) -> Result<(), StorageError> {
+        self.write_staged(&[])?;
         if self.counters.msgs != 0 || next_seq <= self.counters.last_seq {
             return Ok(());
         }
@@ -334,6 +395,9 @@ impl StreamStore for RocksStreamStore {
     }
 
     fn get(&self, seq: u64) -> Result<Option<StoredMsg>, StorageError> {
+        if let Some(m) = self.staged_msg(seq) {
+            return Ok(Some(m.clone()));
+        }
         let key = self.msg_key(seq);
         let cf = self.db.cf(ColumnFamily::Msgs)?;
         match self.db.raw().get_pinned_cf(&cf, key)? {
@@ -343,6 +407,12 @@ impl StreamStore for RocksStreamStore {
     }
 
     fn last_for_subject(&self, filter: &str) -> Result<Option<StoredMsg>, StorageError> {
+        let all = subject::is_match_all(filter);
+        if let Some(m) =
+            (self.staged.iter().rev()).find(|m| all || subject::matches(filter, &m.subject))
+        {
+            return Ok(Some(m.clone()));
+        }
         let last = if subject::is_match_all(filter) {
             let cf = self.db.cf(ColumnFamily::Msgs)?;
             let mut it = self.db.raw().raw_iterator_cf(&cf);
@@ -378,45 +448,20 @@ impl StreamStore for RocksStreamStore {
         start: u64,
         filters: &[&str],
     ) -> Result<Option<StoredMsg>, StorageError> {
+        if let Some(m) = self.written_next_matching(start, filters)? {
+            return Ok(Some(m));
+        }
         let all = filters.is_empty() || filters.iter().any(|f| subject::is_match_all(f));
         let hit = |s: &str| all || filters.iter().any(|f| subject::matches(f, s));
-        {
-            let cf = self.db.cf(ColumnFamily::Msgs)?;
-            let mut ro = ReadOptions::default();
-            ro.set_iterate_upper_bound(keys::id_range_end(self.uid.0));
-            let from = self.msg_key(start);
-            let it = self.db.raw().iterator_cf_opt(
-                &cf,
-                ro,
-                IteratorMode::From(&from, Direction::Forward),
-            );
-            for (n, item) in it.enumerate() {
-                if !all && n >= LINEAR_SCAN {
-                    break;
-                }
-                let (k, v) = item?;
-                let m = decode_msg(&k, &v)?;
-                if hit(&m.subject) {
-                    return Ok(Some(m));
-                }
-            }
-            if all {
-                return Ok(None);
-            }
-        }
-        let mut best: Option<u64> = None;
-        for s in self.subjects.keys().filter(|s| hit(s)) {
-            if let Some(seq) = self.subject_seek(s, start)? {
-                best = Some(best.map_or(seq, |b| b.min(seq)));
-            }
-        }
-        match best {
-            Some(seq) => self.get(seq),
-            None => Ok(None),
-        }
+        Ok(self
+            .staged
+            .iter()
+            .find(|m| m.seq >= start && hit(&m.subject))
+            .cloned())
     }
 
     fn remove(&mut self, seq: u64) -> Result<bool, StorageError> {
+        self.write_staged(&[])?;
         let Some(m) = self.get(seq)? else {
             return Ok(false);
         };
@@ -426,6 +471,7 @@ impl StreamStore for RocksStreamStore {
     }
 
     fn purge(&mut self, req: &PurgeRequest) -> Result<u64, StorageError> {
+        self.write_staged(&[])?;
         let matching = match purge_filter(req) {
             None => self.counters.msgs,
             Some(f) => self.subject_counts(f)?.values().sum(),
@@ -475,6 +521,10 @@ impl StreamStore for RocksStreamStore {
             it.next();
         }
         it.status()?;
+        for m in &self.staged {
+            out.extend(expect..m.seq);
+            expect = m.seq + 1;
+        }
         Ok(out)
     }
 
@@ -495,10 +545,19 @@ impl StreamStore for RocksStreamStore {
         if !self.subjects.contains_key(subject) {
             return Ok(None);
         }
-        self.subject_seek(subject, 0)
+        if let Some(seq) = self.subject_seek(subject, 0)? {
+            return Ok(Some(seq));
+        }
+        Ok(self
+            .staged
+            .iter()
+            .find(|m| m.subject == subject)
+            .map(|m| m.seq))
     }
 
     fn reset(&mut self) -> Result<(), StorageError> {
+        self.staged.clear();
+        self.staged_bytes = 0;
         let uid = self.uid.0;
         let mut batch = WriteBatch::default();
         let end = keys::id_range_end(uid);
@@ -519,6 +578,62 @@ impl StreamStore for RocksStreamStore {
 
     fn get_meta(&self, kind: u8) -> Result<Option<Vec<u8>>, StorageError> {
         RocksStreamStore::get_meta(self, kind)
+    }
+
+    fn begin_batch(&mut self) {
+        self.batching = true;
+    }
+
+    fn put_metas(&mut self, records: &[(u8, &[u8])]) -> Result<(), StorageError> {
+        self.write_staged(records)?;
+        self.batching = false;
+        Ok(())
+    }
+}
+
+impl RocksStreamStore {
+    /// `next_matching` over the written messages only.
+    fn written_next_matching(
+        &self,
+        start: u64,
+        filters: &[&str],
+    ) -> Result<Option<StoredMsg>, StorageError> {
+        let all = filters.is_empty() || filters.iter().any(|f| subject::is_match_all(f));
+        let hit = |s: &str| all || filters.iter().any(|f| subject::matches(f, s));
+        {
+            let cf = self.db.cf(ColumnFamily::Msgs)?;
+            let mut ro = ReadOptions::default();
+            ro.set_iterate_upper_bound(keys::id_range_end(self.uid.0));
+            let from = self.msg_key(start);
+            let it = self.db.raw().iterator_cf_opt(
+                &cf,
+                ro,
+                IteratorMode::From(&from, Direction::Forward),
+            );
+            for (n, item) in it.enumerate() {
+                if !all && n >= LINEAR_SCAN {
+                    break;
+                }
+                let (k, v) = item?;
+                let m = decode_msg(&k, &v)?;
+                if hit(&m.subject) {
+                    return Ok(Some(m));
+                }
+            }
+            if all {
+                return Ok(None);
+            }
+        }
+        let mut best: Option<u64> = None;
+        for s in self.subjects.keys().filter(|s| hit(s)) {
+            if let Some(seq) = self.subject_seek(s, start)? {
+                best = Some(best.map_or(seq, |b| b.min(seq)));
+            }
+        }
+        match best {
+            Some(seq) => self.get(seq),
+            None => Ok(None),
+        }
     }
 }
 

@@ -14,8 +14,10 @@
 //! - Limit decisions ([`limits`]) only read store state and the message, never the clock, so every
 //!   replica applying the same commands makes the same decisions.
 //!
-//! Durability and replay: the RocksDB store writes each operation as one atomic, unsynced batch;
-//! the fsynced Raft log is what it is rebuilt from. A state machine that records its applied log
+//! Durability and replay: the RocksDB store writes each operation as one atomic, unsynced batch
+//! (or, between [`StreamStore::begin_batch`] and [`StreamStore::put_metas`], stages appends and
+//! writes them in one batch with the state machine's records); the fsynced Raft log is what it
+//! is rebuilt from. A state machine that records its applied log
 //! id separately (e.g. with [`crate::rocks::RocksStreamStore::put_meta`]) re-applies a few entries
 //! after a crash, which is safe: `store_msg` of a sequence at or below `last_seq` fails with
 //! [`StorageError::SeqNotIncreasing`] (treat as already applied), and removals, purges and the
@@ -159,6 +161,21 @@ pub trait StreamStore: Send {
 
     /// Reads a record written by [`StreamStore::put_meta`].
     fn get_meta(&self, kind: u8) -> Result<Option<Vec<u8>>, StorageError>;
+
+    /// Starts (or continues) staging appends: until the next [`StreamStore::put_metas`], stored
+    /// messages are visible to every read of this handle but written only by that call, in one
+    /// batch with its records. Mutations other than `store_msg` first write what is staged.
+    /// Stores that write nothing (memory) keep the default, which does nothing.
+    fn begin_batch(&mut self) {}
+
+    /// Writes the staged appends and `records` (`(kind, body)` as for
+    /// [`StreamStore::put_meta`]) atomically, and ends staging.
+    fn put_metas(&mut self, records: &[(u8, &[u8])]) -> Result<(), StorageError> {
+        for (kind, body) in records {
+            self.put_meta(*kind, body)?;
+        }
+        Ok(())
+    }
 }
 
 /// Rejects subjects the stores cannot index.

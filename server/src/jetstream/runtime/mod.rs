@@ -90,6 +90,8 @@ pub struct JetStream {
     direct: Arc<RwLock<HashSet<String>>>,
     /// Capture subscriptions by stream name.
     captures: Mutex<HashMap<String, Capture>>,
+    /// PubAck queues of the stream groups this node proposes to (see `publish`).
+    acks: Mutex<HashMap<GroupId, publish::AckQueue>>,
     /// What responses say about this server.
     identity: ServerIdentity,
     /// This node's cluster (gRPC) address, recorded in Raft membership.
@@ -161,6 +163,7 @@ impl JetStream {
             meta,
             local: RwLock::new(HashMap::new()),
             captures: Mutex::new(HashMap::new()),
+            acks: Mutex::new(HashMap::new()),
             direct: Arc::new(RwLock::new(HashSet::new())),
             identity: ServerIdentity {
                 version: crate::server::NATS_VERSION.to_string(),

@@ -4,11 +4,21 @@
 //! Every node captures publishes made through it (captures are local internal subscriptions),
 //! so each publish is captured exactly once cluster-wide, then proposed locally or forwarded to
 //! the stream leader.
+//!
+//! Answers: one ack task per stream group ([`AckQueue`]) awaits the proposals' answers in
+//! submission order, which is log order and so the order they complete in, and publishes every
+//! PubAck that is ready before waking the receivers' writers once, instead of one task and one
+//! wake-up per publish.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use futures_util::FutureExt;
 use jetraft_raft::{GroupId, NodeId, RaftError};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
@@ -16,9 +26,30 @@ use super::{Capture, JetStream, next_msg, now_ns};
 use crate::internal::{InternalMsg, InternalSub};
 use crate::jetstream::api::validate::subjects_overlap;
 use crate::jetstream::stream::command;
+use crate::server::{FlushSet, Origin};
 
 /// How long a publish waits for a stream group without a known leader.
 const LEADER_WAIT: Duration = Duration::from_secs(3);
+/// An ack task with nothing to do for this long stops (a new publish starts another).
+const ACK_IDLE: Duration = Duration::from_secs(30);
+
+/// The answer of one proposal, resolving within the proposal deadline.
+type Answer = Pin<Box<dyn Future<Output = Result<Bytes, RaftError>> + Send>>;
+
+/// A proposed publish waiting for its answer.
+pub(super) struct PendingAck {
+    /// The state machine's answer (the PubAck JSON).
+    answer: Answer,
+    /// The publish, for its reply subject or to forward it to a new leader.
+    msg: InternalMsg,
+    /// Forwarding hops so far.
+    hops: u32,
+}
+
+/// The sending side of a stream group's ack task. Unbounded: every entry is a proposal Raft
+/// accepted, whose answer arrives within the proposal deadline, so the queue is bounded by the
+/// publishes in flight.
+pub(super) type AckQueue = mpsc::UnboundedSender<PendingAck>;
 
 impl JetStream {
     /// Makes the capture subscriptions match the meta state: one set per stream, recreated when
@@ -147,25 +178,110 @@ impl JetStream {
                 return;
             }
         };
-        let js = self.clone();
-        tokio::spawn(async move {
-            match pending.await {
-                Ok(ack) => {
-                    if let Some(reply) = &msg.reply
-                        && !ack.is_empty()
-                    {
-                        js.server.publish(reply, None, None, &ack);
-                    }
-                }
-                Err(RaftError::NotLeader {
-                    leader: Some(l), ..
-                }) => {
-                    js.forward_to(l, hops, &msg);
-                }
-                // Outcome unknown (timeout, leadership lost mid-way): no answer; the client
-                // retries and dedup (Nats-Msg-Id) makes the retry safe.
-                Err(e) => debug!(group = %group, error = %e, "publish not acknowledged"),
-            }
-        });
+        self.queue_ack(
+            group,
+            PendingAck {
+                answer: Box::pin(pending),
+                msg,
+                hops,
+            },
+        );
     }
+
+    /// Hands a pending answer to the group's ack task, starting one if needed.
+    fn queue_ack(self: &Arc<Self>, group: GroupId, mut ack: PendingAck) {
+        let mut queues = self.acks.lock();
+        if let Some(tx) = queues.get(&group) {
+            match tx.send(ack) {
+                Ok(()) => return,
+                // The task stopped (idle); start another.
+                Err(mpsc::error::SendError(back)) => ack = back,
+            }
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        // A fresh channel with its receiver alive accepts the message.
+        let _ = tx.send(ack);
+        queues.insert(group, tx.clone());
+        let js = self.clone();
+        self.server
+            .tasks
+            .spawn(async move { js.ack_loop(group, tx, rx).await });
+    }
+
+    /// Answers a group's publishes in order; stops after [`ACK_IDLE`] without work (removing
+    /// its queue if it is still the registered one) or when the runtime stops.
+    async fn ack_loop(
+        self: Arc<Self>,
+        group: GroupId,
+        me: AckQueue,
+        mut rx: mpsc::UnboundedReceiver<PendingAck>,
+    ) {
+        loop {
+            let first = tokio::select! {
+                () = self.cancel.cancelled() => return,
+                next = tokio::time::timeout(ACK_IDLE, rx.recv()) => next,
+            };
+            let mut next = match first {
+                Ok(Some(p)) => p,
+                Ok(None) => return,
+                Err(_idle) => {
+                    let mut queues = self.acks.lock();
+                    if rx.is_empty() {
+                        if queues.get(&group).is_some_and(|tx| tx.same_channel(&me)) {
+                            queues.remove(&group);
+                        }
+                        return;
+                    }
+                    continue;
+                }
+            };
+            // Answer every publish whose answer is ready, then wake the writers once.
+            let mut flush = FlushSet::default();
+            loop {
+                let result = match (&mut next.answer).now_or_never() {
+                    Some(r) => r,
+                    None => {
+                        wake(&mut flush);
+                        next.answer.as_mut().await
+                    }
+                };
+                self.answer(result, &next, &mut flush);
+                match rx.try_recv() {
+                    Ok(p) => next = p,
+                    Err(_) => break,
+                }
+            }
+            wake(&mut flush);
+        }
+    }
+
+    /// Sends one publish's PubAck (or forwards the publish to the new leader).
+    fn answer(&self, result: Result<Bytes, RaftError>, p: &PendingAck, flush: &mut FlushSet) {
+        match result {
+            Ok(ack) => {
+                if let Some(reply) = &p.msg.reply
+                    && !ack.is_empty()
+                {
+                    self.server
+                        .route(Origin::Server, reply, None, None, &ack, flush);
+                }
+            }
+            Err(RaftError::NotLeader {
+                leader: Some(l), ..
+            }) => {
+                self.forward_to(l, p.hops, &p.msg);
+            }
+            // Outcome unknown (timeout, leadership lost mid-way): no answer; the client
+            // retries and dedup (Nats-Msg-Id) makes the retry safe.
+            Err(e) => debug!(error = %e, "publish not acknowledged"),
+        }
+    }
+}
+
+/// Wakes the writers of the receivers answered so far.
+fn wake(flush: &mut FlushSet) {
+    for client in flush.wake.drain(..) {
+        client.wake_writer();
+    }
+    flush.stalled.clear();
 }

@@ -15,9 +15,19 @@
 //!   decides not to send it.
 //!
 //! Durability: the stream's messages live in the store; the stored config, the last `Nats-Msg-Id`
-//! and the applied log id are kept with [`StreamStore::put_meta`]. Known gap: the message write
-//! and the applied-id write are separate (unsynced, ordered) RocksDB batches, so a crash between
-//! them re-applies the last batch after restart.
+//! and the applied log id are kept with [`StreamStore::put_metas`]. Each apply stages its appends
+//! ([`StreamStore::begin_batch`]) and [`ReplicatedStateMachine::save_applied`], at the end of
+//! openraft's apply batch, writes them in one RocksDB batch with the meta record and the applied
+//! log id: after a crash the store holds all of a batch's appends and its applied id, or none of
+//! them, and the batch is applied again from the Raft log. Commands that remove messages (limits
+//! with discard old, rollups, purges, deletes, interest retention, updates) write the staged
+//! appends before removing, without the applied id; a crash between that write and the end of
+//! the batch re-applies the batch's earlier entries (the remaining gap, idempotent only for
+//! messages with `Nats-Msg-Id`).
+//!
+//! Cost: the encoded config is cached (`config_json`) and the meta record is
+//! assembled around it, so a batch of appends costs one store write, not one per message plus
+//! a JSON encoding of the whole config.
 //!
 //! [`clock_ns`]: StreamStateMachine::clock_ns
 
@@ -25,6 +35,8 @@ mod append;
 pub mod command;
 pub mod consumers;
 pub mod dedup;
+#[cfg(test)]
+mod durability_tests;
 pub mod headers;
 pub mod info;
 mod ops;
@@ -97,6 +109,8 @@ pub struct StreamStateMachine {
     removals: u64,
     /// Response decoration.
     server: ServerIdentity,
+    /// `config` as JSON, encoded once per config change for the meta record; `None` = stale.
+    config_json: Option<String>,
 }
 
 impl std::fmt::Debug for StreamStateMachine {
@@ -208,6 +222,7 @@ impl StreamStateMachine {
             consumers_changed: false,
             removals: 0,
             server,
+            config_json: None,
         };
         if fresh {
             sm.save_meta().map_err(io_err)?;
@@ -278,15 +293,24 @@ impl StreamStateMachine {
         self.dedup.prune(self.clock_ns, self.duplicate_window());
     }
 
+    /// Writes the meta record (and any staged appends); called after every config change.
     fn save_meta(&mut self) -> Result<(), StorageError> {
-        let meta = StoredMeta {
-            config: self.config.clone(),
-            created_ns: self.created_ns,
-            clock_ns: self.clock_ns,
-            last_msg_id: self.last_msg_id.clone(),
-        };
-        let bytes = serde_json::to_vec(&meta).unwrap_or_default();
+        self.config_json = None;
+        let bytes = self.encoded_meta();
         self.store.put_meta(META_CONFIG, &bytes)
+    }
+
+    /// The [`StoredMeta`] JSON, built around the cached config JSON.
+    fn encoded_meta(&mut self) -> Vec<u8> {
+        let config = self
+            .config_json
+            .get_or_insert_with(|| serde_json::to_string(&self.config).unwrap_or_default());
+        let last_msg_id = serde_json::to_string(&self.last_msg_id).unwrap_or_default();
+        format!(
+            "{{\"config\":{config},\"created_ns\":{},\"clock_ns\":{},\"last_msg_id\":{last_msg_id}}}",
+            self.created_ns, self.clock_ns
+        )
+        .into_bytes()
     }
 
     /// Rebuilds the dedup index from stored messages within the window, newest first, as
@@ -321,6 +345,8 @@ impl StreamStateMachine {
 
 impl ReplicatedStateMachine for StreamStateMachine {
     fn apply(&mut self, index: LogIndex, command: &[u8]) -> Result<Bytes, StateMachineError> {
+        // Appends stay staged until `save_applied` writes them with the applied id.
+        self.store.begin_batch();
         let cmd = StreamCommand::decode(command).map_err(|e| StateMachineError::Apply {
             index,
             reason: format!("undecodable stream command: {e}"),
@@ -382,11 +408,14 @@ impl ReplicatedStateMachine for StreamStateMachine {
     }
 
     fn save_applied(&mut self, state: &AppliedState) -> Result<(), StateMachineError> {
-        let bytes = serde_json::to_vec(&(&state.last_applied, &state.membership))
+        let applied = serde_json::to_vec(&(&state.last_applied, &state.membership))
             .map_err(|e| StateMachineError::Storage(std::io::Error::other(e)))?;
-        self.save_meta().map_err(io_err)?;
+        // Consumer states first: a crash before the applied index replays their batch.
         self.persist_consumers().map_err(io_err)?;
-        self.store.put_meta(META_APPLIED, &bytes).map_err(io_err)
+        let meta = self.encoded_meta();
+        self.store
+            .put_metas(&[(META_CONFIG, &meta), (META_APPLIED, &applied)])
+            .map_err(io_err)
     }
 
     fn load_applied(&self) -> Result<Option<AppliedState>, StateMachineError> {
