@@ -15,9 +15,10 @@
 //!   decides not to send it.
 //!
 //! Durability: the stream's messages live in the store; the stored config, the last `Nats-Msg-Id`
-//! and the applied log id are kept with [`StreamStore::put_meta`]. Known gap: the message write
-//! and the applied-id write are separate (unsynced, ordered) RocksDB batches, so a crash between
-//! them re-applies the last batch after restart.
+//! and the applied log id are kept with [`StreamStore::put_meta`]. The applied id is written after
+//! each apply batch, so a crash can leave the store ahead of it; every store mutation records the
+//! index of the entry that made it, and `recovery` skips entries already in the store when
+//! they are applied again after the restart.
 //!
 //! [`clock_ns`]: StreamStateMachine::clock_ns
 
@@ -31,6 +32,7 @@ mod ops;
 mod prop_tests;
 #[cfg(test)]
 mod raft_tests;
+mod recovery;
 mod snapshot;
 
 use bytes::Bytes;
@@ -80,6 +82,9 @@ pub struct StreamStateMachine {
     consumer_count: u64,
     /// Response decoration.
     server: ServerIdentity,
+    /// Log index of the last entry whose effects reached the store before a crash, while
+    /// entries up to it are being applied again (see `recovery`).
+    recover_until: Option<u64>,
 }
 
 impl std::fmt::Debug for StreamStateMachine {
@@ -170,11 +175,16 @@ impl StreamStateMachine {
             last_msg_id: meta.last_msg_id,
             consumer_count: 0,
             server,
+            recover_until: None,
         };
         if fresh {
             sm.save_meta().map_err(io_err)?;
         } else {
             sm.rebuild_dedup().map_err(io_err)?;
+            sm.recover_until = sm.recovery_point()?;
+            if sm.recover_until.is_some() {
+                sm.recover_last_msg_id()?;
+            }
         }
         Ok(sm)
     }
@@ -287,6 +297,10 @@ impl ReplicatedStateMachine for StreamStateMachine {
             reason: format!("undecodable stream command: {e}"),
         })?;
         let err = storage_err(index);
+        if let recovery::Replay::Done(answer) = self.replay(index, &cmd).map_err(&err)? {
+            return Ok(Bytes::from(answer));
+        }
+        self.store.set_write_tag(index.0);
         let answer = match cmd.cmd {
             Some(Cmd::Append(a)) => self.apply_append(&a).map_err(&err)?,
             Some(Cmd::Purge(p)) => self.apply_purge(&p).map_err(&err)?,
