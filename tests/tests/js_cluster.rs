@@ -297,3 +297,111 @@ async fn r3_stream_deleted_and_recreated_at_once_starts_empty() {
         assert_eq!(del["success"], true, "round {round}: {del}");
     }
 }
+
+#[tokio::test]
+async fn stream_peer_remove_moves_an_r1_stream_and_refuses_what_nats_server_refuses() {
+    let cluster = Cluster::start(3, "js").await.expect("cluster");
+    let nc = connect(cluster.node(0)).await;
+    for (name, replicas) in [("PR", 1), ("P3", 3)] {
+        // Right after formation the meta group may still settle (10008): retried like a client.
+        let subject = format!("$JS.API.STREAM.CREATE.{name}");
+        let body = json!({"name": name, "subjects": [name.to_lowercase()],
+                          "num_replicas": replicas, "allow_direct": true});
+        let r = wait_for("stream create", ELECTION, || {
+            let (nc, subject, body) = (nc.clone(), subject.clone(), body.clone());
+            async move {
+                let r = try_api(&nc, &subject, body).await?;
+                (r["error"]["err_code"] != 10008).then_some(r)
+            }
+        })
+        .await;
+        assert!(r["error"].is_null(), "{r}");
+    }
+    for i in 0..20 {
+        let ack = publish_acked(&nc, "pr", &format!("m{i}"), &format!("v{i}")).await;
+        assert_eq!(ack["seq"], i + 1);
+    }
+    let host = info_with_leader(&nc, "PR").await["cluster"]["leader"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let other = (0..3)
+        .map(|i| cluster.node(i).name().to_string())
+        .find(|n| *n != host)
+        .expect("another node");
+    let remove = |stream: &str| format!("$JS.API.STREAM.PEER.REMOVE.{stream}");
+    let code = |v: &Value| v["error"]["err_code"].as_u64();
+    // Refusals, in nats-server's order of checks.
+    let r = api(&nc, &remove("PR"), Value::Null).await;
+    assert_eq!(code(&r), Some(10003), "{r}");
+    assert_eq!(
+        r["type"],
+        "io.nats.jetstream.api.v1.stream_remove_peer_response"
+    );
+    let r = api(&nc, &remove("PR"), json!({"peer": ""})).await;
+    assert_eq!(code(&r), Some(10003), "{r}");
+    let r = api(&nc, &remove("NOPE"), json!({"peer": host})).await;
+    assert_eq!(code(&r), Some(10059), "{r}");
+    let r = api(&nc, &remove("PR"), json!({"peer": "no-such-server"})).await;
+    assert_eq!(code(&r), Some(10040), "{r}");
+    let r = api(&nc, &remove("PR"), json!({"peer": other})).await;
+    assert_eq!(code(&r), Some(10040), "not a replica of the R1 stream: {r}");
+    // Every node holds a replica of an R3 stream on three nodes: nobody can replace one.
+    let r = api(&nc, &remove("P3"), json!({"peer": host})).await;
+    assert_eq!(code(&r), Some(10075), "{r}");
+    assert_eq!(r["error"]["code"], 503, "{r}");
+
+    // The R1 stream moves to another node with its messages.
+    let r = api(&nc, &remove("PR"), json!({"peer": host})).await;
+    assert_eq!(
+        r,
+        json!({"type": "io.nats.jetstream.api.v1.stream_remove_peer_response", "success": true})
+    );
+    let moved = wait_for("R1 stream moved", ELECTION, || {
+        let nc = nc.clone();
+        let host = host.clone();
+        async move {
+            let info = try_api(&nc, "$JS.API.STREAM.INFO.PR", Value::Null).await?;
+            let leader = info["cluster"]["leader"].as_str()?;
+            // nats-server 2.15.1 recreates an R1 stream empty on the new peer (its messages
+            // are lost); jetraft moves them.
+            let kept = server_kind() == ServerKind::NatsServer || info["state"]["messages"] == 20;
+            (!leader.is_empty() && leader != host && kept).then_some(info)
+        }
+    })
+    .await;
+    // The old host is no longer a member: removing it again is refused.
+    let r = api(&nc, &remove("PR"), json!({"peer": host})).await;
+    assert_eq!(code(&r), Some(10040), "{r}");
+    if server_kind() == ServerKind::NatsServer {
+        return;
+    }
+    assert_eq!(moved["state"]["last_seq"], 20, "{moved}");
+    let new_host = moved["cluster"]["leader"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    // The new host's own replica (direct get through it) holds every message.
+    let via_new = connect(cluster.node(index_of(&cluster, &new_host))).await;
+    for seq in 1..=20u64 {
+        let m = within(
+            OP,
+            "direct get",
+            via_new.request(
+                "$JS.API.DIRECT.GET.PR",
+                Bytes::from(format!(r#"{{"seq":{seq}}}"#)),
+            ),
+        )
+        .await
+        .expect("direct get");
+        assert_eq!(m.payload, Bytes::from(format!("v{}", seq - 1)), "seq {seq}");
+    }
+    // The stream keeps working, deduplicating against what moved.
+    let dup = publish_acked(&nc, "pr", "m3", "again").await;
+    assert_eq!(dup["duplicate"], true, "{dup}");
+    let ack = publish_acked(&nc, "pr", "m20", "v20").await;
+    assert_eq!(ack["seq"], 21, "{ack}");
+    let info = info_with_leader(&nc, "PR").await;
+    assert_eq!(info["cluster"]["leader"], new_host.as_str(), "{info}");
+    cluster.assert_clean_logs();
+}

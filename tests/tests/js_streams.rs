@@ -117,6 +117,18 @@ async fn create_errors_match_nats_server() {
     assert_eq!(r["error"]["code"], 404);
     let r = api(&nc, "$JS.API.STREAM.DELETE.NOPE", Value::Null).await;
     assert_eq!(err_code(&r), Some(10059), "{r}");
+    // Peer removal needs a cluster, whatever the request says.
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.PEER.REMOVE.A",
+        json!({"peer": "someone"}),
+    )
+    .await;
+    assert_eq!(err_code(&r), Some(10010), "{r}");
+    assert_eq!(
+        r["type"],
+        "io.nats.jetstream.api.v1.stream_remove_peer_response"
+    );
 }
 
 /// Mirrors and sources are not implemented: a config using them is refused (10052, naming the

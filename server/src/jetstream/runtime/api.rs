@@ -180,7 +180,7 @@ impl JetStream {
             }
             ApiOp::StreamLeaderStepdown(name) => self.stream_stepdown(name).await,
             ApiOp::MetaLeaderStepdown => self.meta_stepdown().await,
-            ApiOp::StreamPeerRemove(_) => Err(ApiError::new(ErrorKind::ClusterRequired)),
+            ApiOp::StreamPeerRemove(name) => self.stream_peer_remove(name, msg).await,
         };
         match result {
             Ok(json) => self.reply(msg, &json),
@@ -222,7 +222,7 @@ impl JetStream {
     }
 
     /// The meta group's voters: the nodes streams can be placed on.
-    fn voters(&self) -> Vec<u64> {
+    pub(super) fn voters(&self) -> Vec<u64> {
         let mut v: Vec<u64> = self
             .registry
             .raft(GroupId::META)
@@ -252,7 +252,7 @@ impl JetStream {
         }
     }
 
-    async fn propose_meta(&self, op: meta_command::Op) -> Result<MetaResult, ApiError> {
+    pub(super) async fn propose_meta(&self, op: meta_command::Op) -> Result<MetaResult, ApiError> {
         let cmd = MetaCommand { op: Some(op) };
         let bytes = self
             .registry
@@ -290,6 +290,7 @@ impl JetStream {
             replicas: placed,
             created_ns: i64::try_from(now_ns()).unwrap_or(i64::MAX),
             subjects: cfg.subjects.clone(),
+            joining: Vec::new(),
         };
         meta_answer(
             self.propose_meta(meta_command::Op::CreateStream(sa))
@@ -595,7 +596,7 @@ impl JetStream {
 }
 
 /// Maps a meta state machine answer to success or the API error it carries.
-fn meta_answer(r: MetaResult) -> Result<Option<StreamAssignment>, ApiError> {
+pub(super) fn meta_answer(r: MetaResult) -> Result<Option<StreamAssignment>, ApiError> {
     match r.result {
         Some(meta_result::Result::Stream(s)) => Ok(Some(s)),
         Some(meta_result::Result::Ok(_)) | None => Ok(None),

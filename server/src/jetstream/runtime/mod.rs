@@ -8,6 +8,7 @@
 //! - `api`: the `$JS.API` request loop and its handlers.
 //! - `publish`: stream capture and proposals of `Append` entries.
 //! - `forward`: sending a request to the node that owns it.
+//! - `peer_remove`: STREAM.PEER.REMOVE and moving a stream's replicas between nodes.
 //!
 //! Invariants:
 //! - Only leaders answer: the meta leader for stream create/update/delete, the stream leader
@@ -18,6 +19,7 @@
 mod api;
 mod forward;
 mod membership;
+mod peer_remove;
 mod publish;
 mod reconcile;
 pub mod replica;
@@ -99,6 +101,8 @@ pub struct JetStream {
     api_total: AtomicU64,
     /// API requests answered with an error (account info `api.errors`).
     api_errors: AtomicU64,
+    /// Stream groups (uids) whose voters this node is changing right now.
+    moving: Mutex<HashSet<u64>>,
     /// Stops the runtime's tasks.
     cancel: CancellationToken,
 }
@@ -169,6 +173,7 @@ impl JetStream {
             clustered,
             api_total: AtomicU64::new(0),
             api_errors: AtomicU64::new(0),
+            moving: Mutex::new(HashSet::new()),
             cancel: server.shutdown.child_token(),
         });
         js.spawn_tasks()?;
