@@ -169,11 +169,7 @@ impl RocksStreamStore {
         batch.put_cf(&cf, key, c.encode(&key));
         if self.tag != 0 {
             let tkey = keys::kind_key(self.uid.0, keys::META_WRITE_TAG);
-            batch.put_cf(
-                &cf,
-                tkey,
-                record::seal(&tkey, &self.tag.to_be_bytes()),
-            );
+            batch.put_cf(&cf, tkey, record::seal(&tkey, &self.tag.to_be_bytes()));
             self.written_tag = self.tag;
         }
         Ok(())
