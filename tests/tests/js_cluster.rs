@@ -405,3 +405,142 @@ async fn stream_peer_remove_moves_an_r1_stream_and_refuses_what_nats_server_refu
     assert_eq!(info["cluster"]["leader"], new_host.as_str(), "{info}");
     cluster.assert_clean_logs();
 }
+
+#[tokio::test]
+async fn stream_info_and_list_are_right_through_nodes_without_a_replica() {
+    let mut cluster = Cluster::start(3, "js").await.expect("cluster");
+    let nc = connect(cluster.node(0)).await;
+    // Three R1 streams land on three different nodes, so each node hosts one and not the others.
+    for (i, s) in ["A", "B", "C"].iter().enumerate() {
+        let subject = format!("$JS.API.STREAM.CREATE.{s}");
+        let body = json!({"name": s, "subjects": [s.to_lowercase()]});
+        let r = wait_for("stream create", ELECTION, || {
+            let (nc, subject, body) = (nc.clone(), subject.clone(), body.clone());
+            async move {
+                let r = try_api(&nc, &subject, body).await?;
+                (r["error"]["err_code"] != 10008).then_some(r)
+            }
+        })
+        .await;
+        assert!(r["error"].is_null(), "{r}");
+        for k in 0..=i {
+            publish_acked(&nc, &s.to_lowercase(), &format!("{s}{k}"), "x").await;
+        }
+    }
+    let hosts: Vec<String> = {
+        let mut v = Vec::new();
+        for s in ["A", "B", "C"] {
+            let info = info_with_leader(&nc, s).await;
+            v.push(
+                info["cluster"]["leader"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+        }
+        v
+    };
+    for i in 0..3 {
+        let c = connect(cluster.node(i)).await;
+        let list = api(&c, "$JS.API.STREAM.LIST", Value::Null).await;
+        assert_eq!(list["total"], 3, "{list}");
+        assert!(
+            list.get("missing").is_none(),
+            "every stream answered: {list}"
+        );
+        let streams = list["streams"].as_array().cloned().unwrap_or_default();
+        for (k, s) in ["A", "B", "C"].iter().enumerate() {
+            let entry = streams
+                .iter()
+                .find(|e| e["config"]["name"] == *s)
+                .unwrap_or_else(|| panic!("{s} not listed: {list}"));
+            assert_eq!(
+                entry["state"]["messages"],
+                k as u64 + 1,
+                "via n{}: {entry}",
+                i + 1
+            );
+            assert_eq!(
+                entry["cluster"]["leader"],
+                hosts[k].as_str(),
+                "via n{}: {entry}",
+                i + 1
+            );
+            let info = api(&c, &format!("$JS.API.STREAM.INFO.{s}"), Value::Null).await;
+            assert_eq!(
+                info["state"]["messages"],
+                k as u64 + 1,
+                "via n{}: {info}",
+                i + 1
+            );
+            assert_eq!(info["cluster"]["leader"], hosts[k].as_str(), "{info}");
+        }
+    }
+
+    // An R3 stream's replicas are current while they keep up, and a killed one is not.
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.R",
+        json!({"name": "R", "subjects": ["r"], "num_replicas": 3}),
+    )
+    .await;
+    assert!(r["error"].is_null(), "{r}");
+    publish_acked(&nc, "r", "r1", "x").await;
+    let all_current = |info: &Value| {
+        info["cluster"]["replicas"]
+            .as_array()
+            .is_some_and(|r| r.len() == 2 && r.iter().all(|p| p["current"] == true))
+    };
+    let info = wait_for("replicas current", ELECTION, || {
+        let nc = nc.clone();
+        async move {
+            let info = try_api(&nc, "$JS.API.STREAM.INFO.R", Value::Null).await?;
+            all_current(&info).then_some(info)
+        }
+    })
+    .await;
+    for p in info["cluster"]["replicas"].as_array().into_iter().flatten() {
+        assert!(p["active"].as_u64().is_some_and(|a| a > 0), "{info}");
+        assert!(p.get("lag").is_none_or(|l| l == 0), "{info}");
+    }
+    let leader = info["cluster"]["leader"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let follower = (0..3)
+        .find(|&i| cluster.node(i).name() != leader)
+        .expect("a follower");
+    let follower_name = cluster.node(follower).name().to_string();
+    cluster.kill(follower);
+    let survivor = (0..3).find(|&i| i != follower).expect("a survivor");
+    let nc = connect(cluster.node(survivor)).await;
+    for k in 0..5 {
+        publish_acked(&nc, "r", &format!("after{k}"), "x").await;
+    }
+    let deadline = tokio::time::Instant::now() + ELECTION;
+    let mut last = Value::Null;
+    let info = loop {
+        if let Some(info) = try_api(&nc, "$JS.API.STREAM.INFO.R", Value::Null).await {
+            let dead = info["cluster"]["replicas"].as_array().and_then(|r| {
+                r.iter()
+                    .find(|p| p["name"] == follower_name.as_str())
+                    .cloned()
+            });
+            if dead.is_some_and(|p| p["current"] == false) {
+                break info;
+            }
+            last = info;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{follower_name} (killed) still reported current: {last}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let dead = info["cluster"]["replicas"]
+        .as_array()
+        .and_then(|r| r.iter().find(|p| p["name"] == follower_name.as_str()))
+        .cloned()
+        .unwrap_or_default();
+    assert!(dead["lag"].as_u64().is_some_and(|l| l > 0), "{info}");
+}

@@ -62,6 +62,9 @@ impl JetStream {
                 ..msg
             };
             debug!(subject = %inner.subject, hops, "forwarded message");
+            if self.deliver_answer(&inner.subject, inner.payload.clone()) {
+                continue;
+            }
             if inner.subject.starts_with(crate::jetstream::op::API_PREFIX) {
                 let js = self.clone();
                 tokio::spawn(async move { js.handle_api(inner, hops).await });

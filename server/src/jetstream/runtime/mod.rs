@@ -8,6 +8,7 @@
 //! - `api`: the `$JS.API` request loop and its handlers.
 //! - `publish`: stream capture and proposals of `Append` entries.
 //! - `forward`: sending a request to the node that owns it.
+//! - `remote`: asking another node for an API answer (STREAM.LIST of remote streams).
 //! - `peer_remove`: STREAM.PEER.REMOVE and moving a stream's replicas between nodes.
 //!
 //! Invariants:
@@ -22,6 +23,7 @@ mod membership;
 mod peer_remove;
 mod publish;
 mod reconcile;
+mod remote;
 pub mod replica;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -101,6 +103,10 @@ pub struct JetStream {
     api_total: AtomicU64,
     /// API requests answered with an error (account info `api.errors`).
     api_errors: AtomicU64,
+    /// Requests to other nodes waiting for their answer, by token (see `remote`).
+    waiting: Mutex<HashMap<u64, tokio::sync::oneshot::Sender<bytes::Bytes>>>,
+    /// Next token for `waiting`.
+    next_token: AtomicU64,
     /// Stream groups (uids) whose voters this node is changing right now.
     moving: Mutex<HashSet<u64>>,
     /// Stops the runtime's tasks.
@@ -174,6 +180,8 @@ impl JetStream {
             api_total: AtomicU64::new(0),
             api_errors: AtomicU64::new(0),
             moving: Mutex::new(HashSet::new()),
+            waiting: Mutex::new(HashMap::new()),
+            next_token: AtomicU64::new(0),
             cancel: server.shutdown.child_token(),
         });
         js.spawn_tasks()?;
