@@ -93,6 +93,26 @@ mod tests {
     }
 
     #[test]
+    fn stream_assignment_from_before_joining_still_decodes() {
+        use super::meta::StreamAssignment;
+        // Bytes of an assignment written before field 7: name "S" (1), uid 3 (2), replicas [1, 2]
+        // (4, packed).
+        let old = [0x0a, 0x01, b'S', 0x10, 0x03, 0x22, 0x02, 0x01, 0x02];
+        let sa = StreamAssignment::decode(old.as_slice()).unwrap();
+        assert_eq!((sa.name.as_str(), sa.uid), ("S", 3));
+        assert_eq!(sa.replicas, [1, 2]);
+        assert!(sa.joining.is_empty());
+        let new = StreamAssignment {
+            joining: vec![2],
+            ..sa
+        };
+        assert_eq!(
+            StreamAssignment::decode(new.encode_to_vec().as_slice()).unwrap(),
+            new
+        );
+    }
+
+    #[test]
     fn cluster_frame_with_msg_batch_round_trips() {
         use super::cluster::{Frame, Msg, MsgBatch, frame::Kind};
         let frame = Frame {
@@ -103,6 +123,7 @@ mod tests {
                     headers: Default::default(),
                     payload: "hi".into(),
                     queues: vec!["q".into()],
+                    shown_subject: "s.t".into(),
                 }],
             })),
         };

@@ -43,7 +43,9 @@ pub mod sm;
 pub mod types;
 
 pub use error::RaftError;
-pub use registry::{GroupRegistry, Groups, LeaderInfo, LeaderWatch, RemovedVoters};
+pub use registry::{
+    FollowerProgress, GroupRegistry, Groups, LeaderInfo, LeaderWatch, RemovedVoters,
+};
 pub use sm::{AppliedState, ReplicatedStateMachine, StateMachineError};
 pub use types::{GroupRaft, JetraftConfig, PeerNode};
 

@@ -62,6 +62,17 @@ pub struct LeaderInfo {
     pub is_self: bool,
 }
 
+/// How far one follower is, as the group's leader sees it ([`GroupRegistry::followers`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FollowerProgress {
+    /// The follower.
+    pub node: NodeId,
+    /// Log entries the leader has that the follower has not acknowledged.
+    pub lag: u64,
+    /// Time since the follower last acknowledged a heartbeat; `None` if it never did.
+    pub last_ack: Option<std::time::Duration>,
+}
+
 /// Follows leadership changes of one group on this replica.
 pub struct LeaderWatch {
     /// openraft's metrics channel; leadership is one of its fields.
@@ -370,6 +381,32 @@ impl<T: Transport> GroupRegistry<T> {
     /// Who leads `group`, as this replica sees it (no network round).
     pub fn leader(&self, group: GroupId) -> Result<LeaderInfo, RaftError> {
         Ok(self.watch_leader(group)?.current())
+    }
+
+    /// On the leader of `group`: the replication progress of every other member (voters and
+    /// learners). Empty on a follower (only the leader tracks replication).
+    pub fn followers(&self, group: GroupId) -> Result<Vec<FollowerProgress>, RaftError> {
+        use openraft::async_runtime::Instant as _;
+        let raft = self.raft(group)?;
+        let rx = raft.metrics();
+        let m = rx.borrow_watched();
+        let last = m.last_log_index.unwrap_or(0);
+        let Some(replication) = &m.replication else {
+            return Ok(Vec::new());
+        };
+        Ok(replication
+            .iter()
+            .filter(|(node, _)| **node != self.node.0)
+            .map(|(node, matched)| FollowerProgress {
+                node: NodeId(*node),
+                lag: last.saturating_sub(matched.as_ref().map_or(0, |id| id.index)),
+                last_ack: m
+                    .heartbeat
+                    .as_ref()
+                    .and_then(|h| h.get(node).cloned().flatten())
+                    .map(|at| at.elapsed()),
+            })
+            .collect())
     }
 
     /// A watch on who leads `group` (for tasks that run only on the leader).

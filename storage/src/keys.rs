@@ -11,7 +11,8 @@
 //!   one reverse seek, next-by-subject one forward seek), and subjects sort lexicographically.
 //! - `consumers`: `stream_uid | name`.
 //! - `sm_meta`: `id | kind` (9 bytes): [`META_STREAM`] (a stream's counters, keyed by stream uid),
-//!   [`META_INSTALL`] (marker of an unfinished snapshot install, keyed by stream uid), and
+//!   [`META_INSTALL`] (marker of an unfinished snapshot install, keyed by stream uid),
+//!   [`META_WRITE_TAG`] (the caller's tag of the stream's last write, keyed by stream uid), and
 //!   kinds from [`META_USER_MIN`] up for the stream state machine's own records.
 //!
 //! Changing anything here is a `DataChange:` commit with a decode test on old bytes.
@@ -29,6 +30,9 @@ pub const RAFT_PURGED: u8 = 3;
 pub const META_STREAM: u8 = 0x10;
 /// `sm_meta` kind: a snapshot install in progress for this stream.
 pub const META_INSTALL: u8 = 0x11;
+/// `sm_meta` kind: the write tag ([`crate::stream::StreamStore::set_write_tag`]) that was current
+/// when the stream's last mutation was written; rewritten in the same batch as every mutation.
+pub const META_WRITE_TAG: u8 = 0x12;
 /// `sm_meta` kinds from here up belong to the stream's state machine
 /// ([`crate::rocks::RocksStreamStore::put_meta`]), e.g. its applied log id; they travel with
 /// snapshots.

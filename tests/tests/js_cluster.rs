@@ -297,3 +297,250 @@ async fn r3_stream_deleted_and_recreated_at_once_starts_empty() {
         assert_eq!(del["success"], true, "round {round}: {del}");
     }
 }
+
+#[tokio::test]
+async fn stream_peer_remove_moves_an_r1_stream_and_refuses_what_nats_server_refuses() {
+    let cluster = Cluster::start(3, "js").await.expect("cluster");
+    let nc = connect(cluster.node(0)).await;
+    for (name, replicas) in [("PR", 1), ("P3", 3)] {
+        // Right after formation the meta group may still settle (10008): retried like a client.
+        let subject = format!("$JS.API.STREAM.CREATE.{name}");
+        let body = json!({"name": name, "subjects": [name.to_lowercase()],
+                          "num_replicas": replicas, "allow_direct": true});
+        let r = wait_for("stream create", ELECTION, || {
+            let (nc, subject, body) = (nc.clone(), subject.clone(), body.clone());
+            async move {
+                let r = try_api(&nc, &subject, body).await?;
+                (r["error"]["err_code"] != 10008).then_some(r)
+            }
+        })
+        .await;
+        assert!(r["error"].is_null(), "{r}");
+    }
+    for i in 0..20 {
+        let ack = publish_acked(&nc, "pr", &format!("m{i}"), &format!("v{i}")).await;
+        assert_eq!(ack["seq"], i + 1);
+    }
+    let host = info_with_leader(&nc, "PR").await["cluster"]["leader"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let other = (0..3)
+        .map(|i| cluster.node(i).name().to_string())
+        .find(|n| *n != host)
+        .expect("another node");
+    let remove = |stream: &str| format!("$JS.API.STREAM.PEER.REMOVE.{stream}");
+    let code = |v: &Value| v["error"]["err_code"].as_u64();
+    // Refusals, in nats-server's order of checks.
+    let r = api(&nc, &remove("PR"), Value::Null).await;
+    assert_eq!(code(&r), Some(10003), "{r}");
+    assert_eq!(
+        r["type"],
+        "io.nats.jetstream.api.v1.stream_remove_peer_response"
+    );
+    let r = api(&nc, &remove("PR"), json!({"peer": ""})).await;
+    assert_eq!(code(&r), Some(10003), "{r}");
+    let r = api(&nc, &remove("NOPE"), json!({"peer": host})).await;
+    assert_eq!(code(&r), Some(10059), "{r}");
+    let r = api(&nc, &remove("PR"), json!({"peer": "no-such-server"})).await;
+    assert_eq!(code(&r), Some(10040), "{r}");
+    let r = api(&nc, &remove("PR"), json!({"peer": other})).await;
+    assert_eq!(code(&r), Some(10040), "not a replica of the R1 stream: {r}");
+    // Every node holds a replica of an R3 stream on three nodes: nobody can replace one.
+    let r = api(&nc, &remove("P3"), json!({"peer": host})).await;
+    assert_eq!(code(&r), Some(10075), "{r}");
+    assert_eq!(r["error"]["code"], 503, "{r}");
+
+    // The R1 stream moves to another node with its messages.
+    let r = api(&nc, &remove("PR"), json!({"peer": host})).await;
+    assert_eq!(
+        r,
+        json!({"type": "io.nats.jetstream.api.v1.stream_remove_peer_response", "success": true})
+    );
+    let moved = wait_for("R1 stream moved", ELECTION, || {
+        let nc = nc.clone();
+        let host = host.clone();
+        async move {
+            let info = try_api(&nc, "$JS.API.STREAM.INFO.PR", Value::Null).await?;
+            let leader = info["cluster"]["leader"].as_str()?;
+            // nats-server 2.15.1 recreates an R1 stream empty on the new peer (its messages
+            // are lost); jetraft moves them.
+            let kept = server_kind() == ServerKind::NatsServer || info["state"]["messages"] == 20;
+            (!leader.is_empty() && leader != host && kept).then_some(info)
+        }
+    })
+    .await;
+    // The old host is no longer a member: removing it again is refused.
+    let r = api(&nc, &remove("PR"), json!({"peer": host})).await;
+    assert_eq!(code(&r), Some(10040), "{r}");
+    if server_kind() == ServerKind::NatsServer {
+        return;
+    }
+    assert_eq!(moved["state"]["last_seq"], 20, "{moved}");
+    let new_host = moved["cluster"]["leader"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    // The new host's own replica (direct get through it) holds every message.
+    let via_new = connect(cluster.node(index_of(&cluster, &new_host))).await;
+    for seq in 1..=20u64 {
+        let m = within(
+            OP,
+            "direct get",
+            via_new.request(
+                "$JS.API.DIRECT.GET.PR",
+                Bytes::from(format!(r#"{{"seq":{seq}}}"#)),
+            ),
+        )
+        .await
+        .expect("direct get");
+        assert_eq!(m.payload, Bytes::from(format!("v{}", seq - 1)), "seq {seq}");
+    }
+    // The stream keeps working, deduplicating against what moved.
+    let dup = publish_acked(&nc, "pr", "m3", "again").await;
+    assert_eq!(dup["duplicate"], true, "{dup}");
+    let ack = publish_acked(&nc, "pr", "m20", "v20").await;
+    assert_eq!(ack["seq"], 21, "{ack}");
+    let info = info_with_leader(&nc, "PR").await;
+    assert_eq!(info["cluster"]["leader"], new_host.as_str(), "{info}");
+    cluster.assert_clean_logs();
+}
+
+#[tokio::test]
+async fn stream_info_and_list_are_right_through_nodes_without_a_replica() {
+    let mut cluster = Cluster::start(3, "js").await.expect("cluster");
+    let nc = connect(cluster.node(0)).await;
+    // Three R1 streams land on three different nodes, so each node hosts one and not the others.
+    for (i, s) in ["A", "B", "C"].iter().enumerate() {
+        let subject = format!("$JS.API.STREAM.CREATE.{s}");
+        let body = json!({"name": s, "subjects": [s.to_lowercase()]});
+        let r = wait_for("stream create", ELECTION, || {
+            let (nc, subject, body) = (nc.clone(), subject.clone(), body.clone());
+            async move {
+                let r = try_api(&nc, &subject, body).await?;
+                (r["error"]["err_code"] != 10008).then_some(r)
+            }
+        })
+        .await;
+        assert!(r["error"].is_null(), "{r}");
+        for k in 0..=i {
+            publish_acked(&nc, &s.to_lowercase(), &format!("{s}{k}"), "x").await;
+        }
+    }
+    let hosts: Vec<String> = {
+        let mut v = Vec::new();
+        for s in ["A", "B", "C"] {
+            let info = info_with_leader(&nc, s).await;
+            v.push(
+                info["cluster"]["leader"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+        }
+        v
+    };
+    for i in 0..3 {
+        let c = connect(cluster.node(i)).await;
+        let list = api(&c, "$JS.API.STREAM.LIST", Value::Null).await;
+        assert_eq!(list["total"], 3, "{list}");
+        assert!(
+            list.get("missing").is_none(),
+            "every stream answered: {list}"
+        );
+        let streams = list["streams"].as_array().cloned().unwrap_or_default();
+        for (k, s) in ["A", "B", "C"].iter().enumerate() {
+            let entry = streams
+                .iter()
+                .find(|e| e["config"]["name"] == *s)
+                .unwrap_or_else(|| panic!("{s} not listed: {list}"));
+            assert_eq!(
+                entry["state"]["messages"],
+                k as u64 + 1,
+                "via n{}: {entry}",
+                i + 1
+            );
+            assert_eq!(
+                entry["cluster"]["leader"],
+                hosts[k].as_str(),
+                "via n{}: {entry}",
+                i + 1
+            );
+            let info = api(&c, &format!("$JS.API.STREAM.INFO.{s}"), Value::Null).await;
+            assert_eq!(
+                info["state"]["messages"],
+                k as u64 + 1,
+                "via n{}: {info}",
+                i + 1
+            );
+            assert_eq!(info["cluster"]["leader"], hosts[k].as_str(), "{info}");
+        }
+    }
+
+    // An R3 stream's replicas are current while they keep up, and a killed one is not.
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.R",
+        json!({"name": "R", "subjects": ["r"], "num_replicas": 3}),
+    )
+    .await;
+    assert!(r["error"].is_null(), "{r}");
+    publish_acked(&nc, "r", "r1", "x").await;
+    let all_current = |info: &Value| {
+        info["cluster"]["replicas"]
+            .as_array()
+            .is_some_and(|r| r.len() == 2 && r.iter().all(|p| p["current"] == true))
+    };
+    let info = wait_for("replicas current", ELECTION, || {
+        let nc = nc.clone();
+        async move {
+            let info = try_api(&nc, "$JS.API.STREAM.INFO.R", Value::Null).await?;
+            all_current(&info).then_some(info)
+        }
+    })
+    .await;
+    for p in info["cluster"]["replicas"].as_array().into_iter().flatten() {
+        assert!(p["active"].as_u64().is_some_and(|a| a > 0), "{info}");
+        assert!(p.get("lag").is_none_or(|l| l == 0), "{info}");
+    }
+    let leader = info["cluster"]["leader"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let follower = (0..3)
+        .find(|&i| cluster.node(i).name() != leader)
+        .expect("a follower");
+    let follower_name = cluster.node(follower).name().to_string();
+    cluster.kill(follower);
+    let survivor = (0..3).find(|&i| i != follower).expect("a survivor");
+    let nc = connect(cluster.node(survivor)).await;
+    for k in 0..5 {
+        publish_acked(&nc, "r", &format!("after{k}"), "x").await;
+    }
+    let deadline = tokio::time::Instant::now() + ELECTION;
+    let mut last = Value::Null;
+    let info = loop {
+        if let Some(info) = try_api(&nc, "$JS.API.STREAM.INFO.R", Value::Null).await {
+            let dead = info["cluster"]["replicas"].as_array().and_then(|r| {
+                r.iter()
+                    .find(|p| p["name"] == follower_name.as_str())
+                    .cloned()
+            });
+            if dead.is_some_and(|p| p["current"] == false) {
+                break info;
+            }
+            last = info;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{follower_name} (killed) still reported current: {last}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let dead = info["cluster"]["replicas"]
+        .as_array()
+        .and_then(|r| r.iter().find(|p| p["name"] == follower_name.as_str()))
+        .cloned()
+        .unwrap_or_default();
+    assert!(dead["lag"].as_u64().is_some_and(|l| l > 0), "{info}");
+}

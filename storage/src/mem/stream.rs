@@ -28,6 +28,10 @@ pub struct MemStreamStore {
     last_ts: u64,
     /// State-machine records ([`StreamStore::put_meta`]); survive [`StreamStore::reset`].
     meta: BTreeMap<u8, Vec<u8>>,
+    /// Tag set by [`StreamStore::set_write_tag`]; copied to `written_tag` by each mutation.
+    tag: u64,
+    /// The tag of the last mutation.
+    written_tag: u64,
 }
 
 impl MemStreamStore {
@@ -42,6 +46,8 @@ impl MemStreamStore {
             last_seq: 0,
             last_ts: 0,
             meta: BTreeMap::new(),
+            tag: 0,
+            written_tag: 0,
         }
     }
 
@@ -102,6 +108,7 @@ impl StreamStore for MemStreamStore {
             .or_default()
             .insert(msg.seq);
         self.msgs.insert(msg.seq, msg.clone());
+        self.written_tag = self.tag;
         Ok(())
     }
 
@@ -109,6 +116,7 @@ impl StreamStore for MemStreamStore {
         if self.msgs.is_empty() && next_seq > self.last_seq {
             self.last_seq = next_seq - 1;
             self.first_seq = next_seq;
+            self.written_tag = self.tag;
         }
         Ok(())
     }
@@ -160,6 +168,9 @@ impl StreamStore for MemStreamStore {
         if removed && seq == self.first_seq {
             self.refresh_first();
         }
+        if removed {
+            self.written_tag = self.tag;
+        }
         Ok(removed)
     }
 
@@ -181,6 +192,7 @@ impl StreamStore for MemStreamStore {
         }
         if !victims.is_empty() || plan.is_everything(self.last_seq) {
             self.refresh_first();
+            self.written_tag = self.tag;
         }
         if let Some(next) = plan.skip_target(&self.state()) {
             self.skip_to(next)?;
@@ -229,8 +241,11 @@ impl StreamStore for MemStreamStore {
 
     fn reset(&mut self) -> Result<(), StorageError> {
         let meta = std::mem::take(&mut self.meta);
+        let tag = self.tag;
         *self = Self::new(self.uid);
         self.meta = meta;
+        self.tag = tag;
+        self.written_tag = tag;
         Ok(())
     }
 
@@ -247,6 +262,14 @@ impl StreamStore for MemStreamStore {
 
     fn get_meta(&self, kind: u8) -> Result<Option<Vec<u8>>, StorageError> {
         Ok(self.meta.get(&kind).cloned())
+    }
+
+    fn set_write_tag(&mut self, tag: u64) {
+        self.tag = tag;
+    }
+
+    fn write_tag(&self) -> u64 {
+        self.written_tag
     }
 }
 

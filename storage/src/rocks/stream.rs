@@ -54,6 +54,10 @@ pub struct RocksStreamStore {
     staged: Vec<StoredMsg>,
     /// Payload, header and subject bytes in `staged`, to bound it.
     staged_bytes: usize,
+    /// Tag written with every mutation (`sm_meta[uid|META_WRITE_TAG]`, beside the counters).
+    tag: u64,
+    /// The tag of the last mutation (read at open, then the last one put in a batch).
+    written_tag: u64,
 }
 
 impl RocksStreamStore {
@@ -71,6 +75,17 @@ impl RocksStreamStore {
         let counters = match raw.get_pinned_cf(&meta, ckey)? {
             Some(v) => Counters::decode(&ckey, &v)?,
             None => Counters::default(),
+        };
+        let tkey = keys::kind_key(uid.0, keys::META_WRITE_TAG);
+        let write_tag = match raw.get_pinned_cf(&meta, tkey)? {
+            Some(v) => {
+                let body = record::open(META, &tkey, &v)?;
+                let bytes: [u8; 8] = body
+                    .try_into()
+                    .map_err(|_| StorageError::corrupt(META, "write tag is not 8 bytes"))?;
+                u64::from_be_bytes(bytes)
+            }
+            None => 0,
         };
         drop(meta);
         let mut subjects: HashMap<String, u64> = HashMap::new();
@@ -110,6 +125,8 @@ impl RocksStreamStore {
             batching: false,
             staged: Vec::new(),
             staged_bytes: 0,
+            tag: write_tag,
+            written_tag: write_tag,
         })
     }
 
@@ -160,7 +177,8 @@ impl RocksStreamStore {
                 batch.put_cf(&subj_cf, ikey, ival);
             }
             drop((msgs_cf, subj_cf));
-            self.put_counters(&mut batch, &self.counters)?;
+            let counters = self.counters;
+            self.put_counters(&mut batch, &counters)?;
         }
         if !records.is_empty() {
             let meta_cf = self.db.cf(ColumnFamily::SmMeta)?;
@@ -195,9 +213,16 @@ impl RocksStreamStore {
         keys::prefixed_u64(self.uid.0, seq)
     }
 
-    fn put_counters(&self, batch: &mut WriteBatch, c: &Counters) -> Result<(), StorageError> {
+    /// Adds the counters record (and the write tag, when one is set) to a mutation's batch.
+    fn put_counters(&mut self, batch: &mut WriteBatch, c: &Counters) -> Result<(), StorageError> {
+        let cf = self.db.cf(ColumnFamily::SmMeta)?;
         let key = keys::kind_key(self.uid.0, keys::META_STREAM);
-        batch.put_cf(&self.db.cf(ColumnFamily::SmMeta)?, key, c.encode(&key));
+        batch.put_cf(&cf, key, c.encode(&key));
+        if self.tag != 0 {
+            let tkey = keys::kind_key(self.uid.0, keys::META_WRITE_TAG);
+            batch.put_cf(&cf, tkey, record::seal(&tkey, &self.tag.to_be_bytes()));
+            self.written_tag = self.tag;
+        }
         Ok(())
     }
 
@@ -588,6 +613,14 @@ impl StreamStore for RocksStreamStore {
         self.write_staged(records)?;
         self.batching = false;
         Ok(())
+    }
+
+    fn set_write_tag(&mut self, tag: u64) {
+        self.tag = tag;
+    }
+
+    fn write_tag(&self) -> u64 {
+        self.written_tag
     }
 }
 

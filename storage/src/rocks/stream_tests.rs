@@ -84,6 +84,8 @@ fn state_survives_reopen() {
         s.subject_counts(">").unwrap(),
     );
     assert_eq!(before, after);
+    // Written without a write tag (as every store before META_WRITE_TAG): it reads as 0.
+    assert_eq!(s.write_tag(), 0);
     assert_eq!(s.get(20).unwrap(), Some(msg(20, "a.b")));
     let other = RocksStreamStore::open(db, StreamUid(2)).unwrap();
     assert_eq!(other.state().msgs, 20);
@@ -166,4 +168,26 @@ fn big_purge_spans_several_batches() {
     assert_eq!(s.purge(&req).unwrap(), n / 2 - 1);
     assert_eq!(s.subject_count("e"), 1);
     assert_eq!(s.state().msgs, n / 2 + 1);
+}
+
+#[test]
+fn write_tag_is_the_tag_of_the_last_mutation_and_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let mut s = RocksStreamStore::open(db.clone(), StreamUid(1)).unwrap();
+    assert_eq!(s.write_tag(), 0);
+    s.set_write_tag(7);
+    s.store_msg(&msg(1, "a")).unwrap();
+    assert_eq!(s.write_tag(), 7);
+    // A tag set without a following mutation is not recorded.
+    s.set_write_tag(8);
+    assert!(!s.remove(99).unwrap());
+    assert_eq!(s.write_tag(), 7);
+    s.set_write_tag(9);
+    s.remove(1).unwrap();
+    s.set_write_tag(10);
+    drop((s, db));
+    let db = Db::open(dir.path()).unwrap();
+    let s = RocksStreamStore::open(db, StreamUid(1)).unwrap();
+    assert_eq!(s.write_tag(), 9);
 }

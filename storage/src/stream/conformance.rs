@@ -385,6 +385,21 @@ pub(crate) fn reset_forgets_messages_and_sequences<S: StreamStore>(mut s: S) {
     assert!(s.put_meta(0, b"x").is_err());
 }
 
+pub(crate) fn write_tag_follows_mutations<S: StreamStore>(mut s: S) {
+    assert_eq!(s.write_tag(), 0);
+    s.set_write_tag(3);
+    put(&mut s, 1, "a");
+    put(&mut s, 2, "a");
+    assert_eq!(s.write_tag(), 3);
+    // Calls that change nothing record no tag.
+    s.set_write_tag(4);
+    assert!(!s.remove(50).unwrap());
+    assert_eq!(s.write_tag(), 3);
+    s.set_write_tag(5);
+    s.purge(&PurgeRequest::default()).unwrap();
+    assert_eq!(s.write_tag(), 5);
+}
+
 /// Instantiates every conformance check as a `#[test]`; `$make` returns `(guard, store)`.
 macro_rules! stream_conformance_tests {
     ($make:expr) => {
@@ -395,7 +410,7 @@ macro_rules! stream_conformance_tests {
             purge_up_to_seq_and_keep, purge_by_filter_with_keep_and_seq,
             subject_counts_filtered, skip_to_sets_first_seq, limits_discard_old,
             limits_discard_new, max_age_expires_from_the_front,
-            reset_forgets_messages_and_sequences);
+            reset_forgets_messages_and_sequences, write_tag_follows_mutations);
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
         $(

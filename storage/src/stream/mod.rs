@@ -176,6 +176,14 @@ pub trait StreamStore: Send {
         }
         Ok(())
     }
+    /// Sets the tag that every following mutation records atomically with its effects (the
+    /// stream state machine passes the Raft log index it is applying, so that after a crash it
+    /// knows which entries already reached the store). The RocksDB store persists it in the
+    /// mutation's write batch; the memory store (gone after a restart anyway) only keeps it.
+    fn set_write_tag(&mut self, tag: u64);
+
+    /// The tag that was current when the last mutation was written (0 if none was tagged).
+    fn write_tag(&self) -> u64;
 }
 
 /// Rejects subjects the stores cannot index.

@@ -59,6 +59,11 @@ impl Cluster {
         &self.nodes[i]
     }
 
+    /// Whether member `i` is running (reaps it if it exited).
+    pub fn node_running(&mut self, i: usize) -> bool {
+        self.nodes[i].is_running()
+    }
+
     /// Number of members (running or not).
     pub fn len(&self) -> usize {
         self.nodes.len()

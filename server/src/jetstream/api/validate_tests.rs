@@ -332,6 +332,7 @@ fn stream_names_reject_separators_and_wildcards() {
 fn unsupported_features_are_refused_with_10052() {
     for json in [
         r#"{"name":"M","mirror":{"name":"O"}}"#,
+        r#"{"name":"M","sources":[{"name":"O"}]}"#,
         r#"{"name":"M","allow_msg_counter":true}"#,
         r#"{"name":"M","republish":{"dest":"x.>"}}"#,
     ] {

@@ -225,6 +225,7 @@ mod tests {
                 replicas: vec![7],
                 created_ns: 1,
                 subjects: subjects.iter().map(|s| s.to_string()).collect(),
+                joining: Vec::new(),
             })),
         }
     }

@@ -30,6 +30,12 @@ use crate::jetstream::api::{ApiError, ErrorKind};
 use crate::jetstream::op::{ApiOp, Owner};
 use crate::jetstream::stream::{command, info};
 
+/// How long STREAM.LIST waits for the info of a stream led by another node.
+const REMOTE_INFO_WAIT: Duration = Duration::from_secs(2);
+
+/// A follower that has not acknowledged the stream leader for this long is reported offline.
+const OFFLINE_AFTER: Duration = Duration::from_secs(10);
+
 /// How long a create waits for the new stream's group to elect a leader before answering.
 const CREATE_LEADER_WAIT: Duration = Duration::from_secs(5);
 
@@ -86,6 +92,15 @@ impl JetStream {
 
     fn reply(&self, msg: &InternalMsg, json: &str) {
         if let Some(reply) = &msg.reply {
+            // A node asking for itself (`remote`) waits in its forward inbox, which has no
+            // routed interest: the answer goes straight to it.
+            if let Some(node) = super::remote::inbox_node(reply)
+                && node != self.node.0
+            {
+                self.server
+                    .send_to_node(node, reply, None, None, json.as_bytes());
+                return;
+            }
             self.server.publish(reply, None, None, json.as_bytes());
         }
     }
@@ -175,7 +190,7 @@ impl JetStream {
         let result = match op {
             ApiOp::AccountInfo => Ok(self.account_info()),
             ApiOp::StreamNames => self.stream_names(msg),
-            ApiOp::StreamList => self.stream_list(msg),
+            ApiOp::StreamList => self.stream_list(msg).await,
             ApiOp::StreamCreate(name) => self.stream_create(name, msg).await,
             ApiOp::StreamUpdate(name) => self.stream_update(name, msg).await,
             ApiOp::StreamDelete(name) => self.stream_delete(name, msg).await,
@@ -193,7 +208,7 @@ impl JetStream {
             }
             ApiOp::StreamLeaderStepdown(name) => self.stream_stepdown(name).await,
             ApiOp::MetaLeaderStepdown => self.meta_stepdown().await,
-            ApiOp::StreamPeerRemove(_) => Err(ApiError::new(ErrorKind::ClusterRequired)),
+            ApiOp::StreamPeerRemove(name) => self.stream_peer_remove(name, msg).await,
             ApiOp::ConsumerCreate(s, form) => self.consumer_create(s, form, msg).await,
             ApiOp::ConsumerInfo(s, c) => self.consumer_info_api(s, c, msg).await,
             ApiOp::ConsumerDelete(s, c) => self.consumer_delete_api(s, c).await,
@@ -252,7 +267,7 @@ impl JetStream {
     }
 
     /// The meta group's voters: the nodes streams can be placed on.
-    fn voters(&self) -> Vec<u64> {
+    pub(super) fn voters(&self) -> Vec<u64> {
         let mut v: Vec<u64> = self
             .registry
             .raft(GroupId::META)
@@ -282,7 +297,7 @@ impl JetStream {
         }
     }
 
-    async fn propose_meta(&self, op: meta_command::Op) -> Result<MetaResult, ApiError> {
+    pub(super) async fn propose_meta(&self, op: meta_command::Op) -> Result<MetaResult, ApiError> {
         let cmd = MetaCommand { op: Some(op) };
         let bytes = self
             .registry
@@ -320,6 +335,7 @@ impl JetStream {
             replicas: placed,
             created_ns: i64::try_from(now_ns()).unwrap_or(i64::MAX),
             subjects: cfg.subjects.clone(),
+            joining: Vec::new(),
         };
         meta_answer(
             self.propose_meta(meta_command::Op::CreateStream(sa))
@@ -445,26 +461,59 @@ impl JetStream {
         })
     }
 
-    fn stream_list(&self, msg: &InternalMsg) -> Result<String, ApiError> {
+    async fn stream_list(&self, msg: &InternalMsg) -> Result<String, ApiError> {
         let req: StreamNamesRequest =
             parse_body(BodyRule::Optional, &msg.payload)?.unwrap_or_default();
         let page = names_page(self.filtered_names(&req.subject), req.offset);
         let mut infos = Vec::with_capacity(page.streams.len());
+        let mut missing = Vec::new();
         for name in &page.streams {
-            if let Some(ls) = self.local_stream(name) {
-                let cluster = self.cluster_info(&ls);
+            // The stream leader's view (state and replica progress), asked for when another
+            // node leads; this node's replica or the meta record when it cannot answer.
+            let leader = self.local_stream(name).and_then(|ls| {
+                let l = self.registry.leader(ls.group()).ok()?.leader?;
+                Some((ls, l))
+            });
+            if let Some((ls, l)) = &leader
+                && *l == self.node
+            {
+                let cluster = self.cluster_info(ls);
                 infos.push(info::stream_info(&ls.sm.lock(), now_ns(), cluster));
-            } else if let Some((sa, cfg)) = self.existing_config(name) {
-                infos.push(self.remote_info(&sa, &cfg));
+                continue;
+            }
+            let target = match &leader {
+                Some((_, l)) => Some(l.0),
+                None => self
+                    .meta
+                    .read(|m| m.stream(name).and_then(|s| s.replicas.first().copied())),
+            };
+            let subject = format!("{}STREAM.INFO.{name}", crate::jetstream::op::API_PREFIX);
+            let asked = match target {
+                Some(t) => self.ask(t, &subject, REMOTE_INFO_WAIT).await,
+                None => None,
+            };
+            match asked.and_then(|b| serde_json::from_slice::<StreamInfo>(&b).ok()) {
+                Some(remote) if !remote.created.is_empty() => infos.push(remote),
+                _ => {
+                    if let Some(ls) = self.local_stream(name) {
+                        let cluster = self.cluster_info(&ls);
+                        infos.push(info::stream_info(&ls.sm.lock(), now_ns(), cluster));
+                    } else {
+                        missing.push(name.clone());
+                    }
+                }
             }
         }
-        let body = serde_json::json!({
+        let mut body = serde_json::json!({
             "total": page.paging.total,
             "offset": page.paging.offset,
             "limit": 256,
             "streams": infos,
-            "missing": Vec::<String>::new(),
         });
+        // nats-server leaves `missing` out when every stream answered.
+        if !missing.is_empty() {
+            body["missing"] = missing.into();
+        }
         let mut out = serde_json::Map::new();
         out.insert("type".into(), response_type::STREAM_LIST.into());
         if let serde_json::Value::Object(fields) = body {
@@ -479,8 +528,19 @@ impl JetStream {
             if id == self.node.0 {
                 Some(self.server.server_name.clone())
             } else {
+                // The meta peers, else the cluster layer's table (a node that died before the
+                // meta leader recorded it is still known there).
                 self.meta
                     .read(|m| m.peers().get(&id).map(|p| p.server_name.clone()))
+                    .or_else(|| {
+                        self.server.cluster.as_ref().and_then(|c| {
+                            c.peers
+                                .snapshot()
+                                .get(&crate::cluster::NodeId(id))
+                                .map(|p| p.server_name.clone())
+                        })
+                    })
+                    .filter(|n| !n.is_empty())
             }
         };
         let mut ci = ClusterInfo {
@@ -488,15 +548,30 @@ impl JetStream {
             leader: name(leader.0).unwrap_or_default(),
             ..ClusterInfo::default()
         };
+        // The leader knows how far each follower is; elsewhere nothing better than "current".
+        let progress = if leader == self.node {
+            self.registry.followers(ls.group()).ok()
+        } else {
+            None
+        };
         for r in &ls.replicas {
             if *r == leader.0 {
                 continue;
             }
-            ci.replicas.push(crate::jetstream::api::types::PeerInfo {
+            let mut peer = crate::jetstream::api::types::PeerInfo {
                 name: name(*r).unwrap_or_default(),
                 current: true,
                 ..Default::default()
-            });
+            };
+            if let Some(progress) = &progress {
+                let p = progress.iter().find(|p| p.node.0 == *r);
+                let ack = p.and_then(|p| p.last_ack);
+                peer.lag = p.map_or(0, |p| p.lag);
+                peer.active = ack.map_or(0, |a| u64::try_from(a.as_nanos()).unwrap_or(u64::MAX));
+                peer.offline = ack.is_none_or(|a| a > OFFLINE_AFTER);
+                peer.current = p.is_some() && peer.lag == 0 && !peer.offline;
+            }
+            ci.replicas.push(peer);
         }
         Some(ci)
     }
@@ -644,7 +719,7 @@ impl JetStream {
 }
 
 /// Maps a meta state machine answer to success or the API error it carries.
-fn meta_answer(r: MetaResult) -> Result<Option<StreamAssignment>, ApiError> {
+pub(super) fn meta_answer(r: MetaResult) -> Result<Option<StreamAssignment>, ApiError> {
     match r.result {
         Some(meta_result::Result::Stream(s)) => Ok(Some(s)),
         Some(meta_result::Result::Ok(_)) | None => Ok(None),

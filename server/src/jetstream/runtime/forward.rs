@@ -62,6 +62,9 @@ impl JetStream {
                 ..msg
             };
             debug!(subject = %inner.subject, hops, "forwarded message");
+            if self.deliver_answer(&inner.subject, inner.payload.clone()) {
+                continue;
+            }
             if inner.subject.starts_with("$JS.ACK.") || inner.subject.starts_with("$JS.FC.") {
                 self.on_ack_msg(inner, hops);
             } else if inner.subject.starts_with(crate::jetstream::op::API_PREFIX) {

@@ -8,6 +8,8 @@
 //! - `api`: the `$JS.API` request loop and its handlers.
 //! - `publish`: stream capture and proposals of `Append` entries.
 //! - `forward`: sending a request to the node that owns it.
+//! - `remote`: asking another node for an API answer (STREAM.LIST of remote streams).
+//! - `peer_remove`: STREAM.PEER.REMOVE and moving a stream's replicas between nodes.
 //!
 //! Invariants:
 //! - Only leaders answer: the meta leader for stream create/update/delete, the stream leader
@@ -19,8 +21,10 @@ mod api;
 pub(crate) mod consumer;
 mod forward;
 mod membership;
+mod peer_remove;
 mod publish;
 mod reconcile;
+mod remote;
 pub mod replica;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -102,6 +106,12 @@ pub struct JetStream {
     api_total: AtomicU64,
     /// API requests answered with an error (account info `api.errors`).
     api_errors: AtomicU64,
+    /// Requests to other nodes waiting for their answer, by token (see `remote`).
+    waiting: Mutex<HashMap<u64, tokio::sync::oneshot::Sender<bytes::Bytes>>>,
+    /// Next token for `waiting`.
+    next_token: AtomicU64,
+    /// Stream groups (uids) whose voters this node is changing right now.
+    moving: Mutex<HashSet<u64>>,
     /// Stops the runtime's tasks.
     cancel: CancellationToken,
 }
@@ -173,6 +183,9 @@ impl JetStream {
             clustered,
             api_total: AtomicU64::new(0),
             api_errors: AtomicU64::new(0),
+            moving: Mutex::new(HashSet::new()),
+            waiting: Mutex::new(HashMap::new()),
+            next_token: AtomicU64::new(0),
             cancel: server.shutdown.child_token(),
         });
         js.spawn_tasks()?;
@@ -219,7 +232,7 @@ impl JetStream {
             let js = self.clone();
             self.server
                 .tasks
-                .spawn(async move { js.ack_loop(sub).await });
+                .spawn(async move { js.consumer_ack_loop(sub).await });
         }
         let js = self.clone();
         self.server

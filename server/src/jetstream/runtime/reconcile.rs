@@ -79,6 +79,14 @@ impl JetStream {
         let current: Vec<Arc<LocalStream>> = self.local.read().values().cloned().collect();
         for ls in current {
             if wanted.get(ls.name.as_str()).map(|a| a.uid) != Some(ls.uid) {
+                // Moved away (STREAM.PEER.REMOVE): keep leading until the new voters took over.
+                let moved = streams.iter().find(|s| s.uid == ls.uid);
+                if let Some(a) = moved
+                    && self.still_needed_here(&ls)
+                {
+                    self.drive_membership(&ls, &a.replicas);
+                    continue;
+                }
                 self.stop_replica(&ls).await;
             }
         }
@@ -89,10 +97,32 @@ impl JetStream {
                 warn!(stream = %a.name, error = %e, "stream replica not started");
             }
             if let Some(ls) = self.local_stream(&a.name) {
-                self.ensure_initialized(&ls).await;
+                let ls = self.refresh_replicas(ls, a);
+                if !a.joining.contains(&self.node.0) {
+                    self.ensure_initialized(&ls).await;
+                }
                 self.push_config(&ls, a).await;
+                self.drive_membership(&ls, &a.replicas);
             }
         }
+    }
+
+    /// The local replica with the assignment's replica list (it changes on a peer removal).
+    fn refresh_replicas(&self, ls: Arc<LocalStream>, a: &StreamAssignment) -> Arc<LocalStream> {
+        if ls.replicas == a.replicas {
+            return ls;
+        }
+        let updated = Arc::new(LocalStream {
+            name: ls.name.clone(),
+            uid: ls.uid,
+            replicas: a.replicas.clone(),
+            sm: ls.sm.clone(),
+            changes: ls.changes.clone(),
+            engines: ls.engines.clone(),
+            cancel: ls.cancel.clone(),
+        });
+        self.local.write().insert(ls.name.clone(), updated.clone());
+        updated
     }
 
     /// The meta leader records itself in the meta peers (address, name) once.
@@ -169,7 +199,7 @@ impl JetStream {
             replicas: a.replicas.clone(),
             sm,
             changes,
-            engines: super::consumer::Engines::default(),
+            engines: Arc::new(super::consumer::Engines::default()),
             cancel: self.cancel.child_token(),
         });
         self.local.write().insert(a.name.clone(), local.clone());

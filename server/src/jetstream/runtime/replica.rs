@@ -28,7 +28,7 @@ pub struct LocalStream {
     /// Bumped after every applied entry (consumer engines wait on it for new messages).
     pub changes: tokio::sync::watch::Sender<u64>,
     /// Consumer engines running here (on the leader).
-    pub(crate) engines: super::consumer::Engines,
+    pub(crate) engines: Arc<super::consumer::Engines>,
     /// Cancelled when the replica is removed from this node.
     pub cancel: tokio_util::sync::CancellationToken,
 }

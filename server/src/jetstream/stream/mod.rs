@@ -29,6 +29,11 @@
 //! assembled around it, so a batch of appends costs one store write, not one per message plus
 //! a JSON encoding of the whole config.
 //!
+//! Crash recovery ([`recovery`]): every store mutation also records the index of the entry that
+//! made it (the store's write tag), so a replica restarted after a crash that left the store ahead
+//! of the applied id skips the entries already in the store when they are applied again.
+//! Consumer commands are always applied again (their state is saved with the applied id).
+//!
 //! [`clock_ns`]: StreamStateMachine::clock_ns
 
 mod append;
@@ -44,6 +49,7 @@ mod ops;
 mod prop_tests;
 #[cfg(test)]
 mod raft_tests;
+mod recovery;
 mod snapshot;
 
 use bytes::Bytes;
@@ -111,6 +117,9 @@ pub struct StreamStateMachine {
     server: ServerIdentity,
     /// `config` as JSON, encoded once per config change for the meta record; `None` = stale.
     config_json: Option<String>,
+    /// Log index of the last entry whose effects reached the store before a crash, while
+    /// entries up to it are being applied again (see `recovery`).
+    recover_until: Option<u64>,
 }
 
 impl std::fmt::Debug for StreamStateMachine {
@@ -223,12 +232,17 @@ impl StreamStateMachine {
             removals: 0,
             server,
             config_json: None,
+            recover_until: None,
         };
         if fresh {
             sm.save_meta().map_err(io_err)?;
         } else {
             sm.rebuild_dedup().map_err(io_err)?;
             sm.load_consumers().map_err(io_err)?;
+            sm.recover_until = sm.recovery_point()?;
+            if sm.recover_until.is_some() {
+                sm.recover_last_msg_id()?;
+            }
         }
         Ok(sm)
     }
@@ -352,6 +366,10 @@ impl ReplicatedStateMachine for StreamStateMachine {
             reason: format!("undecodable stream command: {e}"),
         })?;
         let err = storage_err(index);
+        if let recovery::Replay::Done(answer) = self.replay(index, &cmd).map_err(&err)? {
+            return Ok(Bytes::from(answer));
+        }
+        self.store.set_write_tag(index.0);
         let consumer_cmd = matches!(
             cmd.cmd,
             Some(Cmd::ConsumerCreate(_) | Cmd::ConsumerDelete(_) | Cmd::ConsumerProgress(_))

@@ -75,6 +75,7 @@ impl StreamStateMachine {
             return Err(corrupt("message sequences out of order".to_string()));
         }
         self.store.reset().map_err(io_err)?;
+        self.recover_until = None;
         for m in &snap.msgs {
             self.store
                 .store_msg(&StoredMsg {

@@ -537,6 +537,8 @@ fn rocks_state_machine_survives_restart_with_dedup_and_applied_state() {
     let mut d = Driver::new(StreamStateMachine::open(rocks, cfg, T0, server()).unwrap());
     assert_eq!(d.sm.config().max_msgs, 10);
     assert_eq!(d.sm.load_applied().unwrap(), Some(AppliedState::default()));
+    // New entries continue the log after the three applied before the restart.
+    d.index = 3;
     assert_eq!(
         d.publish("r", &[("Nats-Msg-Id", "a")], T0 + 3 * SEC),
         r#"{"stream":"R","seq":1,"duplicate": true}"#
@@ -545,6 +547,94 @@ fn rocks_state_machine_survives_restart_with_dedup_and_applied_state() {
         d.publish("r", &[("Nats-Msg-Id", "c")], T0 + 3 * SEC),
         r#"{"stream":"R","seq":3}"#
     );
+}
+
+/// Messages as (seq, subject, payload), for comparing replicas.
+fn contents(sm: &StreamStateMachine) -> Vec<(u64, String, Bytes)> {
+    let mut out = Vec::new();
+    let mut at = 1;
+    while let Some(m) = sm.store().next_matching(at, &[]).unwrap() {
+        at = m.seq + 1;
+        out.push((m.seq, m.subject, m.payload));
+    }
+    out
+}
+
+#[test]
+fn entries_applied_again_after_a_crash_ahead_of_the_applied_record_change_nothing() {
+    // The log: appends without Nats-Msg-Id, a rollup, a purge, more appends. A replica that
+    // crashed after writing the effects of entries up to `crash_at` but with its applied record
+    // at `saved` applies `saved+1 ..` again after the restart; it must end up identical to a
+    // replica that never crashed.
+    let cfg_json = r#"{"name":"C","subjects":["c.>"],"allow_rollup_hdrs":true,"max_msgs":6}"#;
+    let payload = |i: u64| Bytes::from(format!("p{i}"));
+    let log: Vec<Bytes> = (1..=12u64)
+        .map(|i| match i {
+            5 => command::append(
+                "c.r",
+                Bytes::from(block(&[("Nats-Rollup", "sub")])),
+                payload(i),
+                T0 + i,
+            ),
+            8 => command::purge("c.b", 0, 0),
+            _ => command::append(
+                if i % 2 == 0 { "c.a" } else { "c.b" },
+                Bytes::new(),
+                payload(i),
+                T0 + i,
+            ),
+        })
+        .collect();
+    let ref_dir = tempfile::tempdir().unwrap();
+    let ref_store =
+        RocksStreamStore::open(Db::open(ref_dir.path()).unwrap(), StreamUid(4)).unwrap();
+    let mut reference = Driver::new(
+        StreamStateMachine::open(Box::new(ref_store), config(cfg_json), T0, server()).unwrap(),
+    );
+    for cmd in &log {
+        reference.apply(cmd.clone());
+    }
+    for saved in 0..log.len() as u64 {
+        for crash_at in saved..=log.len() as u64 {
+            let dir = tempfile::tempdir().unwrap();
+            {
+                let db = Db::open(dir.path()).unwrap();
+                let rocks = Box::new(RocksStreamStore::open(db, StreamUid(4)).unwrap());
+                let mut d = Driver::new(
+                    StreamStateMachine::open(rocks, config(cfg_json), T0, server()).unwrap(),
+                );
+                for (i, cmd) in log.iter().enumerate().take(crash_at as usize) {
+                    d.apply(cmd.clone());
+                    if i as u64 + 1 == saved {
+                        let applied = AppliedState {
+                            last_applied: Some(jetraft_raft::convert::log_id::new(1, 1, saved)),
+                            ..AppliedState::default()
+                        };
+                        d.sm.save_applied(&applied).unwrap();
+                    }
+                }
+            }
+            let db = Db::open(dir.path()).unwrap();
+            let rocks = Box::new(RocksStreamStore::open(db, StreamUid(4)).unwrap());
+            let mut d = Driver::new(
+                StreamStateMachine::open(rocks, config(cfg_json), T0, server()).unwrap(),
+            );
+            d.index = saved;
+            for cmd in &log[saved as usize..] {
+                d.apply(cmd.clone());
+            }
+            assert_eq!(
+                contents(&d.sm),
+                contents(&reference.sm),
+                "applied record at {saved}, crash after {crash_at}"
+            );
+            assert_eq!(
+                d.sm.state(),
+                reference.sm.state(),
+                "saved {saved}, crash {crash_at}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -151,7 +151,7 @@ impl JetStream {
     }
 
     /// Handles acks and flow-control replies published on this node.
-    pub(crate) async fn ack_loop(self: Arc<Self>, mut sub: InternalSub) {
+    pub(crate) async fn consumer_ack_loop(self: Arc<Self>, mut sub: InternalSub) {
         loop {
             let Some(msg) = next_msg(&mut sub, &self.cancel).await else {
                 break;

@@ -1,0 +1,183 @@
+//! `$JS.API.STREAM.PEER.REMOVE.<stream>` and the replica moves it causes.
+//!
+//! The meta leader answers the request as nats-server does (`jsStreamRemovePeerRequest`):
+//! 10010 when not clustered, 10003 for an empty body or peer, 10059 for an unknown stream, 10040
+//! when the peer (a server name, or a node id in hex) holds no replica of the stream, and 10075
+//! when no other node can take its place (e.g. an R3 stream on three nodes). Otherwise it
+//! replaces the peer in the stream assignment with the least loaded node that has no replica,
+//! records that node as `joining`, and answers success at once; the move happens afterwards:
+//!
+//! 1. the joining node starts the stream's group uninitialised and waits (it never initialises a
+//!    group it joins: that would make it a second, empty group);
+//! 2. the stream's leader ([`JetStream::drive_membership`], from reconcile) adds every assigned
+//!    node that is not a voter as a learner (which waits until it caught up, by log or snapshot),
+//!    then makes the assigned nodes the voter set, removing the replaced peer;
+//! 3. the removed peer keeps its replica while it still leads the group as a voter (an R1
+//!    stream's only copy is its data), and drops it once the new membership excludes it.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use jetraft_proto::meta::{StreamAssignment, meta_command};
+use jetraft_raft::{NodeId, PeerNode, RemovedVoters};
+use serde::Deserialize;
+use tracing::{info, warn};
+
+use super::JetStream;
+use super::api::meta_answer;
+use super::replica::LocalStream;
+use crate::internal::InternalMsg;
+use crate::jetstream::api::types::requests::{ApiRequest, BodyRule, parse_body};
+use crate::jetstream::api::{ApiError, ErrorKind};
+
+/// `$JS.API.STREAM.PEER.REMOVE` request body.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(super) struct PeerRemoveRequest {
+    /// The peer to remove: a server name or a node id.
+    #[serde(default)]
+    pub(super) peer: String,
+}
+
+impl ApiRequest for PeerRemoveRequest {
+    const GO_TYPE: &'static str = "server.JSApiStreamRemovePeerRequest";
+}
+
+impl JetStream {
+    /// Answers STREAM.PEER.REMOVE on the meta leader.
+    pub(super) async fn stream_peer_remove(
+        &self,
+        name: &str,
+        msg: &InternalMsg,
+    ) -> Result<String, ApiError> {
+        if !self.clustered() {
+            return Err(ApiError::new(ErrorKind::ClusterRequired));
+        }
+        let req: PeerRemoveRequest =
+            parse_body(BodyRule::Required, &msg.payload)?.ok_or_else(ApiError::bad_request)?;
+        if req.peer.is_empty() {
+            return Err(ApiError::bad_request());
+        }
+        let sa = self
+            .meta
+            .read(|m| m.stream(name).cloned())
+            .ok_or_else(ApiError::stream_not_found)?;
+        let peer = self.meta.read(|m| {
+            m.peers()
+                .values()
+                .find(|p| p.server_name == req.peer || format!("{:x}", p.node_id) == req.peer)
+                .map(|p| p.node_id)
+        });
+        let Some(peer) = peer.filter(|p| sa.replicas.contains(p)) else {
+            return Err(ApiError::new(ErrorKind::ClusterPeerNotMember));
+        };
+        let candidates: Vec<u64> = self
+            .voters()
+            .into_iter()
+            .filter(|v| !sa.replicas.contains(v))
+            .collect();
+        let Some(replacement) = self
+            .meta
+            .read(|m| m.place(1, &candidates))
+            .and_then(|p| p.first().copied())
+        else {
+            return Err(ApiError::new(ErrorKind::PeerRemap));
+        };
+        let replicas: Vec<u64> = sa
+            .replicas
+            .iter()
+            .map(|r| if *r == peer { replacement } else { *r })
+            .collect();
+        let mut joining: Vec<u64> = sa
+            .joining
+            .iter()
+            .copied()
+            .filter(|j| replicas.contains(j))
+            .collect();
+        joining.push(replacement);
+        let updated = StreamAssignment {
+            replicas,
+            joining,
+            ..sa
+        };
+        meta_answer(
+            self.propose_meta(meta_command::Op::UpdateStream(updated))
+                .await?,
+        )?;
+        info!(stream = %name, removed = peer, added = replacement, "stream peer replaced");
+        Ok(
+            "{\"type\":\"io.nats.jetstream.api.v1.stream_remove_peer_response\",\"success\":true}"
+                .to_string(),
+        )
+    }
+
+    /// Whether this node must keep its replica of a stream it is no longer assigned: it leads
+    /// the group and is still one of its voters (the move away from it is not finished).
+    pub(super) fn still_needed_here(&self, ls: &LocalStream) -> bool {
+        let Ok(raft) = self.registry.raft(ls.group()) else {
+            return false;
+        };
+        let leads = self
+            .registry
+            .leader(ls.group())
+            .is_ok_and(|info| info.is_self);
+        leads && raft.voter_ids().any(|v| v == self.node.0)
+    }
+
+    /// On the stream's leader: makes the group's voters the assigned replicas (adding the new
+    /// ones as learners first). Runs in its own task, one at a time per stream.
+    pub(super) fn drive_membership(self: &Arc<Self>, ls: &Arc<LocalStream>, assigned: &[u64]) {
+        let Ok(raft) = self.registry.raft(ls.group()) else {
+            return;
+        };
+        if !self
+            .registry
+            .leader(ls.group())
+            .is_ok_and(|info| info.is_self)
+        {
+            return;
+        }
+        let voters: BTreeSet<u64> = raft.voter_ids().collect();
+        let wanted: BTreeSet<u64> = assigned.iter().copied().collect();
+        if voters == wanted || wanted.is_empty() {
+            return;
+        }
+        if !self.moving.lock().insert(ls.uid) {
+            return;
+        }
+        let js = self.clone();
+        let ls = ls.clone();
+        tokio::spawn(async move {
+            let result = js.change_members(&ls, &voters, &wanted).await;
+            js.moving.lock().remove(&ls.uid);
+            match result {
+                Ok(()) => info!(stream = %ls.name, voters = ?wanted, "stream replicas moved"),
+                Err(e) => warn!(stream = %ls.name, error = %e, "stream replica move not done yet"),
+            }
+        });
+    }
+
+    async fn change_members(
+        &self,
+        ls: &LocalStream,
+        voters: &BTreeSet<u64>,
+        wanted: &BTreeSet<u64>,
+    ) -> Result<(), String> {
+        for node in wanted.difference(voters) {
+            let addr = self
+                .peer_cluster_addr(*node)
+                .ok_or_else(|| format!("no address for node {node:x}"))?;
+            self.registry
+                .add_learner(ls.group(), NodeId(*node), PeerNode::new(addr))
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        self.registry
+            .change_voters(
+                ls.group(),
+                wanted.iter().copied().map(NodeId).collect(),
+                RemovedVoters::Remove,
+            )
+            .await
+            .map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,82 @@
+//! Asking another node for an API answer this node needs (STREAM.LIST of streams hosted
+//! elsewhere).
+//!
+//! The request is forwarded like a client's (to a replica, which hands it to the stream leader),
+//! with a reply subject in this node's forward inbox: `$JSC.F.<node>.0.$JSC.R.<token>`. The owner
+//! sends answers to such a subject straight to that node over the cluster link (the subject has no
+//! routed interest), and the forward loop hands them to the waiting request by token.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use jetraft_raft::NodeId;
+use tokio::sync::oneshot;
+
+use super::JetStream;
+use crate::internal::InternalMsg;
+
+/// Prefix of the original subject of an answer to [`JetStream::ask`].
+const ANSWER_PREFIX: &str = "$JSC.R.";
+
+/// The node whose forward inbox `reply` is, when it is one (`$JSC.F.<node>.<hops>.<subject>`).
+pub(super) fn inbox_node(reply: &str) -> Option<u64> {
+    reply
+        .strip_prefix("$JSC.F.")?
+        .split('.')
+        .next()?
+        .parse()
+        .ok()
+}
+
+impl JetStream {
+    /// Sends API request `subject` (empty body) towards `node` and waits at most `bound` for the
+    /// answer.
+    pub(super) async fn ask(&self, node: u64, subject: &str, bound: Duration) -> Option<Bytes> {
+        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.waiting.lock().insert(token, tx);
+        let msg = InternalMsg {
+            subject: subject.to_string(),
+            reply: Some(format!("$JSC.F.{}.0.{ANSWER_PREFIX}{token}", self.node.0)),
+            hdrs: None,
+            payload: Bytes::new(),
+        };
+        let answer = if self.forward_to(NodeId(node), 0, &msg) {
+            tokio::time::timeout(bound, rx)
+                .await
+                .ok()
+                .and_then(Result::ok)
+        } else {
+            None
+        };
+        self.waiting.lock().remove(&token);
+        answer
+    }
+
+    /// Hands an answer that came back to this node's inbox to its waiting request; false if
+    /// `subject` is not such an answer.
+    pub(super) fn deliver_answer(&self, subject: &str, payload: Bytes) -> bool {
+        let Some(token) = subject.strip_prefix(ANSWER_PREFIX) else {
+            return false;
+        };
+        if let Ok(token) = token.parse::<u64>()
+            && let Some(tx) = self.waiting.lock().remove(&token)
+        {
+            let _ = tx.send(payload);
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inbox_replies_name_their_node() {
+        assert_eq!(inbox_node("$JSC.F.42.0.$JSC.R.7"), Some(42));
+        assert_eq!(inbox_node("_INBOX.abc"), None);
+        assert_eq!(inbox_node("$JSC.F.x.0.y"), None);
+    }
+}
