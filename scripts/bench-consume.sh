@@ -40,7 +40,7 @@ sleep 5
 run() {
   "$JETRAFT_BENCH_BIN" jsconsume --url "nats://127.0.0.1:$1" --consumer "$2" --replicas "$3" \
     --msgs "$4" --size "$SIZE" --batch 100 --timeout 600 2>>"$work/bench-errors.log" |
-    sed -n 's/.* msgs_per_sec=\([0-9.]*\).*/\1/p'
+    sed -n 's/.* msgs_per_sec=\([0-9.]*\).*/\1/p' || true
 }
 
 # scenario LABEL CONSUMER REPLICAS MSGS JR_PORT NS_PORT [NSS_PORT]

@@ -6,6 +6,8 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 work=$(mktemp -d)
 # Servers are started inside $(...) subshells, so their PIDs go to a file, not a variable.
 cleanup() {
+  # Keep the benchmark tool's errors for a look after the run.
+  [[ -s $work/bench-errors.log ]] && cp "$work/bench-errors.log" "${TMPDIR:-/tmp}/jetraft-bench-errors.log"
   if [[ -f $work/pids ]]; then
     while read -r p; do kill "$p" 2>/dev/null || true; done <"$work/pids"
   fi

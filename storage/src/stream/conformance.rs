@@ -390,6 +390,8 @@ pub(crate) fn write_tag_follows_mutations<S: StreamStore>(mut s: S) {
     s.set_write_tag(3);
     put(&mut s, 1, "a");
     put(&mut s, 2, "a");
+    // Staged appends (if the store stages them) are written, with the tag, by put_metas.
+    s.put_metas(&[]).unwrap();
     assert_eq!(s.write_tag(), 3);
     // Calls that change nothing record no tag.
     s.set_write_tag(4);
