@@ -24,44 +24,8 @@ for b in "$JETRAFT_BIN" "$JETRAFT_BENCH_BIN" "$NATS_SERVER_BIN"; do
   [[ -x $b ]] || { echo "bench-js.sh: missing $b (cargo build --release -p jetraft-server -p jetraft-tests)" >&2; exit 1; }
 done
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-work=$(mktemp -d)
-# Servers are started inside $(...) subshells, so their PIDs go to a file, not a variable.
-cleanup() {
-  if [[ -f $work/pids ]]; then
-    while read -r p; do kill "$p" 2>/dev/null || true; done <"$work/pids"
-  fi
-  sleep 1
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-# start_single NAME BIN [extra args...]: prints the client port.
-start_single() {
-  local name=$1 bin=$2; shift 2
-  local port; port=$(free_port)
-  mkdir -p "$work/$name"
-  "$bin" -a 127.0.0.1 -p "$port" -sd "$work/$name" -n "$name" "$@" >"$work/$name.log" 2>&1 &
-  echo $! >>"$work/pids"
-  echo "$port"
-}
-
-# start_cluster NAME BIN [extra args...]: prints the first node's client port.
-start_cluster() {
-  local name=$1 bin=$2; shift 2
-  local cps=() ports=() routes=""
-  for i in 0 1 2; do cps+=("$(free_port)"); ports+=("$(free_port)"); done
-  for i in 0 1 2; do routes+="nats://127.0.0.1:${cps[$i]},"; done
-  routes=${routes%,}
-  for i in 0 1 2; do
-    mkdir -p "$work/$name-$i"
-    "$bin" -a 127.0.0.1 -p "${ports[$i]}" -sd "$work/$name-$i" -n "$name-n$((i + 1))" "$@" \
-      --cluster_name "$name" --cluster "nats://127.0.0.1:${cps[$i]}" --routes "$routes" \
-      >"$work/$name-$i.log" 2>&1 &
-    echo $! >>"$work/pids"
-  done
-  echo "${ports[0]}"
-}
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh
 
 echo 'jetstream { sync_interval: always }' >"$work/sync.conf"
 JR=$(start_single jetraft "$JETRAFT_BIN")
@@ -77,9 +41,8 @@ sleep 5
 run() {
   "$JETRAFT_BENCH_BIN" jspub --url "nats://127.0.0.1:$1" --storage "$2" --replicas "$3" \
     --inflight "$4" --msgs "$5" --size "$SIZE" --timeout 300 2>>"$work/bench-errors.log" |
-    sed -n 's/.* msgs_per_sec=\([0-9.]*\).*/\1/p'
+    sed -n 's/.* msgs_per_sec=\([0-9.]*\).*/\1/p' || true
 }
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 # scenario LABEL STORAGE REPLICAS INFLIGHT MSGS JR_PORT NS_PORT [NSS_PORT]
 scenario() {
@@ -90,14 +53,7 @@ scenario() {
     ns+=("$(run "$np" "$storage" "$rep" "$inflight" "$msgs")")
     [[ -n $sp ]] && nss+=("$(run "$sp" "$storage" "$rep" "$inflight" "$msgs")")
   done
-  local jm nm sm="-"
-  jm=$(printf '%s\n' "${jr[@]}" | median)
-  nm=$(printf '%s\n' "${ns[@]}" | median)
-  [[ -n $sp ]] && sm=$(printf '%s\n' "${nss[@]}" | median)
-  awk -v l="$label" -v j="$jm" -v n="$nm" -v s="$sm" 'BEGIN {
-    rs = (s == "-" || s == 0) ? "-" : sprintf("%.2f", j / s);
-    printf "| %s | %s | %s | %s | %.2f | %s |\n", l, j, n, s, (n > 0 ? j / n : 0), rs }'
-  echo "  rounds: jetraft ${jr[*]}; nats default ${ns[*]}; nats sync ${nss[*]:-}" >&2
+  report "$label" jr ns nss
 }
 
 echo "JetStream publish, ${SIZE}-byte messages, median of $ROUNDS interleaved rounds (msgs/s)"
@@ -111,6 +67,4 @@ if ((CLUSTER)); then
   scenario "async 256 in flight, R3 file (3 nodes)" file 3 256 "$MSGS" "$JRC" "$NSC"
   scenario "sync, R3 file (3 nodes)" file 3 1 "$SYNC_MSGS" "$JRC" "$NSC"
 fi
-if [[ -s $work/bench-errors.log ]]; then
-  echo >&2; echo "bench-js.sh: benchmark errors:" >&2; grep -i error "$work/bench-errors.log" | sort | uniq -c >&2 || true
-fi
+report_errors bench-js.sh
