@@ -401,16 +401,19 @@ async fn fresh_learner_catches_up_from_a_chunked_snapshot() {
         .await
         .unwrap();
     c.wait_for_items(G, &[fresh], &want).await;
-    let snap = c
-        .node(fresh)
-        .registry()
-        .raft(G)
-        .unwrap()
-        .metrics()
-        .borrow_watched()
-        .snapshot;
+    // The learner's metrics report the installed snapshot a moment after its state machine has
+    // the items: wait (bounded) for them.
+    let learner = c.node(fresh).registry().raft(G).unwrap();
+    let seen = learner
+        .wait(Some(Duration::from_secs(10)))
+        .metrics(
+            |m| m.snapshot.is_some_and(|s| s.index >= applied),
+            "learner installed the snapshot",
+        )
+        .await;
+    let snap = learner.metrics().borrow_watched().snapshot;
     assert!(
-        snap.is_some_and(|s| s.index >= applied),
+        seen.is_ok(),
         "learner caught up without installing the snapshot: {snap:?}"
     );
     // The learner keeps following the log after the snapshot.
