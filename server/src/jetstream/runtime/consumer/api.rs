@@ -153,12 +153,24 @@ impl JetStream {
         })
     }
 
+    /// The running engine's view. Right after this node became the leader the engine starts
+    /// only once a barrier entry is applied (the state machine may still be applying entries of
+    /// the previous term), so a leader waits (bounded) for it rather than answer from a state
+    /// machine that lags.
     async fn engine_view(&self, ls: &LocalStream, name: &str) -> Option<EngineView> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        if !ls.engines.send(name, Event::Info(tx)) {
-            return None;
+        let deadline = tokio::time::Instant::now() + VIEW_WAIT;
+        loop {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            if ls.engines.send(name, Event::Info(tx)) {
+                return tokio::time::timeout(VIEW_WAIT, rx).await.ok()?.ok();
+            }
+            let leading = self.registry.leader(ls.group()).is_ok_and(|l| l.is_self);
+            let exists = ls.sm.lock().consumer(name).is_some();
+            if !leading || !exists || tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        tokio::time::timeout(VIEW_WAIT, rx).await.ok()?.ok()
     }
 
     /// `CONSUMER.INFO.<S>.<C>`.
