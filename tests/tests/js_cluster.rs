@@ -133,11 +133,19 @@ async fn r1_streams_spread_and_answer_through_any_node() {
     let c2 = connect(cluster.node(2)).await;
     let mut leaders = BTreeSet::new();
     for s in ["A", "B", "C"] {
-        let r = api(
-            &c0,
-            &format!("$JS.API.STREAM.CREATE.{s}"),
-            json!({"name": s, "subjects": [format!("{}.*", s.to_lowercase())]}),
-        )
+        // Right after formation the meta leader can still move: 10008 ("temporarily
+        // unavailable") is a transient answer clients retry, as they do with nats-server.
+        let subject = format!("$JS.API.STREAM.CREATE.{s}");
+        let body = json!({"name": s, "subjects": [format!("{}.*", s.to_lowercase())]});
+        let r = wait_for("stream created", ELECTION, || {
+            let c0 = c0.clone();
+            let subject = subject.clone();
+            let body = body.clone();
+            async move {
+                let r = try_api(&c0, &subject, body).await?;
+                (r["error"]["err_code"] != 10008).then_some(r)
+            }
+        })
         .await;
         assert!(r["error"].is_null(), "{r}");
     }
