@@ -41,11 +41,16 @@ async fn try_api(nc: &async_nats::Client, subject: &str, body: Value) -> Option<
     serde_json::from_slice(&msg.payload).ok()
 }
 
+/// An API request retried until answered; 10008 ("temporarily unavailable", e.g. while the
+/// meta leader moves right after formation) counts as no answer yet, as clients retry it.
 async fn api(nc: &async_nats::Client, subject: &str, body: Value) -> Value {
-    wait_for(subject, OP, || {
+    wait_for(subject, ELECTION, || {
         let nc = nc.clone();
         let body = body.clone();
-        async move { try_api(&nc, subject, body).await }
+        async move {
+            let r = try_api(&nc, subject, body).await?;
+            (r["error"]["err_code"] != 10008).then_some(r)
+        }
     })
     .await
 }
