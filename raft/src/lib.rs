@@ -35,6 +35,7 @@ use std::time::Duration;
 pub mod codec;
 pub mod convert;
 pub mod error;
+pub mod health;
 pub mod mem_log;
 pub mod network;
 pub mod registry;
@@ -43,6 +44,7 @@ pub mod sm;
 pub mod types;
 
 pub use error::RaftError;
+pub use health::Currency;
 pub use registry::{
     FollowerProgress, GroupRegistry, Groups, LeaderInfo, LeaderWatch, RemovedVoters,
 };

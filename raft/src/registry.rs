@@ -35,9 +35,25 @@ use crate::{GroupId, NodeId, RaftTiming};
 pub struct Groups {
     /// Read on every inbound RPC, written on group create/remove.
     map: Arc<RwLock<HashMap<GroupId, GroupRaft>>>,
+    /// When each group last accepted an AppendEntries (entries or heartbeat) from a leader.
+    contact: Arc<RwLock<HashMap<GroupId, std::time::Instant>>>,
 }
 
 impl Groups {
+    /// Records that `group` accepted an AppendEntries from its leader just now (called by the
+    /// inbound transport; [`GroupRegistry::currency`] uses it to tell a follower that hears
+    /// its leader from one that only remembers it).
+    pub fn note_leader_contact(&self, group: GroupId) {
+        self.contact
+            .write()
+            .insert(group, std::time::Instant::now());
+    }
+
+    /// How long ago `group` last accepted an AppendEntries from a leader, if ever.
+    pub fn since_leader_contact(&self, group: GroupId) -> Option<std::time::Duration> {
+        self.contact.read().get(&group).map(|t| t.elapsed())
+    }
+
     /// The Raft handle of `group`, if it runs here.
     pub fn get(&self, group: GroupId) -> Option<GroupRaft> {
         self.map.read().get(&group).cloned()
@@ -155,6 +171,11 @@ impl<T: Transport> GroupRegistry<T> {
         })
     }
 
+    /// The timing every group on the node uses.
+    pub fn timing(&self) -> RaftTiming {
+        self.timing
+    }
+
     /// This node's id.
     pub fn node_id(&self) -> NodeId {
         self.node
@@ -223,6 +244,7 @@ impl<T: Transport> GroupRegistry<T> {
             .write()
             .remove(&group)
             .ok_or(RaftError::GroupNotFound { group })?;
+        self.groups.contact.write().remove(&group);
         self.deadline(group, raft.shutdown())
             .await?
             .map_err(|e| RaftError::Stopped {

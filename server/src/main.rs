@@ -1,5 +1,6 @@
 //! The `jetraft` binary: parse nats-server compatible flags and config, start the server, run
-//! until SIGINT/SIGTERM, then shut down gracefully.
+//! until SIGINT/SIGTERM (graceful shutdown) or SIGUSR2 (lame duck mode, then exit).
+//! `jetraft --signal <command>[=<pid>]` signals a running server instead.
 
 use anyhow::Context;
 use jetraft_server::Server;
@@ -20,6 +21,15 @@ fn main() -> std::process::ExitCode {
         Ok(CliOutcome::Help) => {
             println!("{}", cli::USAGE);
             return std::process::ExitCode::SUCCESS;
+        }
+        Ok(CliOutcome::Signal { command, target }) => {
+            return match jetraft_server::control::send(&command, target.as_deref()) {
+                Ok(_) => std::process::ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("jetraft: {e}");
+                    std::process::ExitCode::from(1)
+                }
+            };
         }
         Err(e) => {
             eprintln!("jetraft: {:#}", anyhow::Error::from(e));
@@ -43,20 +53,84 @@ fn run(config: jetraft_server::config::Config) -> anyhow::Result<()> {
         .context("start tokio runtime")?;
     rt.block_on(async move {
         jetraft_server::metrics::install();
+        let pid_file = config.pid_file.clone();
+        if let Some(path) = &pid_file {
+            jetraft_server::control::write_pid_file(path)?;
+        }
         let handle = Server::start(config).await.context("start server")?;
-        wait_for_signal().await.context("install signal handlers")?;
-        handle.shutdown().await;
+        let mut signals = Signals::install().context("install signal handlers")?;
+        match signals.next_stop().await {
+            Stop::Shutdown => handle.shutdown().await,
+            Stop::LameDuck => {
+                // Kubernetes sends SIGTERM right after the preStop hook (`--signal ldm`)
+                // returns: lame duck mode runs to its end regardless (SIGKILL still stops it).
+                let ldm = handle.lame_duck();
+                tokio::pin!(ldm);
+                loop {
+                    tokio::select! {
+                        () = &mut ldm => break,
+                        _ = signals.next_stop() => {
+                            tracing::info!("in lame duck mode: signal ignored, draining continues");
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(path) = &pid_file {
+            jetraft_server::control::remove_pid_file(path);
+        }
         Ok(())
     })
 }
 
-async fn wait_for_signal() -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    tokio::select! {
-        _ = term.recv() => tracing::info!("trapped \"terminated\" signal"),
-        _ = int.recv() => tracing::info!("trapped \"interrupt\" signal"),
+/// How the process was asked to end.
+enum Stop {
+    /// SIGTERM or SIGINT: graceful shutdown.
+    Shutdown,
+    /// SIGUSR2 (`--signal ldm`): lame duck mode, then shutdown.
+    LameDuck,
+}
+
+/// The signals the server reacts to.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    usr2: tokio::signal::unix::Signal,
+    usr1: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            usr2: signal(SignalKind::user_defined2())?,
+            usr1: signal(SignalKind::user_defined1())?,
+            hup: signal(SignalKind::hangup())?,
+        })
     }
-    Ok(())
+
+    /// Waits for the next signal that asks the process to end (others are logged).
+    async fn next_stop(&mut self) -> Stop {
+        loop {
+            tokio::select! {
+                _ = self.term.recv() => {
+                    tracing::info!("trapped \"terminated\" signal");
+                    return Stop::Shutdown;
+                }
+                _ = self.int.recv() => {
+                    tracing::info!("trapped \"interrupt\" signal");
+                    return Stop::Shutdown;
+                }
+                _ = self.usr2.recv() => {
+                    tracing::info!("trapped \"user defined signal 2\" signal: entering lame duck mode");
+                    return Stop::LameDuck;
+                }
+                _ = self.usr1.recv() => tracing::info!("trapped \"user defined signal 1\" signal: log reopening is not supported, ignored"),
+                _ = self.hup.recv() => tracing::info!("trapped \"hangup\" signal: config reload is not supported, ignored"),
+            }
+        }
+    }
 }

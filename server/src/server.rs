@@ -126,6 +126,8 @@ pub struct Server {
     pub start_instant: Instant,
     /// Cancelled on shutdown; parent of every connection's token.
     pub shutdown: CancellationToken,
+    /// Cancelled when the server enters lame duck mode (it stops accepting clients).
+    pub lame_duck: CancellationToken,
     /// Bound client address.
     pub client_addr: SocketAddr,
     /// Bound monitoring address, if enabled.
@@ -260,6 +262,7 @@ impl Server {
             start: time::OffsetDateTime::now_utc(),
             start_instant: Instant::now(),
             shutdown: CancellationToken::new(),
+            lame_duck: CancellationToken::new(),
             client_addr,
             http_addr: Mutex::new(None),
             tasks: TaskTracker::new(),
@@ -325,6 +328,8 @@ impl Server {
         loop {
             tokio::select! {
                 () = self.shutdown.cancelled() => break,
+                // Lame duck: the listener closes, new clients go to other nodes.
+                () = self.lame_duck.cancelled() => break,
                 accepted = listener.accept() => match accepted {
                     Ok((sock, addr)) => self.clone().on_accept(sock, addr),
                     Err(e) => {
@@ -395,7 +400,7 @@ impl Server {
             connect_urls: self.connect_urls.lock().clone(),
             cluster: self.config.cluster.name.clone(),
             api_lvl: API_LEVEL,
-            ldm: false,
+            ldm: self.lame_duck.is_cancelled(),
             connect_info,
             remote_account: connect_info.then(|| "$G".to_string()),
         }
@@ -697,6 +702,12 @@ impl Server {
             }
             *last = urls;
         }
+        self.send_async_info();
+    }
+
+    /// Sends a fresh INFO to every client that takes async INFO (`connect_urls` changed, or
+    /// lame duck mode began).
+    pub fn send_async_info(&self) {
         let clients: Vec<Arc<Client>> = self.clients.read().values().cloned().collect();
         for c in clients {
             if c.async_info.load(Ordering::Relaxed) && !c.is_closed() {

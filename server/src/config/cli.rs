@@ -26,6 +26,13 @@ pub enum CliOutcome {
     Version,
     /// Print [`USAGE`] and exit successfully (`-h`, `--help`, `help`).
     Help,
+    /// Send a signal to a running server and exit (`--signal ldm[=<pid or pid file>]`).
+    Signal {
+        /// The command, as typed before `=` (`ldm`, `stop`, `quit`, `term`, `reopen`, `reload`).
+        command: String,
+        /// The process: what followed `=`, else the pid file of `-P`/`pid_file`.
+        target: Option<String>,
+    },
 }
 
 /// The `--help` text, laid out like `nats-server --help`.
@@ -63,6 +70,11 @@ Cluster Options:
 Common Options:
     -h, --help                       Show this message
     -v, --version                    Show version
+
+Process Options:
+    -P, --pid <file>                 File to store PID
+    -sl, --signal <signal>[=<pid>]   Send signal to jetraft process (ldm, stop, quit, term, reopen, reload)
+                                     pid can be either a PID (e.g. 1) or the path to a PID file
 ";
 
 /// Which setting a flag controls.
@@ -87,6 +99,8 @@ enum Flag {
     Log,
     Version,
     Help,
+    Pid,
+    Signal,
 }
 
 /// Flags as Go's `flag` package knows them: a name, whether it is boolean, and its setting.
@@ -124,6 +138,10 @@ const FLAGS: &[(&str, bool, Flag)] = &[
     ("version", true, Flag::Version),
     ("h", true, Flag::Help),
     ("help", true, Flag::Help),
+    ("P", false, Flag::Pid),
+    ("pid", false, Flag::Pid),
+    ("sl", false, Flag::Signal),
+    ("signal", false, Flag::Signal),
 ];
 
 /// One flag occurrence: which flag, as typed (for errors), and its value.
@@ -177,6 +195,18 @@ pub fn parse(args: &[String]) -> Result<CliOutcome, ConfigError> {
     }
     for g in &given {
         apply(g, &mut cfg)?;
+    }
+    let signal = given.iter().rev().find_map(|g| match (&g.flag, &g.value) {
+        (Flag::Signal, Setting::Text(s)) => Some(s.clone()),
+        _ => None,
+    });
+    if let Some(signal) = signal {
+        let (command, target) = match signal.split_once('=') {
+            Some((c, t)) => (c.to_string(), Some(t.to_string())),
+            None => (signal, None),
+        };
+        let target = target.or_else(|| cfg.pid_file.as_ref().map(|p| p.display().to_string()));
+        return Ok(CliOutcome::Signal { command, target });
     }
     Ok(CliOutcome::Run(Box::new(cfg)))
 }
@@ -288,7 +318,13 @@ fn apply(g: &Given, cfg: &mut Config) -> Result<(), ConfigError> {
             cfg.log.trace = true;
         }
         Flag::Log => cfg.log.file = Some(PathBuf::from(text)),
-        Flag::DebugAndTrace | Flag::JetStream | Flag::ConfigFile | Flag::Version | Flag::Help => {}
+        Flag::Pid => cfg.pid_file = Some(PathBuf::from(text)),
+        Flag::DebugAndTrace
+        | Flag::Signal
+        | Flag::JetStream
+        | Flag::ConfigFile
+        | Flag::Version
+        | Flag::Help => {}
     }
     Ok(())
 }

@@ -21,6 +21,10 @@ pub const DEFAULT_MAX_CONTROL_LINE: u32 = 4096;
 pub const DEFAULT_MAX_PENDING: u64 = 64 * 1024 * 1024;
 /// Default maximum number of client connections.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 64 * 1024;
+/// Default `lame_duck_duration` (nats-server's).
+pub const DEFAULT_LAME_DUCK_DURATION: Duration = Duration::from_secs(120);
+/// Default `lame_duck_grace_period` (nats-server's).
+pub const DEFAULT_LAME_DUCK_GRACE_PERIOD: Duration = Duration::from_secs(10);
 
 /// Everything the server needs to start. Built by [`cli::parse`] from flags and an optional file.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,6 +63,13 @@ pub struct Config {
     pub write_deadline: Duration,
     /// Logging.
     pub log: LogConfig,
+    /// File the server writes its process id to (`-P`, `pid_file`), for `--signal`.
+    pub pid_file: Option<PathBuf>,
+    /// Lame duck mode: how long closing the clients is spread over (`lame_duck_duration`).
+    pub lame_duck_duration: Duration,
+    /// Lame duck mode: how long clients keep working before the first is closed
+    /// (`lame_duck_grace_period`).
+    pub lame_duck_grace_period: Duration,
 }
 
 impl Default for Config {
@@ -81,6 +92,9 @@ impl Default for Config {
             ping_max: 2,
             write_deadline: Duration::from_secs(10),
             log: LogConfig::default(),
+            pid_file: None,
+            lame_duck_duration: DEFAULT_LAME_DUCK_DURATION,
+            lame_duck_grace_period: DEFAULT_LAME_DUCK_GRACE_PERIOD,
         }
     }
 }

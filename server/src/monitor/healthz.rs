@@ -8,14 +8,19 @@ use axum::response::Response;
 use serde_json::json;
 
 use super::{Params, compact_json_response, flag};
+use crate::jetstream::runtime::{HealthProblem, HealthScope};
 use crate::server::Server;
 
 /// `GET /healthz[?js-enabled-only|js-server-only|js-meta-only|account&stream&consumer|details]`.
+///
+/// 200 `{"status":"ok"}` when healthy. The default check (the Kubernetes startup probe's) also
+/// requires JetStream to be current: a meta leader heard from, and every stream replica
+/// assigned here caught up with its leader. 503 while shutting down or in lame duck mode.
 pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> Response {
     let details = flag(&q, "details");
     let error = |status: StatusCode, text: &str| {
         let body = if details {
-            json!({"status": "error", "status_code": status.as_u16(), "errors": [{"type": "BAD_REQUEST", "error": text}]})
+            json!({"status": "error", "errors": [{"type": "BAD_REQUEST", "error": text}]})
         } else {
             json!({"status": "error", "error": text})
         };
@@ -35,19 +40,76 @@ pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> R
             "\"stream\" must not be empty when checking consumer health",
         );
     }
-    if s.shutdown.is_cancelled() {
-        return compact_json_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &json!({"status": "unavailable", "error": "server is shutting down"}),
-        );
+    if s.shutdown.is_cancelled() || s.lame_duck.is_cancelled() {
+        let why = if s.shutdown.is_cancelled() {
+            "server is shutting down"
+        } else {
+            "server is in lame duck mode"
+        };
+        return unavailable(details, &[HealthProblem::server(why)]);
     }
-    if has("stream") {
-        // Streams arrive with the JetStream issue; until then no stream exists.
-        let stream = q.get("stream").map(String::as_str).unwrap_or_default();
-        return error(
-            StatusCode::NOT_FOUND,
-            &format!("JetStream stream '{}' could not be found", stream),
-        );
+    // jetraft always runs JetStream: `js-enabled-only` only needs the server up.
+    if flag(&q, "js-server-only") || flag(&q, "js-enabled-only") {
+        return ok();
     }
+    let scope = if has("stream") {
+        HealthScope::Stream {
+            stream: q.get("stream").cloned().unwrap_or_default(),
+            consumer: q.get("consumer").filter(|c| !c.is_empty()).cloned(),
+        }
+    } else if flag(&q, "js-meta-only") {
+        HealthScope::Meta
+    } else {
+        HealthScope::All
+    };
+    let Some(js) = s.jetstream.get() else {
+        return unavailable(details, &[HealthProblem::starting()]);
+    };
+    let problems = js.health(&scope);
+    if problems.is_empty() {
+        return ok();
+    }
+    let status = if problems.iter().any(|p| p.not_found) {
+        StatusCode::NOT_FOUND
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    respond(status, details, &problems)
+}
+
+fn ok() -> Response {
     compact_json_response(StatusCode::OK, &json!({"status": "ok"}))
+}
+
+/// 503 for a server that is not serving (shutting down, lame duck).
+fn unavailable(details: bool, problems: &[HealthProblem]) -> Response {
+    respond(StatusCode::SERVICE_UNAVAILABLE, details, problems)
+}
+
+/// nats-server's failure body: the first error, or with `details` every error with its asset.
+fn respond(status: StatusCode, details: bool, problems: &[HealthProblem]) -> Response {
+    let body = if details {
+        let list: Vec<_> = problems
+            .iter()
+            .map(|p| {
+                let mut e = json!({"type": p.kind, "error": p.error});
+                if let Some(stream) = &p.stream {
+                    e["account"] = json!("$G");
+                    e["stream"] = json!(stream);
+                }
+                if let Some(consumer) = &p.consumer {
+                    e["consumer"] = json!(consumer);
+                }
+                e
+            })
+            .collect();
+        json!({"status": "error", "errors": list})
+    } else {
+        let first = problems
+            .first()
+            .map(|p| p.error.as_str())
+            .unwrap_or_default();
+        json!({"status": "unavailable", "error": first})
+    };
+    compact_json_response(status, &body)
 }

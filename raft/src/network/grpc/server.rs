@@ -84,6 +84,9 @@ impl RaftService for RaftGrpcService {
             .append_entries(rpc)
             .await
             .map_err(|e| stopped(group, e))?;
+        if !matches!(resp, openraft::raft::AppendEntriesResponse::HigherVote(_)) {
+            self.groups.note_leader_contact(GroupId(group));
+        }
         Ok(Response::new(append::response_to_pb(&resp)))
     }
 

@@ -75,6 +75,12 @@ pub(super) fn apply_entries(entries: &[Entry], cfg: &mut Config) -> Result<(), C
             "debug" => cfg.log.debug = node.boolean(key)?,
             "trace" => cfg.log.trace = node.boolean(key)?,
             "log_file" | "logfile" => cfg.log.file = Some(PathBuf::from(node.string(key)?)),
+            "pid_file" | "pidfile" => cfg.pid_file = Some(PathBuf::from(node.string(key)?)),
+            "lame_duck_duration" => {
+                cfg.lame_duck_duration =
+                    or_default(node.duration(key)?, defaults.lame_duck_duration)
+            }
+            "lame_duck_grace_period" => cfg.lame_duck_grace_period = node.duration(key)?,
             "accounts" | "operator" | "operators" | "trusted" | "trusted_keys" | "resolver" => {
                 return Err(unsupported(
                     node,

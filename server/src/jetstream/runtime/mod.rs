@@ -10,6 +10,7 @@
 //! - `forward`: sending a request to the node that owns it.
 //! - `remote`: asking another node for an API answer (STREAM.LIST of remote streams).
 //! - `peer_remove`: STREAM.PEER.REMOVE and moving a stream's replicas between nodes.
+//! - `health`: `/healthz` checks (is every group here current?) and lame duck hand-off.
 //!
 //! Invariants:
 //! - Only leaders answer: the meta leader for stream create/update/delete, the stream leader
@@ -20,6 +21,7 @@
 mod api;
 pub(crate) mod consumer;
 mod forward;
+mod health;
 mod membership;
 mod peer_remove;
 mod publish;
@@ -42,6 +44,7 @@ use tracing::{info, warn};
 use crate::Server;
 use crate::jetstream::meta::machine::{MetaMachine, MetaView};
 use crate::jetstream::stream::ServerIdentity;
+pub use health::{HealthProblem, HealthScope};
 use replica::LocalStream;
 
 /// Why JetStream could not start.

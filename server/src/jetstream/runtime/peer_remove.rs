@@ -82,32 +82,42 @@ impl JetStream {
         else {
             return Err(ApiError::new(ErrorKind::PeerRemap));
         };
-        let replicas: Vec<u64> = sa
-            .replicas
-            .iter()
-            .map(|r| if *r == peer { replacement } else { *r })
-            .collect();
-        let mut joining: Vec<u64> = sa
-            .joining
-            .iter()
-            .copied()
-            .filter(|j| replicas.contains(j))
-            .collect();
-        joining.push(replacement);
-        let updated = StreamAssignment {
-            replicas,
-            joining,
-            ..sa
-        };
-        meta_answer(
-            self.propose_meta(meta_command::Op::UpdateStream(updated))
-                .await?,
-        )?;
+        meta_answer(self.replace_replica(sa, peer, replacement).await?)?;
         info!(stream = %name, removed = peer, added = replacement, "stream peer replaced");
         Ok(
             "{\"type\":\"io.nats.jetstream.api.v1.stream_remove_peer_response\",\"success\":true}"
                 .to_string(),
         )
+    }
+
+    /// Proposes `sa` with replica `old` replaced by `new`, recorded as joining (the stream's
+    /// leader then adds it as a learner and swaps the voters). Used by STREAM.PEER.REMOVE and
+    /// when a node that lost its data came back under a new id.
+    pub(super) async fn replace_replica(
+        &self,
+        sa: StreamAssignment,
+        old: u64,
+        new: u64,
+    ) -> Result<jetraft_proto::meta::MetaResult, ApiError> {
+        let replicas: Vec<u64> = sa
+            .replicas
+            .iter()
+            .map(|r| if *r == old { new } else { *r })
+            .collect();
+        let mut joining: Vec<u64> = sa
+            .joining
+            .iter()
+            .copied()
+            .filter(|j| replicas.contains(j) && *j != new)
+            .collect();
+        joining.push(new);
+        let updated = StreamAssignment {
+            replicas,
+            joining,
+            ..sa
+        };
+        self.propose_meta(meta_command::Op::UpdateStream(updated))
+            .await
     }
 
     /// Whether this node must keep its replica of a stream it is no longer assigned: it leads
