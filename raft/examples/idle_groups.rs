@@ -107,9 +107,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let registry = GroupRegistry::new(me, transport, RaftTiming::default())?;
     let listener = TcpListener::bind(("127.0.0.1", args.ports[args.index])).await?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(grpc::serve(listener, registry.groups().clone(), async {
-        let _ = stop_rx.await;
-    }));
+    let server = tokio::spawn(grpc::serve(
+        listener,
+        registry.node_id(),
+        registry.groups().clone(),
+        async {
+            let _ = stop_rx.await;
+        },
+    ));
 
     let groups: Vec<GroupId> = (1..=args.groups).map(GroupId).collect();
     for &g in &groups {

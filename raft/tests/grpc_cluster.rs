@@ -128,7 +128,7 @@ async fn start(id: NodeId, listener: TcpListener, dir: &Path) -> Running {
             counter.fetch_add(1, Ordering::Relaxed);
         }
     });
-    let service = grpc::service(registry.groups().clone());
+    let service = grpc::service(registry.node_id(), registry.groups().clone());
     let server = tokio::spawn(async move {
         let _ = tonic::transport::Server::builder()
             .add_service(service)

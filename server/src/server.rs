@@ -298,7 +298,10 @@ impl Server {
         if let (Some(cluster), Some((listener, addr))) = (&server.cluster, cluster_listener) {
             info!(addr = %addr, node_id = %cluster.node_id(), "listening for route connections");
             let routes = cluster::listener::routes(&server).add_service(
-                jetraft_raft::network::grpc::service(js.registry().groups().clone()),
+                jetraft_raft::network::grpc::service(
+                    js.registry().node_id(),
+                    js.registry().groups().clone(),
+                ),
             );
             server.tasks.spawn(cluster::listener::serve(
                 listener,

@@ -160,6 +160,7 @@ impl GrpcTransport {
         let peer = self.peer(target)?;
         let mut request = tonic::Request::new(req);
         request.set_timeout(ttl);
+        address_to(&mut request, target);
         match tokio::time::timeout(ttl, call(peer.rpc.clone(), request)).await {
             Err(_elapsed) => Err(Failure::Timeout),
             Ok(Err(status)) => Err(self.status_failure(&peer, target, &status)),
@@ -219,6 +220,15 @@ impl GrpcTransport {
         )
         .await
         .map_err(|f| self.rpc_error(f, target, RPCTypes::Vote, ttl))
+    }
+}
+
+/// Names the node a request is meant for ([`super::TARGET_NODE_HEADER`]): after a node lost
+/// its data, a new node with a new id listens at the old address, and must refuse what was
+/// sent to the old id.
+fn address_to<T>(request: &mut tonic::Request<T>, target: u64) {
+    if let Ok(v) = tonic::metadata::MetadataValue::try_from(target.to_string()) {
+        request.metadata_mut().insert(super::TARGET_NODE_HEADER, v);
     }
 }
 
@@ -326,6 +336,7 @@ impl GroupRouter<JetraftConfig, GroupId> for GrpcTransport {
         let ttl = option.hard_ttl().saturating_mul(rounds);
         let mut request = tonic::Request::new(futures_util::stream::iter(chunks));
         request.set_timeout(ttl);
+        address_to(&mut request, target);
         let mut client = peer.snapshots.clone();
         let send = tokio::time::timeout(ttl, client.install_snapshot(request));
         let outcome = tokio::select! {

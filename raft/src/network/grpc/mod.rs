@@ -9,7 +9,7 @@
 //! ```text
 //! let transport = GrpcTransport::new(node);
 //! let registry = GroupRegistry::new(node, transport.clone(), timing)?;
-//! Server::builder().add_service(grpc::service(registry.groups().clone())).serve(addr);
+//! Server::builder().add_service(grpc::service(registry.node_id(), registry.groups().clone())).serve(addr);
 //! ```
 //!
 //! Messages are the `jetraft.raft` protobufs ([`crate::convert`] maps them); snapshots travel as
@@ -29,6 +29,10 @@ pub use client::GrpcTransport;
 pub use peers::GrpcSettings;
 pub use server::{MAX_SNAPSHOT_BYTES, RaftGrpcService, service, service_with_limit};
 
+/// gRPC metadata key carrying the Raft node id a request is addressed to; the receiving node
+/// refuses requests addressed to another id (`FailedPrecondition`).
+pub const TARGET_NODE_HEADER: &str = "jetraft-target-node";
+
 use crate::registry::Groups;
 
 /// Accepted connections of `listener` as a stream for tonic, with `TCP_NODELAY` set.
@@ -42,14 +46,16 @@ pub fn incoming(listener: TcpListener) -> impl Stream<Item = std::io::Result<Tcp
     })
 }
 
-/// Serves only the Raft service for `groups` on `listener` until `shutdown` resolves.
+/// Serves only the Raft service of node `node` for `groups` on `listener` until `shutdown`
+/// resolves.
 pub async fn serve(
     listener: TcpListener,
+    node: crate::NodeId,
     groups: Groups,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), tonic::transport::Error> {
     tonic::transport::Server::builder()
-        .add_service(service(groups))
+        .add_service(service(node, groups))
         .serve_with_incoming_shutdown(incoming(listener), shutdown)
         .await
 }

@@ -9,11 +9,11 @@ use jetraft_proto::raft as pb;
 use jetraft_proto::raft::raft_service_server::{RaftService, RaftServiceServer};
 use tonic::{Request, Response, Status};
 
-use crate::GroupId;
 use crate::convert::snapshot::Assembler;
 use crate::convert::{DecodeError, append, snapshot, transfer, vote};
 use crate::registry::Groups;
 use crate::types::GroupRaft;
+use crate::{GroupId, NodeId};
 
 /// Largest snapshot a node accepts over the wire.
 pub const MAX_SNAPSHOT_BYTES: usize = 4 << 30;
@@ -21,16 +21,37 @@ pub const MAX_SNAPSHOT_BYTES: usize = 4 << 30;
 /// Serves the Raft RPCs of every group in a node's [`Groups`].
 #[derive(Clone)]
 pub struct RaftGrpcService {
+    node: NodeId,
     groups: Groups,
     max_snapshot: usize,
 }
 
 impl RaftGrpcService {
-    /// A service over `groups` (shared with the node's registry).
-    pub fn new(groups: Groups) -> Self {
+    /// The service of node `node` over `groups` (shared with the node's registry).
+    pub fn new(node: NodeId, groups: Groups) -> Self {
         Self {
+            node,
             groups,
             max_snapshot: MAX_SNAPSHOT_BYTES,
+        }
+    }
+
+    /// Refuses a request addressed to another node id (a node that lost its data and came
+    /// back under a new id must not answer for the old one: it would look like a replica
+    /// whose log went backwards).
+    fn check_target<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        let Some(v) = request.metadata().get(super::TARGET_NODE_HEADER) else {
+            return Ok(());
+        };
+        let to = v.to_str().ok().and_then(|t| t.parse::<u64>().ok());
+        match to {
+            Some(to) if to == self.node.0 => Ok(()),
+            Some(to) => Err(Status::failed_precondition(format!(
+                "request for node {} reached node {}",
+                NodeId(to),
+                self.node
+            ))),
+            None => Err(bad_request("malformed target node")),
         }
     }
 
@@ -44,18 +65,23 @@ impl RaftGrpcService {
 /// The service wrapped for a tonic server, accepting messages up to `max_message_size` bytes
 /// (use the senders' [`GrpcSettings::max_message_size`](super::GrpcSettings)).
 pub fn service_with_limit(
+    node: NodeId,
     groups: Groups,
     max_message_size: usize,
 ) -> RaftServiceServer<RaftGrpcService> {
-    RaftServiceServer::new(RaftGrpcService::new(groups))
+    RaftServiceServer::new(RaftGrpcService::new(node, groups))
         .max_decoding_message_size(max_message_size)
         .max_encoding_message_size(max_message_size)
 }
 
 /// The service wrapped for a tonic server with the default message size limit; add it to the
 /// node's cluster-port server next to its other services.
-pub fn service(groups: Groups) -> RaftServiceServer<RaftGrpcService> {
-    service_with_limit(groups, super::GrpcSettings::default().max_message_size)
+pub fn service(node: NodeId, groups: Groups) -> RaftServiceServer<RaftGrpcService> {
+    service_with_limit(
+        node,
+        groups,
+        super::GrpcSettings::default().max_message_size,
+    )
 }
 
 fn bad_request(e: impl std::fmt::Display) -> Status {
@@ -76,6 +102,7 @@ impl RaftService for RaftGrpcService {
         &self,
         request: Request<pb::AppendEntriesRequest>,
     ) -> Result<Response<pb::AppendEntriesResponse>, Status> {
+        self.check_target(&request)?;
         let req = request.into_inner();
         let group = req.group_id;
         let raft = self.raft(group)?;
@@ -94,6 +121,7 @@ impl RaftService for RaftGrpcService {
         &self,
         request: Request<pb::VoteRequest>,
     ) -> Result<Response<pb::VoteResponse>, Status> {
+        self.check_target(&request)?;
         let req = request.into_inner();
         let group = req.group_id;
         let raft = self.raft(group)?;
@@ -106,6 +134,7 @@ impl RaftService for RaftGrpcService {
         &self,
         request: Request<pb::VoteRequest>,
     ) -> Result<Response<pb::VoteResponse>, Status> {
+        self.check_target(&request)?;
         let req = request.into_inner();
         let group = req.group_id;
         let raft = self.raft(group)?;
@@ -118,6 +147,7 @@ impl RaftService for RaftGrpcService {
         &self,
         request: Request<tonic::Streaming<pb::SnapshotChunk>>,
     ) -> Result<Response<pb::SnapshotResponse>, Status> {
+        self.check_target(&request)?;
         let mut stream = request.into_inner();
         let mut asm = Assembler::new(self.max_snapshot);
         while let Some(chunk) = stream.message().await? {
@@ -147,6 +177,7 @@ impl RaftService for RaftGrpcService {
         &self,
         request: Request<pb::TransferLeaderRequest>,
     ) -> Result<Response<pb::TransferLeaderResponse>, Status> {
+        self.check_target(&request)?;
         let req = request.into_inner();
         let group = req.group_id;
         let raft = self.raft(group)?;

@@ -115,6 +115,19 @@ impl JetStream {
                         problems.push(HealthProblem::stream_not_current(&name));
                     }
                 }
+                // A replica left on a node id that lost its data (retired) is about to be
+                // reassigned, in a three-node cluster to the node that came back under a new
+                // id: until then, a node without a replica of such a stream is not current.
+                let repairing: Vec<String> = self.meta.read(|m| {
+                    m.streams()
+                        .filter(|s| s.replicas.len() > 1 && !s.replicas.contains(&self.node.0))
+                        .filter(|s| s.replicas.iter().any(|r| m.is_retired(*r)))
+                        .map(|s| s.name.clone())
+                        .collect()
+                });
+                for name in repairing {
+                    problems.push(HealthProblem::stream_not_current(&name));
+                }
             }
             HealthScope::Stream { stream, consumer } => {
                 self.stream_health(stream, consumer.as_deref(), &mut problems)

@@ -111,6 +111,12 @@ impl JetStream {
                 .filter(|k| k.server_name == p.server_name && k.node_id != id)
                 .map(|k| k.node_id)
                 .collect();
+            // Retire the old id first: from then on its stream replicas count as lost (and
+            // are reassigned), and the newcomer's /healthz waits for that repair.
+            for old in &replaced {
+                self.propose_peer(meta_command::Op::RemovePeer(*old)).await;
+                info!(old, new = id, "replaced node id retired");
+            }
             self.transport.add_peer(NodeId(id), &p.cluster_addr);
             if let Err(e) = self
                 .registry
@@ -126,7 +132,7 @@ impl JetStream {
             }
             let mut next: BTreeSet<NodeId> = voters
                 .iter()
-                .filter(|v| !replaced.contains(v))
+                .filter(|v| !replaced.contains(v) && !self.meta.read(|m| m.is_retired(**v)))
                 .map(|v| NodeId(*v))
                 .collect();
             next.insert(NodeId(id));
@@ -140,10 +146,6 @@ impl JetStream {
                     warn!(peer = id, error = %e, "promoting peer to voter failed");
                     continue;
                 }
-            }
-            for old in replaced {
-                self.propose_peer(meta_command::Op::RemovePeer(old)).await;
-                info!(old, new = id, "replaced node id retired");
             }
         }
         self.replace_retired_replicas().await;
