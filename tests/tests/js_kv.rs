@@ -100,7 +100,12 @@ async fn next(w: &mut kv::Watch) -> (String, u64, Operation, String) {
 }
 
 /// A raw publish with headers; returns the PubAck JSON.
-async fn publish(nc: &async_nats::Client, subject: &str, hdrs: &[(&str, &str)], body: &str) -> Value {
+async fn publish(
+    nc: &async_nats::Client,
+    subject: &str,
+    hdrs: &[(&str, &str)],
+    body: &str,
+) -> Value {
     let mut h = HeaderMap::new();
     for (k, v) in hdrs {
         h.insert(*k, *v);
@@ -336,7 +341,10 @@ async fn kv_delete_and_purge_leave_markers() {
 
     // Purge rolls the subject up into one PURGE marker.
     within(OP, "purge", kv.purge("k")).await.expect("purge");
-    assert_eq!(history(&kv, "k").await, vec![(5, op("purge"), String::new())]);
+    assert_eq!(
+        history(&kv, "k").await,
+        vec![(5, op("purge"), String::new())]
+    );
     let e = entry(&kv, "k").await.expect("marker entry");
     assert_eq!((e.revision, e.operation), (5, Operation::Purge));
     assert_eq!(within(OP, "get", kv.get("k")).await.expect("get"), None);
@@ -394,28 +402,53 @@ async fn kv_watch_updates_history_and_from_revision() {
     let mut hist = within(OP, "watch history", kv.watch_with_history("a"))
         .await
         .expect("watch with history");
-    assert_eq!(next(&mut hist).await, ("a".into(), 3, op("put"), "2".into()));
+    assert_eq!(
+        next(&mut hist).await,
+        ("a".into(), 3, op("put"), "2".into())
+    );
     // From a revision: everything from rev 2 on, all keys.
     let mut from = within(OP, "watch from", kv.watch_all_from_revision(2))
         .await
         .expect("watch from revision");
-    assert_eq!(next(&mut from).await, ("b".into(), 2, op("put"), "1".into()));
-    assert_eq!(next(&mut from).await, ("a".into(), 3, op("put"), "2".into()));
+    assert_eq!(
+        next(&mut from).await,
+        ("b".into(), 2, op("put"), "1".into())
+    );
+    assert_eq!(
+        next(&mut from).await,
+        ("a".into(), 3, op("put"), "2".into())
+    );
 
     put(&kv, "b", "2").await;
     within(OP, "delete", kv.delete("a")).await.expect("delete");
     put(&kv, "c", "1").await;
     assert_eq!(next(&mut all).await, ("b".into(), 4, op("put"), "2".into()));
-    assert_eq!(next(&mut all).await, ("a".into(), 5, op("del"), String::new()));
+    assert_eq!(
+        next(&mut all).await,
+        ("a".into(), 5, op("del"), String::new())
+    );
     assert_eq!(next(&mut all).await, ("c".into(), 6, op("put"), "1".into()));
-    assert_eq!(next(&mut only_b).await, ("b".into(), 4, op("put"), "2".into()));
-    assert_eq!(next(&mut hist).await, ("a".into(), 5, op("del"), String::new()));
-    assert_eq!(next(&mut from).await, ("b".into(), 4, op("put"), "2".into()));
+    assert_eq!(
+        next(&mut only_b).await,
+        ("b".into(), 4, op("put"), "2".into())
+    );
+    assert_eq!(
+        next(&mut hist).await,
+        ("a".into(), 5, op("del"), String::new())
+    );
+    assert_eq!(
+        next(&mut from).await,
+        ("b".into(), 4, op("put"), "2".into())
+    );
 
     // seen_current / delta on a last-per-subject watch over existing keys.
-    let mut w = within(OP, "watch all history", kv.watch_many_with_history(["a", "b", "c"]))
-        .await
-        .expect("watch many with history");
+    let mut w = within(
+        OP,
+        "watch all history",
+        kv.watch_many_with_history(["a", "b", "c"]),
+    )
+    .await
+    .expect("watch many with history");
     let mut got = Vec::new();
     for _ in 0..3 {
         let e = within(OP, "entry", w.next())
@@ -450,8 +483,7 @@ async fn kv_per_key_ttl_and_limit_markers() {
     let info = api(&nc, "$JS.API.STREAM.INFO.KV_TTL", Value::Null).await;
     assert_eq!(info["config"]["allow_msg_ttl"], true, "{info}");
     assert_eq!(
-        info["config"]["subject_delete_marker_ttl"],
-        1_000_000_000u64,
+        info["config"]["subject_delete_marker_ttl"], 1_000_000_000u64,
         "{info}"
     );
 
@@ -468,8 +500,14 @@ async fn kv_per_key_ttl_and_limit_markers() {
     let m = api(&nc, "$JS.API.STREAM.MSG.GET.KV_TTL", json!({"seq": 1})).await;
     let hdrs = decode_b64(m["message"]["hdrs"].as_str().expect("hdrs"));
     assert!(hdrs.contains("Nats-TTL: 1"), "{hdrs}");
-    assert_eq!(next(&mut watch).await, ("k".into(), 1, op("put"), "v".into()));
-    assert_eq!(next(&mut watch).await, ("keep".into(), 2, op("put"), "v".into()));
+    assert_eq!(
+        next(&mut watch).await,
+        ("k".into(), 1, op("put"), "v".into())
+    );
+    assert_eq!(
+        next(&mut watch).await,
+        ("keep".into(), 2, op("put"), "v".into())
+    );
 
     // The key expires; the server leaves a MaxAge marker (a purge to the client) ...
     let (key, rev, operation, _) = next(&mut watch).await;
@@ -539,7 +577,10 @@ async fn kv_max_age_expires_values() {
     )
     .await;
     let info = api(&nc, "$JS.API.STREAM.INFO.KV_AGE", Value::Null).await;
-    assert_eq!(info["config"]["duplicate_window"], 1_000_000_000u64, "{info}");
+    assert_eq!(
+        info["config"]["duplicate_window"], 1_000_000_000u64,
+        "{info}"
+    );
     put(&kv, "k", "v").await;
     assert_eq!(
         within(OP, "get", kv.get("k")).await.expect("get"),
@@ -749,9 +790,18 @@ async fn kv_r3_bucket_across_nodes() {
     assert_eq!(put(&kv0, "a", "1").await, 1);
     assert_eq!(put(&kv0, "a", "2").await, 2);
     assert_eq!(put(&kv0, "b", "1").await, 3);
-    assert_eq!(next(&mut watch).await, ("a".into(), 1, op("put"), "1".into()));
-    assert_eq!(next(&mut watch).await, ("a".into(), 2, op("put"), "2".into()));
-    assert_eq!(next(&mut watch).await, ("b".into(), 3, op("put"), "1".into()));
+    assert_eq!(
+        next(&mut watch).await,
+        ("a".into(), 1, op("put"), "1".into())
+    );
+    assert_eq!(
+        next(&mut watch).await,
+        ("a".into(), 2, op("put"), "2".into())
+    );
+    assert_eq!(
+        next(&mut watch).await,
+        ("b".into(), 3, op("put"), "1".into())
+    );
 
     // Reads through another node (direct gets may be answered by any replica, so wait until
     // the replica that answers has applied the write).
@@ -783,9 +833,17 @@ async fn kv_r3_bucket_across_nodes() {
         .await
         .expect_err("create over a value");
     assert_eq!(err.kind(), kv::CreateErrorKind::AlreadyExists);
-    within(OP, "delete n3", kv2.delete("a")).await.expect("delete");
-    assert_eq!(next(&mut watch).await, ("a".into(), 4, op("put"), "from-n2".into()));
-    assert_eq!(next(&mut watch).await, ("a".into(), 5, op("del"), String::new()));
+    within(OP, "delete n3", kv2.delete("a"))
+        .await
+        .expect("delete");
+    assert_eq!(
+        next(&mut watch).await,
+        ("a".into(), 4, op("put"), "from-n2".into())
+    );
+    assert_eq!(
+        next(&mut watch).await,
+        ("a".into(), 5, op("del"), String::new())
+    );
     let st = within(OP, "status n2", kv1.status()).await.expect("status");
     assert_eq!(st.history(), 5);
     cluster.assert_clean_logs();
