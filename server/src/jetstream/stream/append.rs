@@ -109,7 +109,7 @@ impl StreamStateMachine {
         let msg = StoredMsg {
             seq,
             subject: a.subject.clone(),
-            headers: a.headers.clone(),
+            headers: self.ttl_floor(&a.headers),
             payload: a.payload.clone(),
             timestamp_ns: a.timestamp_ns,
         };

@@ -879,3 +879,37 @@ fn ttl_index_survives_reopen() {
     let st = d.sm.state();
     assert_eq!((st.msgs, st.first_seq), (1, 2));
 }
+
+#[test]
+fn short_ttls_are_raised_to_the_marker_ttl_unless_history_is_one() {
+    // Observed on nats-server 2.15.1 with a 5 s marker TTL.
+    for (per, cases) in [
+        (
+            3,
+            [("1s", "5"), ("2", "5"), ("10s", "10s"), ("never", "never")],
+        ),
+        (
+            1,
+            [("1s", "1s"), ("2", "2"), ("10s", "10s"), ("never", "never")],
+        ),
+    ] {
+        let mut d = Driver::new(mem_sm(&format!(
+            r#"{{"name":"T","subjects":["t.>"],"max_msgs_per_subject":{per},"subject_delete_marker_ttl":5000000000}}"#
+        )));
+        for (i, (sent, stored)) in cases.iter().enumerate() {
+            d.publish(&format!("t.{i}"), &[("Nats-TTL", sent)], T0);
+            assert_eq!(
+                headers_at(&d, i as u64 + 1),
+                format!("NATS/1.0\r\nNats-TTL: {stored}\r\n\r\n"),
+                "per {per}, {sent}"
+            );
+        }
+    }
+    // A raised TTL expires at the floor, not before.
+    let mut d = Driver::new(mem_sm(
+        r#"{"name":"T","subjects":["t.>"],"max_msgs_per_subject":3,"subject_delete_marker_ttl":5000000000}"#,
+    ));
+    d.publish("t.a", &[("Nats-TTL", "1s")], T0);
+    assert!(!d.sm.expiry_due(T0 + 4 * SEC));
+    assert!(d.sm.expiry_due(T0 + 5 * SEC));
+}

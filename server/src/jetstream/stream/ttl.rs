@@ -86,6 +86,24 @@ impl StreamStateMachine {
         }
     }
 
+    /// The header block to store for a publish: with subject delete markers on and
+    /// `max_msgs_per_subject != 1`, a `Nats-TTL` shorter than the marker TTL is raised to it
+    /// and written back as whole seconds (nats-server 2.15: `1s` becomes `5` under a 5 s
+    /// marker TTL), so a key never expires before the marker that replaces it could.
+    pub(super) fn ttl_floor(&self, block: &bytes::Bytes) -> bytes::Bytes {
+        let marker_ttl = u64::try_from(self.config.subject_delete_marker_ttl).unwrap_or(0);
+        if marker_ttl == 0 || self.config.max_msgs_per_subject == 1 {
+            return block.clone();
+        }
+        match headers::get(block, headers::TTL).and_then(parse_ttl) {
+            Some(MsgTtl::After(ttl)) if ttl < marker_ttl => {
+                let secs = (marker_ttl / 1_000_000_000).to_string();
+                bytes::Bytes::from(replace_header(block, headers::TTL, &secs))
+            }
+            _ => block.clone(),
+        }
+    }
+
     /// Rebuilds the TTL index from the stored messages (after open or a snapshot install).
     /// Streams that never allowed TTLs have none, so they skip the scan.
     pub(super) fn rebuild_ttls(&mut self) -> Result<(), StorageError> {
@@ -216,9 +234,40 @@ impl StreamStateMachine {
     }
 }
 
+/// `block` with the value of the first `name` header replaced by `value` (in place).
+fn replace_header(block: &[u8], name: &str, value: &str) -> Vec<u8> {
+    let Ok(text) = std::str::from_utf8(block) else {
+        return block.to_vec();
+    };
+    let mut out = String::with_capacity(text.len() + value.len());
+    let mut done = false;
+    for (i, line) in text.split_inclusive("\r\n").enumerate() {
+        if i > 0
+            && !done
+            && let Some((key, _)) = line.split_once(':')
+            && key == name
+        {
+            out.push_str(&format!("{name}: {value}\r\n"));
+            done = true;
+            continue;
+        }
+        out.push_str(line);
+    }
+    out.into_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replaces_only_the_first_matching_header() {
+        let block = b"NATS/1.0\r\nA: 1\r\nNats-TTL: 1s\r\nNats-TTL: 2s\r\n\r\n";
+        assert_eq!(
+            replace_header(block, "Nats-TTL", "5"),
+            b"NATS/1.0\r\nA: 1\r\nNats-TTL: 5\r\nNats-TTL: 2s\r\n\r\n".to_vec()
+        );
+    }
 
     #[test]
     fn ttl_values_follow_the_spec() {
