@@ -17,7 +17,7 @@ use bytes::Bytes;
 use futures_util::{StreamExt as _, TryStreamExt as _};
 use jetraft_tests::harness::cluster::Cluster;
 use jetraft_tests::harness::jsapi::{api, info_with_leader};
-use jetraft_tests::harness::{ServerOptions, ServerProcess, wait_for, within};
+use jetraft_tests::harness::{ServerOptions, ServerProcess, assert_clean_log, wait_for, within};
 use serde_json::{Value, json};
 
 const OP: Duration = Duration::from_secs(10);
@@ -201,6 +201,7 @@ async fn kv_bucket_lifecycle_and_status() {
     );
     let r = api(&nc, "$JS.API.STREAM.INFO.KV_LIFE", Value::Null).await;
     assert_eq!(r["error"]["err_code"], 10059, "{r}");
+    assert_clean_log(&srv);
 }
 
 #[tokio::test]
@@ -246,6 +247,7 @@ async fn kv_put_and_get_latest_and_by_revision() {
             .expect("entry for revision")
             .is_none()
     );
+    assert_clean_log(&srv);
 }
 
 #[tokio::test]
@@ -302,6 +304,7 @@ async fn kv_create_and_update_are_compare_and_set() {
     within(OP, "delete at rev", kv.delete_expect_revision("k", Some(7)))
         .await
         .expect("delete with the current revision");
+    assert_clean_log(&srv);
 }
 
 #[tokio::test]
@@ -354,6 +357,7 @@ async fn kv_delete_and_purge_leave_markers() {
     // deny_delete: message delete API is refused.
     let r = api(&nc, "$JS.API.STREAM.MSG.DELETE.KV_DP", json!({"seq": 3})).await;
     assert_eq!(r["error"]["err_code"], 10057, "{r}");
+    assert_clean_log(&srv);
 }
 
 #[tokio::test]
@@ -381,6 +385,7 @@ async fn kv_history_is_bounded_and_keys_skip_deleted() {
     within(OP, "purge", kv.purge("x.y")).await.expect("purge");
     assert_eq!(keys(&kv).await, vec!["k"]);
     assert!(history(&kv, "none").await.is_empty());
+    assert_clean_log(&srv);
 }
 
 #[tokio::test]
@@ -465,6 +470,7 @@ async fn kv_watch_updates_history_and_from_revision() {
             ("c".into(), 6, 0, true),
         ]
     );
+    assert_clean_log(&srv);
 }
 
 #[tokio::test]
@@ -561,6 +567,7 @@ async fn kv_per_key_ttl_and_limit_markers() {
     assert!(err.is_err());
     let ack = publish(&nc, "$KV.NOTTL.k", &[("Nats-TTL", "5s")], "v").await;
     assert_eq!(ack["error"]["err_code"], 10166, "{ack}");
+    assert_clean_log(&srv);
 }
 
 #[tokio::test]
@@ -597,6 +604,7 @@ async fn kv_max_age_expires_values() {
     let info = api(&nc, "$JS.API.STREAM.INFO.KV_AGE", Value::Null).await;
     assert_eq!(info["state"]["messages"], 0, "{info}");
     assert_eq!(info["state"]["last_seq"], 1, "{info}");
+    assert_clean_log(&srv);
 }
 
 /// The stream features buckets and object stores use, through raw requests: rollup,
@@ -752,6 +760,7 @@ async fn kv_stream_features_through_raw_requests() {
     );
     let ack = publish(&nc, "per.b", &[], "1").await;
     assert_eq!(ack["seq"], 3, "{ack}");
+    assert_clean_log(&srv);
 }
 
 /// An R3 bucket on three nodes: writes through one node, reads, watches and history through
@@ -865,4 +874,72 @@ fn decode_b64(s: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).to_string()
+}
+
+/// Per-key TTL on an R3 bucket: the leader's expiry is replicated, so after a leader change the
+/// new leader holds the same marker (sequence, headers) and then expires it too.
+#[tokio::test]
+async fn kv_r3_ttl_expiry_survives_leader_change() {
+    let cluster = Cluster::start(3, "kv").await.expect("cluster");
+    let nc = connect(cluster.node(0)).await;
+    let js = jetstream::new(nc.clone());
+    let kv = wait_for("R3 bucket created", ELECTION, || {
+        let js = js.clone();
+        async move {
+            js.create_key_value(kv::Config {
+                num_replicas: 3,
+                limit_markers: Some(Duration::from_secs(2)),
+                ..config("RT", 3)
+            })
+            .await
+            .ok()
+        }
+    })
+    .await;
+    info_with_leader(&nc, "KV_RT").await;
+    put(&kv, "keep", "v").await;
+    within(
+        OP,
+        "create with ttl",
+        kv.create_with_ttl("k", "v".into(), Duration::from_secs(2)),
+    )
+    .await
+    .expect("create with ttl");
+    // Expired into a marker at seq 3.
+    let marker = wait_for("marker written", ELECTION, || {
+        let nc = nc.clone();
+        async move {
+            let m = api(&nc, "$JS.API.STREAM.MSG.GET.KV_RT", json!({"seq": 3})).await;
+            m["message"]["hdrs"].as_str().map(decode_b64)
+        }
+    })
+    .await;
+    assert!(marker.contains("Nats-Marker-Reason: MaxAge"), "{marker}");
+    let before = info_with_leader(&nc, "KV_RT").await["cluster"]["leader"].clone();
+    let r = api(&nc, "$JS.API.STREAM.LEADER.STEPDOWN.KV_RT", Value::Null).await;
+    assert_eq!(r["success"], true, "{r}");
+    let info = wait_for("new leader", ELECTION, || {
+        let nc = nc.clone();
+        let before = before.clone();
+        async move {
+            let info = info_with_leader(&nc, "KV_RT").await;
+            (info["cluster"]["leader"] != before).then_some(info)
+        }
+    })
+    .await;
+    // The marker may already have expired on the new leader (2 s): then only "keep" is left.
+    let msgs = info["state"]["messages"].as_u64();
+    assert!(matches!(msgs, Some(1 | 2)), "{info}");
+    assert_eq!(info["state"]["last_seq"], 3, "{info}");
+    wait_for("marker expired", ELECTION, || {
+        let nc = nc.clone();
+        async move {
+            let info = info_with_leader(&nc, "KV_RT").await;
+            (info["state"]["messages"] == 1 && info["state"]["last_seq"] == 3).then_some(())
+        }
+    })
+    .await;
+    let e = entry(&kv, "keep").await.expect("keep");
+    assert_eq!(e.revision, 1);
+    cluster.assert_clean_logs();
 }
