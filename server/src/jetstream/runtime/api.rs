@@ -248,6 +248,8 @@ impl JetStream {
         }
         info.api.total = self.api_total.load(Ordering::Relaxed);
         info.api.errors = self.api_errors.load(Ordering::Relaxed);
+        // Clients gate features on it (async-nats refuses KV limit markers below level 1).
+        info.api.level = self.identity.api_level;
         crate::jetstream::api::types::to_go_json(&info)
     }
 

@@ -7,6 +7,7 @@
 //! - `reconcile`: start/stop local stream groups and capture subscriptions from the meta state.
 //! - `api`: the `$JS.API` request loop and its handlers.
 //! - `publish`: stream capture and proposals of `Append` entries.
+//! - `expiry`: the leader's timer proposing `Expire` for `max_age` and per-message TTLs.
 //! - `forward`: sending a request to the node that owns it.
 //! - `remote`: asking another node for an API answer (STREAM.LIST of remote streams).
 //! - `peer_remove`: STREAM.PEER.REMOVE and moving a stream's replicas between nodes.
@@ -20,6 +21,7 @@
 
 mod api;
 pub(crate) mod consumer;
+mod expiry;
 mod forward;
 mod health;
 mod membership;
@@ -249,6 +251,10 @@ impl JetStream {
         self.server
             .tasks
             .spawn(async move { js.reconcile_loop().await });
+        let js = self.clone();
+        self.server
+            .tasks
+            .spawn(async move { js.expiry_loop().await });
         Ok(())
     }
 

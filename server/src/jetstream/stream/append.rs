@@ -26,49 +26,6 @@ enum Rollup {
     All,
 }
 
-/// Parses a `Nats-TTL` value: integer seconds, `never`, or a Go duration (`10s`, `1m`,
-/// `1h30m`, `500ms`); at least one second unless `never`.
-fn valid_ttl(value: &str) -> bool {
-    if value == "never" {
-        return true;
-    }
-    if let Ok(secs) = value.parse::<i64>() {
-        return secs >= 1;
-    }
-    go_duration_ns(value).is_some_and(|ns| ns >= 1_000_000_000)
-}
-
-/// Parses a Go duration string (`1h2m3.5s`, `500ms`, `10us`) into nanoseconds.
-fn go_duration_ns(s: &str) -> Option<i128> {
-    let mut rest = s;
-    let mut total: i128 = 0;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let value: f64 = rest[..num_len].parse().ok()?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale: f64 = match &rest[..unit_len] {
-            "ns" => 1.0,
-            "us" | "µs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => return None,
-        };
-        rest = &rest[unit_len..];
-        total += (value * scale) as i128;
-    }
-    Some(total)
-}
-
 impl StreamStateMachine {
     /// Applies one publish; returns the PubAck JSON (success, duplicate or error).
     pub(super) fn apply_append(&mut self, a: &Append) -> Result<String, StorageError> {
@@ -95,7 +52,7 @@ impl StreamStateMachine {
             if !self.config.allow_msg_ttl {
                 return Ok(Err(ApiError::new(ErrorKind::MessageTTLDisabled)));
             }
-            if !valid_ttl(ttl) {
+            if super::ttl::parse_ttl(ttl).is_none() {
                 return Ok(Err(ApiError::new(ErrorKind::MessageTTLInvalid)));
             }
         }
@@ -152,12 +109,16 @@ impl StreamStateMachine {
         let msg = StoredMsg {
             seq,
             subject: a.subject.clone(),
-            headers: a.headers.clone(),
+            headers: self.ttl_floor(&a.headers),
             payload: a.payload.clone(),
             timestamp_ns: a.timestamp_ns,
         };
         match store_with_limits(self.store.as_mut(), &self.limits, &msg)? {
-            StoreOutcome::Stored { .. } => {}
+            StoreOutcome::Stored { .. } => {
+                if self.config.allow_msg_ttl {
+                    self.track_ttl(&msg);
+                }
+            }
             StoreOutcome::Rejected(LimitViolation::MaxMsgSize) => {
                 return Ok(Err(ApiError::new(ErrorKind::StreamMessageExceedsMaximum)));
             }
@@ -189,20 +150,5 @@ impl StreamStateMachine {
             self.store.remove(seq)?;
         }
         Ok(Ok(PubAck::stored(&name, seq)))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ttl_values_follow_the_spec() {
-        for ok in ["2", "10s", "1m", "1h30m", "never", "1.5s"] {
-            assert!(valid_ttl(ok), "{ok}");
-        }
-        for bad in ["0", "500ms", "junk", "", "-1", "5x"] {
-            assert!(!valid_ttl(bad), "{bad}");
-        }
     }
 }

@@ -43,6 +43,11 @@ pub struct ConsumerRecord {
     pub last_delivered_ns: u64,
     /// Time of the last ack, Unix ns (0 = none yet).
     pub last_ack_ns: u64,
+    /// The state the consumer was created with (nothing delivered yet), for the create
+    /// response: nats-server answers a create with the info snapshotted before delivery
+    /// starts (clients read `num_pending` there to know how much history to expect). Not
+    /// persisted: after a restart or snapshot it is the state loaded.
+    pub initial: ConsumerState,
 }
 
 /// The durable description of a consumer (state lives in the consumer store).
@@ -265,6 +270,7 @@ impl StreamStateMachine {
                     config,
                     created_ns: c.created_ns,
                     lps_end,
+                    initial: state.clone(),
                     state,
                     last_delivered_ns: 0,
                     last_ack_ns: 0,
@@ -421,6 +427,7 @@ impl StreamStateMachine {
                     config: s.config,
                     created_ns: s.created_ns,
                     lps_end: s.lps_end,
+                    initial: state.clone(),
                     state,
                     last_delivered_ns: 0,
                     last_ack_ns: 0,
@@ -458,6 +465,7 @@ impl StreamStateMachine {
                     config,
                     created_ns: s.created_ns,
                     lps_end: s.lps_end,
+                    initial: state.clone(),
                     state,
                     last_delivered_ns: 0,
                     last_ack_ns: 0,

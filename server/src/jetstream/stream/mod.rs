@@ -51,6 +51,7 @@ mod prop_tests;
 mod raft_tests;
 mod recovery;
 mod snapshot;
+pub mod ttl;
 
 use bytes::Bytes;
 use jetraft_proto::stream::{StreamCommand, stream_command::Cmd};
@@ -120,6 +121,8 @@ pub struct StreamStateMachine {
     /// Log index of the last entry whose effects reached the store before a crash, while
     /// entries up to it are being applied again (see `recovery`).
     recover_until: Option<u64>,
+    /// Per-message TTL index and `max_age` scan position (derived from the store).
+    expiry: ttl::Expiry,
 }
 
 impl std::fmt::Debug for StreamStateMachine {
@@ -233,11 +236,13 @@ impl StreamStateMachine {
             server,
             config_json: None,
             recover_until: None,
+            expiry: ttl::Expiry::default(),
         };
         if fresh {
             sm.save_meta().map_err(io_err)?;
         } else {
             sm.rebuild_dedup().map_err(io_err)?;
+            sm.rebuild_ttls().map_err(io_err)?;
             sm.load_consumers().map_err(io_err)?;
             sm.recover_until = sm.recovery_point()?;
             if sm.recover_until.is_some() {

@@ -1,4 +1,4 @@
-//! Applying purge, message delete, config update and expiry commands.
+//! Applying purge, message delete and config update commands (expiry is in `ttl`).
 
 use jetraft_proto::stream::{DeleteMsg, Purge, UpdateConfig};
 use jetraft_raft::{LogIndex, StateMachineError};
@@ -102,11 +102,5 @@ impl StreamStateMachine {
         }
         removed += limits::enforce(self.store.as_mut(), &self.limits, None)?;
         Ok(removed)
-    }
-
-    /// Drops messages older than `max_age` as of `now_ns`.
-    pub(super) fn apply_expire(&mut self, now_ns: u64) -> Result<u64, StorageError> {
-        self.advance_clock(now_ns);
-        limits::expire(self.store.as_mut(), &self.limits, now_ns)
     }
 }

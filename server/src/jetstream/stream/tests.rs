@@ -769,3 +769,147 @@ fn stream_info_of_a_file_stream_matches_nats_server_byte_for_byte() {
     let json = info::info_response_json(&d.sm, &req, now, Some(cluster)).unwrap();
     assert_eq!(json, captured);
 }
+
+/// Reads the header block of the message at `seq`.
+fn headers_at(d: &Driver, seq: u64) -> String {
+    let m = d.sm.store().get(seq).unwrap().expect("message present");
+    String::from_utf8(m.headers.to_vec()).unwrap()
+}
+
+#[test]
+fn per_message_ttl_expires_and_leaves_one_marker() {
+    let mut d = Driver::new(mem_sm(
+        r#"{"name":"T","subjects":["t.>"],"allow_msg_ttl":true,"allow_rollup_hdrs":true,"subject_delete_marker_ttl":1000000000}"#,
+    ));
+    d.publish("t.a", &[("Nats-TTL", "2s")], T0);
+    d.publish("t.b", &[], T0);
+    d.publish("t.c", &[("Nats-TTL", "1")], T0);
+    d.publish("t.c", &[], T0 + 1);
+    assert!(!d.sm.expiry_due(T0 + SEC - 1));
+    assert!(d.sm.expiry_due(T0 + SEC));
+    // t.c's first message expires, but t.c still has a message: no marker.
+    d.apply(command::expire(T0 + SEC));
+    assert_eq!(d.sm.state().msgs, 3);
+    assert_eq!(d.sm.state().last_seq, 4);
+    // t.a expires and was the last on its subject: a MaxAge marker at the command's time.
+    d.apply(command::expire(T0 + 2 * SEC));
+    let st = d.sm.state();
+    assert_eq!((st.msgs, st.last_seq), (3, 5));
+    let m = d.sm.store().get(5).unwrap().unwrap();
+    assert_eq!((m.subject.as_str(), m.timestamp_ns), ("t.a", T0 + 2 * SEC));
+    assert!(m.payload.is_empty());
+    assert_eq!(
+        headers_at(&d, 5),
+        "NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: 1s\r\nNats-Rollup: sub\r\n\r\n"
+    );
+    // The marker expires after its own TTL and leaves nothing behind.
+    assert!(d.sm.expiry_due(T0 + 3 * SEC));
+    d.apply(command::expire(T0 + 3 * SEC));
+    let st = d.sm.state();
+    assert_eq!((st.msgs, st.last_seq), (2, 5));
+    assert!(!d.sm.expiry_due(T0 + 100 * SEC));
+}
+
+#[test]
+fn kv_purge_with_ttl_expires_without_a_marker_but_delete_leaves_one() {
+    let mut d = Driver::new(mem_sm(
+        r#"{"name":"T","subjects":["t.>"],"allow_msg_ttl":true,"allow_rollup_hdrs":true,"subject_delete_marker_ttl":1000000000}"#,
+    ));
+    d.publish(
+        "t.p",
+        &[
+            ("KV-Operation", "PURGE"),
+            ("Nats-Rollup", "sub"),
+            ("Nats-TTL", "1s"),
+        ],
+        T0,
+    );
+    d.publish("t.d", &[("KV-Operation", "DEL"), ("Nats-TTL", "1s")], T0);
+    d.apply(command::expire(T0 + SEC));
+    let st = d.sm.state();
+    assert_eq!((st.msgs, st.last_seq), (1, 3));
+    assert_eq!(d.sm.store().get(3).unwrap().unwrap().subject, "t.d");
+}
+
+#[test]
+fn max_age_spares_never_and_marks_emptied_subjects() {
+    let mut d = Driver::new(mem_sm(
+        r#"{"name":"T","subjects":["t.>"],"max_age":5000000000,"allow_msg_ttl":true,"allow_rollup_hdrs":true,"subject_delete_marker_ttl":1000000000}"#,
+    ));
+    d.publish("t.n", &[("Nats-TTL", "never")], T0);
+    d.publish("t.a", &[], T0);
+    d.publish("t.a", &[], T0 + SEC);
+    d.publish("t.b", &[("Nats-TTL", "1h")], T0 + SEC);
+    assert!(!d.sm.expiry_due(T0 + 5 * SEC - 1));
+    d.apply(command::expire(T0 + 5 * SEC));
+    // t.a's older message went; nothing emptied yet.
+    assert_eq!(d.sm.state().msgs, 3);
+    d.apply(command::expire(T0 + 6 * SEC));
+    // t.a and t.b (a TTL longer than max_age does not extend it) emptied: two markers.
+    let st = d.sm.state();
+    assert_eq!((st.msgs, st.last_seq), (3, 6));
+    assert_eq!(d.sm.store().get(5).unwrap().unwrap().subject, "t.a");
+    assert_eq!(d.sm.store().get(6).unwrap().unwrap().subject, "t.b");
+    // Only the `never` message survives, at any age, once the markers expired.
+    d.apply(command::expire(T0 + 1000 * SEC));
+    let st = d.sm.state();
+    assert_eq!((st.msgs, st.first_seq), (1, 1));
+    assert!(!d.sm.expiry_due(T0 + 2000 * SEC));
+}
+
+#[test]
+fn ttl_index_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(r#"{"name":"T","subjects":["t"],"allow_msg_ttl":true}"#);
+    {
+        let db = Db::open(dir.path()).unwrap();
+        let rocks = Box::new(RocksStreamStore::open(db, StreamUid(7)).unwrap());
+        let mut d =
+            Driver::new(StreamStateMachine::open(rocks, cfg.clone(), T0, server()).unwrap());
+        d.publish("t", &[("Nats-TTL", "1s")], T0);
+        d.publish("t", &[], T0);
+        d.sm.save_applied(&AppliedState::default()).unwrap();
+    }
+    let db = Db::open(dir.path()).unwrap();
+    let rocks = Box::new(RocksStreamStore::open(db, StreamUid(7)).unwrap());
+    let mut d = Driver::new(StreamStateMachine::open(rocks, cfg, T0, server()).unwrap());
+    d.index = 2;
+    assert!(d.sm.expiry_due(T0 + SEC));
+    d.apply(command::expire(T0 + SEC));
+    let st = d.sm.state();
+    assert_eq!((st.msgs, st.first_seq), (1, 2));
+}
+
+#[test]
+fn short_ttls_are_raised_to_the_marker_ttl_unless_history_is_one() {
+    // Observed on nats-server 2.15.1 with a 5 s marker TTL.
+    for (per, cases) in [
+        (
+            3,
+            [("1s", "5"), ("2", "5"), ("10s", "10s"), ("never", "never")],
+        ),
+        (
+            1,
+            [("1s", "1s"), ("2", "2"), ("10s", "10s"), ("never", "never")],
+        ),
+    ] {
+        let mut d = Driver::new(mem_sm(&format!(
+            r#"{{"name":"T","subjects":["t.>"],"max_msgs_per_subject":{per},"subject_delete_marker_ttl":5000000000}}"#
+        )));
+        for (i, (sent, stored)) in cases.iter().enumerate() {
+            d.publish(&format!("t.{i}"), &[("Nats-TTL", sent)], T0);
+            assert_eq!(
+                headers_at(&d, i as u64 + 1),
+                format!("NATS/1.0\r\nNats-TTL: {stored}\r\n\r\n"),
+                "per {per}, {sent}"
+            );
+        }
+    }
+    // A raised TTL expires at the floor, not before.
+    let mut d = Driver::new(mem_sm(
+        r#"{"name":"T","subjects":["t.>"],"max_msgs_per_subject":3,"subject_delete_marker_ttl":5000000000}"#,
+    ));
+    d.publish("t.a", &[("Nats-TTL", "1s")], T0);
+    assert!(!d.sm.expiry_due(T0 + 4 * SEC));
+    assert!(d.sm.expiry_due(T0 + 5 * SEC));
+}

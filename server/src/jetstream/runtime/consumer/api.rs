@@ -78,6 +78,7 @@ impl JetStream {
             let outcome = check_create(&name, cfg, action, &ctx)?;
             (outcome, existing.map_or_else(now_ns, |r| r.created_ns))
         };
+        let created = matches!(outcome, CreateOutcome::Create(_));
         let updated = match outcome {
             CreateOutcome::Create(cfg) | CreateOutcome::Update(cfg) => {
                 self.propose_consumer(&ls, command::consumer_create(&name, &cfg, created_ns))
@@ -91,10 +92,12 @@ impl JetStream {
         {
             self.sync_consumers(&ls);
         }
-        let info = self
-            .consumer_info(&ls, &name)
-            .await
-            .ok_or_else(consumer_not_found)?;
+        let info = if created {
+            self.initial_consumer_info(&ls, &name).await
+        } else {
+            self.consumer_info(&ls, &name).await
+        }
+        .ok_or_else(consumer_not_found)?;
         Ok(ApiResponse::ok(response_type::CONSUMER_CREATE, info).to_json())
     }
 
@@ -107,13 +110,43 @@ impl JetStream {
             Some(v) => v,
             None => view_from_record(rec, sm.store()),
         };
+        Some(self.info_from_view(ls, name, rec, &view))
+    }
+
+    /// The info of a consumer just created, as of before its first delivery (nats-server
+    /// snapshots it before starting delivery; clients take `num_pending` from it as the amount
+    /// of history to expect, so a delivery racing the answer must not be counted).
+    async fn initial_consumer_info(&self, ls: &LocalStream, name: &str) -> Option<ConsumerInfo> {
+        let live = self.engine_view(ls, name).await;
+        let sm = ls.sm.lock();
+        let rec = sm.consumer(name)?;
+        let mut initial = rec.clone();
+        initial.state = rec.initial.clone();
+        initial.last_delivered_ns = 0;
+        initial.last_ack_ns = 0;
+        let mut view = view_from_record(&initial, sm.store());
+        if let Some(live) = live {
+            view.push_bound = live.push_bound;
+            view.num_waiting = live.num_waiting;
+        }
+        Some(self.info_from_view(ls, name, &initial, &view))
+    }
+
+    /// A consumer info from a record (config, creation) and a delivery view.
+    fn info_from_view(
+        &self,
+        ls: &LocalStream,
+        name: &str,
+        rec: &ConsumerRecord,
+        view: &EngineView,
+    ) -> ConsumerInfo {
         let cfg =
             with_response_metadata(&rec.config, &self.identity.version, self.identity.api_level);
         let active = |ns: u64| (ns > 0).then(|| go_time::format(ns));
         let now = now_ns();
         let pause_until = rec.config.pause_until.as_deref().and_then(go_time::parse);
         let paused = pause_until.is_some_and(|p| p > now);
-        Some(ConsumerInfo {
+        ConsumerInfo {
             stream_name: ls.name.clone(),
             name: name.to_string(),
             created: go_time::format(rec.created_ns),
@@ -150,7 +183,7 @@ impl JetStream {
                 0
             },
             ts: go_time::format(now),
-        })
+        }
     }
 
     /// The running engine's view. Right after this node became the leader the engine starts
