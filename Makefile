@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help run test check bench bench-js bench-consume bench-cluster bench-idle bench-failover setup clean-data
+.PHONY: help run test check bench bench-js bench-consume bench-cluster bench-idle bench-failover bench-rolling setup clean-data
 
 help:
 	@echo "make run    - build (release) and run one node: clients :4222, monitoring :8222, data ./data"
@@ -10,6 +10,7 @@ help:
 	@echo "make bench  - jetraft vs the real nats-server side by side (release): core, cross-node, JetStream; then the storage engine"
 	@echo "make bench-js / bench-consume / bench-cluster / bench-idle - one benchmark family only"
 	@echo "make bench-failover - JetStream failover time after kill -9 of the stream leader (p50/p90/p99 of 20 kills)"
+	@echo "make bench-rolling  - longest publish gap during a simulated Kubernetes rolling restart (3 runs per server)"
 
 setup:
 	./scripts/setup.sh
@@ -45,6 +46,10 @@ bench-idle:
 bench-failover:
 	cargo build --release -p jetraft-server --bin jetraft
 	./scripts/bench-failover.py --bin "$$(./scripts/target-dir.sh)/release/jetraft"
+
+bench-rolling:
+	cargo build --release -p jetraft-server --bin jetraft
+	./scripts/bench-rolling.sh
 
 clean-data:
 	rm -rf ./data

@@ -493,6 +493,44 @@ async fn rpc_for_a_group_not_on_the_node_is_not_found() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rpc_addressed_to_another_node_id_is_refused() {
+    // A node that lost its data listens at the old address under a new id: what peers still
+    // send to the old id must be refused, not answered from an empty log.
+    let mut c = Cluster::new(1).await;
+    c.create_group(GroupId(1), &ids(1)).await;
+    let addr = c.node(NodeId(1)).addr;
+    let mut client = RaftServiceClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap();
+    let vote = |to: u64| {
+        let mut r = tonic::Request::new(pb::VoteRequest {
+            group_id: 1,
+            from: 2,
+            vote: Some(pb::Vote {
+                term: 1,
+                node_id: 2,
+                committed: false,
+            }),
+            last_log_id: None,
+            leadership_transfer: false,
+        });
+        r.metadata_mut().insert(
+            jetraft_raft::network::grpc::TARGET_NODE_HEADER,
+            to.to_string().parse().unwrap(),
+        );
+        r
+    };
+    let err = client.vote(vote(7)).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("reached node"), "{}", err.message());
+    client
+        .vote(vote(1))
+        .await
+        .expect("addressed to the right id, the request is served");
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removing_a_group_deletes_its_log_and_keeps_the_others() {
     let mut c = Cluster::new(1).await;
     let one = ids(1);
