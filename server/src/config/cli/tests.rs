@@ -416,3 +416,58 @@ fn usage_lists_every_section_and_flag() {
         assert!(USAGE.contains(flag), "{flag}");
     }
 }
+
+#[test]
+fn pid_flag_and_lame_duck_settings() {
+    each_spelling(&["P", "pid"], "/run/j.pid", |c| {
+        assert_eq!(c.pid_file.as_deref(), Some(Path::new("/run/j.pid")))
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conf = dir.path().join("j.conf");
+    fs::write(
+        &conf,
+        "pid_file: \"/run/x.pid\"\nlame_duck_duration: \"30s\"\nlame_duck_grace_period: \"10s\"\n",
+    )
+    .expect("write");
+    let c = run(&["-c", conf.to_str().expect("utf-8 path")]);
+    assert_eq!(c.pid_file.as_deref(), Some(Path::new("/run/x.pid")));
+    assert_eq!(c.lame_duck_duration, std::time::Duration::from_secs(30));
+    assert_eq!(c.lame_duck_grace_period, std::time::Duration::from_secs(10));
+    assert_eq!(
+        Config::default().lame_duck_duration,
+        std::time::Duration::from_secs(120)
+    );
+}
+
+#[test]
+fn signal_flag_names_the_process_or_falls_back_to_the_pid_file() {
+    let outcome = |list: &[&str]| parse(&args(list)).expect("parses");
+    assert_eq!(
+        outcome(&["--signal", "ldm=/var/run/j.pid"]),
+        CliOutcome::Signal {
+            command: "ldm".to_string(),
+            target: Some("/var/run/j.pid".to_string()),
+        }
+    );
+    assert_eq!(
+        outcome(&["-sl=term=42"]),
+        CliOutcome::Signal {
+            command: "term".to_string(),
+            target: Some("42".to_string()),
+        }
+    );
+    assert_eq!(
+        outcome(&["-P", "/run/k.pid", "-sl", "ldm"]),
+        CliOutcome::Signal {
+            command: "ldm".to_string(),
+            target: Some("/run/k.pid".to_string()),
+        }
+    );
+    assert_eq!(
+        outcome(&["--signal", "quit"]),
+        CliOutcome::Signal {
+            command: "quit".to_string(),
+            target: None,
+        }
+    );
+}
