@@ -126,7 +126,9 @@ impl JetStream {
         match op.owner() {
             Owner::Any => self.answer_here(&op, &msg).await,
             Owner::MetaLeader => match self.await_meta_leader().await {
-                Some(l) if l == self.node => self.answer_here(&op, &msg).await,
+                Some(l) if l == self.node => {
+                    self.answer_as_leader(&op, &msg, hops, GroupId::META).await
+                }
                 Some(l) => {
                     if !self.forward_to(l, hops, &msg) {
                         self.reply_error(&msg, &op, ApiError::new(ErrorKind::ClusterNotAvail));
@@ -174,7 +176,9 @@ impl JetStream {
                     }
                 };
                 match leader {
-                    Some(l) if l == self.node => self.answer_here(&op, &msg).await,
+                    Some(l) if l == self.node => {
+                        self.answer_as_leader(&op, &msg, hops, local.group()).await
+                    }
                     Some(l) => {
                         if !self.forward_to(l, hops, &msg) {
                             self.reply_error(&msg, &op, ApiError::new(ErrorKind::ClusterNotAvail));
@@ -187,6 +191,51 @@ impl JetStream {
     }
 
     async fn answer_here(self: &Arc<Self>, op: &ApiOp, msg: &InternalMsg) {
+        if let Some(result) = self.api_answer(op, msg).await {
+            self.respond(msg, op, result);
+        }
+    }
+
+    /// Answers a request this node owns as the leader of `group`. When the answer is "not
+    /// available" because leadership moved while the request was being handled (a proposal
+    /// refused as not leader), the request goes to the new leader instead, as if it had
+    /// arrived a moment later (bounded by the forward hop count).
+    async fn answer_as_leader(
+        self: &Arc<Self>,
+        op: &ApiOp,
+        msg: &InternalMsg,
+        hops: u32,
+        group: GroupId,
+    ) {
+        let Some(result) = self.api_answer(op, msg).await else {
+            return;
+        };
+        if let Err(e) = &result
+            && e.err_code == ApiError::new(ErrorKind::ClusterNotAvail).err_code
+            && let Some(now) = self.registry.leader(group).ok().and_then(|l| l.leader)
+            && now != self.node
+            && self.forward_to(now, hops, msg)
+        {
+            debug!(subject = %msg.subject, to = %now, "leader moved mid-request: forwarded");
+            return;
+        }
+        self.respond(msg, op, result);
+    }
+
+    fn respond(&self, msg: &InternalMsg, op: &ApiOp, result: Result<String, ApiError>) {
+        match result {
+            Ok(json) => self.reply(msg, &json),
+            Err(e) => self.reply_error(msg, op, e),
+        }
+    }
+
+    /// The answer to `op`, or `None` when its handler replied itself (direct gets, pull
+    /// requests).
+    async fn api_answer(
+        self: &Arc<Self>,
+        op: &ApiOp,
+        msg: &InternalMsg,
+    ) -> Option<Result<String, ApiError>> {
         let result = match op {
             ApiOp::AccountInfo => Ok(self.account_info()),
             ApiOp::StreamNames => self.stream_names(msg),
@@ -200,11 +249,11 @@ impl JetStream {
             ApiOp::MsgDelete(name) => self.msg_delete(name, msg).await,
             ApiOp::DirectGet(name) => {
                 self.direct_get(name, None, msg);
-                return;
+                return None;
             }
             ApiOp::DirectGetLast(name, subject) => {
                 self.direct_get(name, Some(subject), msg);
-                return;
+                return None;
             }
             ApiOp::StreamLeaderStepdown(name) => self.stream_stepdown(name).await,
             ApiOp::MetaLeaderStepdown => self.meta_stepdown().await,
@@ -216,15 +265,12 @@ impl JetStream {
             ApiOp::ConsumerList(s) => self.consumer_list_api(s, msg).await,
             ApiOp::ConsumerNext(s, c) => {
                 self.consumer_next(s, c, msg);
-                return;
+                return None;
             }
             ApiOp::ConsumerPause(s, c) => self.consumer_pause_api(s, c, msg).await,
             ApiOp::ConsumerLeaderStepdown(s, c) => self.consumer_stepdown(s, c).await,
         };
-        match result {
-            Ok(json) => self.reply(msg, &json),
-            Err(e) => self.reply_error(msg, op, e),
-        }
+        Some(result)
     }
 
     fn account_info(&self) -> String {
