@@ -842,3 +842,114 @@ async fn headers_only_queue_group_delivery_and_pause() {
         .expect("message");
     assert_eq!(m.subject.as_str(), "ho");
 }
+
+/// Receives `n` push messages, returning when each arrived.
+async fn arrivals(
+    msgs: &mut (
+             impl futures_util::Stream<Item = Result<jetstream::Message, impl std::fmt::Debug>> + Unpin
+         ),
+    n: usize,
+) -> Vec<std::time::Instant> {
+    let mut at = Vec::new();
+    for _ in 0..n {
+        let m = within(Duration::from_secs(20), "paced push message", msgs.next())
+            .await
+            .expect("message")
+            .expect("ok");
+        at.push(std::time::Instant::now());
+        m.ack().await.expect("ack");
+    }
+    at
+}
+
+#[tokio::test]
+async fn replay_original_keeps_the_stored_spacing() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    let s = stream_with(
+        &js,
+        stream::Config {
+            name: "REPLAY".into(),
+            subjects: vec!["replay.*".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    // Stored 1 s apart.
+    publish_n(&js, "replay.a", 1).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    publish_n(&js, "replay.a", 1).await;
+    let c: consumer::Consumer<push::Config> = s
+        .create_consumer(push::Config {
+            durable_name: Some("r".into()),
+            deliver_subject: "deliver.replay".into(),
+            ack_policy: AckPolicy::Explicit,
+            replay_policy: consumer::ReplayPolicy::Original,
+            ..Default::default()
+        })
+        .await
+        .expect("replay consumer");
+    let info = within(OP, "info", c.get_info()).await.expect("info");
+    assert_eq!(info.config.replay_policy, consumer::ReplayPolicy::Original);
+    let mut msgs = within(OP, "messages", c.messages())
+        .await
+        .expect("messages");
+    let at = arrivals(&mut msgs, 2).await;
+    // A lower bound only (a slow machine makes it longer, never shorter).
+    let gap = at[1] - at[0];
+    assert!(
+        gap >= Duration::from_millis(700),
+        "second message replayed {gap:?} after the first"
+    );
+}
+
+#[tokio::test]
+async fn rate_limited_push_consumer_is_paced_by_bytes() {
+    let srv = start().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    let s = stream_with(
+        &js,
+        stream::Config {
+            name: "RATE".into(),
+            subjects: vec!["rate.*".into()],
+            // The rate limit's burst is the stream's max message size (nats-server's rule).
+            max_message_size: 1024,
+            ..Default::default()
+        },
+    )
+    .await;
+    // Messages below the burst (a message above it is never delivered by nats-server).
+    let body = Bytes::from(vec![b'x'; 400]);
+    for _ in 0..8 {
+        within(OP, "publish", js.publish("rate.a", body.clone()))
+            .await
+            .expect("publish")
+            .await
+            .expect("ack");
+    }
+    // 16,000 bits per second: 2,000 bytes a second; 8 x 400 B minus a 1,024 B burst takes
+    // more than a second.
+    let c: consumer::Consumer<push::Config> = s
+        .create_consumer(push::Config {
+            durable_name: Some("rl".into()),
+            deliver_subject: "deliver.rate".into(),
+            ack_policy: AckPolicy::Explicit,
+            rate_limit: 16_000,
+            ..Default::default()
+        })
+        .await
+        .expect("rate limited consumer");
+    let info = within(OP, "info", c.get_info()).await.expect("info");
+    assert_eq!(info.config.rate_limit, 16_000);
+    let mut msgs = within(OP, "messages", c.messages())
+        .await
+        .expect("messages");
+    let at = arrivals(&mut msgs, 8).await;
+    let spread = at[7] - at[0];
+    assert!(
+        spread >= Duration::from_millis(800),
+        "3.2 KB delivered within {spread:?} at 2 KB/s with a 1 KB burst"
+    );
+}

@@ -301,6 +301,11 @@ impl JetStream {
         &self.registry
     }
 
+    /// The server's `max_payload` (consumer rate limits use it as their burst).
+    pub(crate) fn server_max_payload(&self) -> u32 {
+        self.server.config.max_payload
+    }
+
     /// The meta state view.
     pub fn meta(&self) -> &MetaView {
         &self.meta

@@ -28,6 +28,7 @@ use tracing::debug;
 
 use super::deadlines::Deadlines;
 use super::deliver::{self, OutMsg, PullStatus};
+use super::pacing::Pacer;
 use crate::jetstream::ack::AckKind;
 use crate::jetstream::api::types::consumer::{AckPolicy, ConsumerConfig, DeliverPolicy};
 use crate::jetstream::api::types::consumer_requests::{
@@ -199,6 +200,20 @@ pub(crate) struct Engine {
     outbox: mpsc::UnboundedSender<OutItem>,
     events: mpsc::UnboundedReceiver<Event>,
     stream_changes: watch::Receiver<u64>,
+    /// Replay-original and rate-limit pacing.
+    pacer: Pacer,
+    /// When a paced delivery may go (the engine wakes then).
+    paced_until: Option<Instant>,
+}
+
+/// The rate limit's burst: the stream's `max_msg_size` when set, else the server's
+/// `max_payload` (nats-server's choice).
+fn rate_burst(js: &JetStream, sm: &Mutex<StreamStateMachine>) -> u64 {
+    let max_msg = sm.lock().config().max_msg_size;
+    u64::try_from(max_msg)
+        .ok()
+        .filter(|m| *m > 0)
+        .unwrap_or_else(|| u64::from(js.server_max_payload()))
 }
 
 impl Engine {
@@ -224,6 +239,7 @@ impl Engine {
             )
         };
         let now = Instant::now();
+        let pacer = Pacer::new(&cfg, rate_burst(&js, &sm));
         let (outbox, outbox_rx) = mpsc::unbounded_channel();
         tokio::spawn(outbox_loop(js.clone(), outbox_rx));
         let mut e = Self {
@@ -260,6 +276,8 @@ impl Engine {
             outbox,
             events,
             stream_changes,
+            pacer,
+            paced_until: None,
         };
         let pending: Vec<(u64, u64, u64)> = e
             .state
@@ -348,6 +366,8 @@ impl Engine {
             }
             Event::Reconfigure(cfg) => {
                 self.filters = cfg.filters();
+                self.pacer = Pacer::new(&cfg, rate_burst(&self.js, &self.sm));
+                self.paced_until = None;
                 self.cfg = *cfg;
                 self.counted = None;
                 self.recount();
@@ -745,6 +765,21 @@ impl Engine {
             let Some((msg, redelivery)) = self.next_message(allow_new) else {
                 return;
             };
+            if self.pacer.active() {
+                let now = Instant::now();
+                let bytes = (msg.subject.len() + msg.headers.len() + msg.payload.len()) as u64;
+                if let Some(at) = self
+                    .pacer
+                    .ready_at(msg.timestamp_ns, bytes, redelivery, now)
+                {
+                    if redelivery {
+                        self.due.insert(msg.seq);
+                    }
+                    self.paced_until = Some(at);
+                    return;
+                }
+                self.paced_until = None;
+            }
             if !push {
                 let size = deliver::pull_size(&msg, &self.stream, &self.name);
                 let Some(req) = self.waiting.front_mut() else {
@@ -843,7 +878,10 @@ impl Engine {
         } else {
             return;
         }
-        let _ = size;
+        if self.pacer.active() {
+            self.pacer
+                .sent(msg.timestamp_ns, size, redelivery, Instant::now());
+        }
         self.state.record_delivery(seq, dseq, now);
         self.last_delivered_ns = now;
         if !self.acks() {
@@ -994,6 +1032,9 @@ impl Engine {
         }
         if !self.batch.delivered.is_empty() {
             wake = wake.min(self.last_progress + POSITION_EVERY);
+        }
+        if let Some(at) = self.paced_until {
+            wake = wake.min(at);
         }
         wake.max(now + Duration::from_millis(1))
     }

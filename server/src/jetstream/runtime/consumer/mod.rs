@@ -16,6 +16,7 @@ pub(crate) mod api;
 mod deadlines;
 pub(crate) mod deliver;
 pub(crate) mod engine;
+mod pacing;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,0 +1,206 @@
+//! Delivery pacing of one consumer: `replay_policy: original` and `rate_limit_bps`.
+//!
+//! - Original replay: each new message leaves no sooner after the previous new one than it was
+//!   stored after it (the difference of their stored timestamps); the first goes at once.
+//!   Redeliveries are not paced by it.
+//! - Rate limit (push consumers; the API refuses it on pull consumers): a token bucket of
+//!   `rate_limit_bps / 8` bytes a second whose burst is the stream's `max_msg_size`, else the
+//!   server's `max_payload`, as nats-server sizes it. A delivery waits until the bucket holds
+//!   its size (at most a burst), then takes its size (the bucket may go below zero).
+//!
+//! The engine asks [`Pacer::ready_at`] before a delivery and reports it with [`Pacer::sent`];
+//! when a message is not ready the engine sleeps until then (the wake joins `next_wake`).
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::jetstream::api::types::consumer::{ConsumerConfig, ReplayPolicy};
+
+/// Pacing state of one consumer's engine.
+#[derive(Debug, Default)]
+pub(super) struct Pacer {
+    original: bool,
+    /// Stored timestamp and send time of the last new message (original replay).
+    last_new: Option<(u64, Instant)>,
+    /// The rate limit's token bucket.
+    bucket: Option<Bucket>,
+}
+
+/// A token bucket counted in bytes.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    /// Bytes per second.
+    rate: f64,
+    /// Most bytes the bucket holds.
+    burst: f64,
+    /// Bytes available at `at` (negative after an oversize take).
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn refill(&mut self, now: Instant) {
+        if now > self.at {
+            let earned = (now - self.at).as_secs_f64() * self.rate;
+            self.tokens = (self.tokens + earned).min(self.burst);
+            self.at = now;
+        }
+    }
+
+    fn ready_at(&self, bytes: u64, now: Instant) -> Option<Instant> {
+        let mut b = *self;
+        b.refill(now);
+        let need = (bytes as f64).min(b.burst);
+        (b.tokens < need).then(|| now + Duration::from_secs_f64((need - b.tokens) / b.rate))
+    }
+
+    fn take(&mut self, bytes: u64, now: Instant) {
+        self.refill(now);
+        self.tokens -= bytes as f64;
+    }
+}
+
+impl Pacer {
+    /// Pacing for `cfg`; `burst` is the rate limit's burst in bytes (the stream's
+    /// `max_msg_size`, else the server's `max_payload`).
+    pub(super) fn new(cfg: &ConsumerConfig, burst: u64) -> Self {
+        let bps = if cfg.is_push() { cfg.rate_limit_bps } else { 0 };
+        let bucket = (bps >= 8).then(|| {
+            let burst = burst.max(1) as f64;
+            Bucket {
+                rate: (bps / 8) as f64,
+                burst,
+                tokens: burst,
+                at: Instant::now(),
+            }
+        });
+        Self {
+            original: cfg.replay_policy == ReplayPolicy::Original,
+            last_new: None,
+            bucket,
+        }
+    }
+
+    /// When a message of `bytes` bytes stored at `stored_ns` may be delivered; `None` when it
+    /// may go now.
+    pub(super) fn ready_at(
+        &self,
+        stored_ns: u64,
+        bytes: u64,
+        redelivery: bool,
+        now: Instant,
+    ) -> Option<Instant> {
+        let mut at = self.bucket.as_ref().and_then(|b| b.ready_at(bytes, now));
+        if self.original
+            && !redelivery
+            && let Some((prev_ns, sent)) = self.last_new
+        {
+            let gap = Duration::from_nanos(stored_ns.saturating_sub(prev_ns));
+            let due = sent + gap;
+            if due > now {
+                at = Some(at.map_or(due, |a| a.max(due)));
+            }
+        }
+        at
+    }
+
+    /// Records a delivery of `bytes` bytes of a message stored at `stored_ns`.
+    pub(super) fn sent(&mut self, stored_ns: u64, bytes: u64, redelivery: bool, now: Instant) {
+        if self.original && !redelivery {
+            self.last_new = Some((stored_ns, now));
+        }
+        if let Some(b) = &mut self.bucket {
+            b.take(bytes, now);
+        }
+    }
+
+    /// Whether any pacing applies (the engine skips the bookkeeping otherwise).
+    pub(super) fn active(&self) -> bool {
+        self.original || self.bucket.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(original: bool, bps: u64) -> ConsumerConfig {
+        ConsumerConfig {
+            deliver_subject: "d".to_string(),
+            replay_policy: if original {
+                ReplayPolicy::Original
+            } else {
+                ReplayPolicy::Instant
+            },
+            rate_limit_bps: bps,
+            ..ConsumerConfig::default()
+        }
+    }
+
+    #[test]
+    fn instant_unlimited_never_waits() {
+        let mut p = Pacer::new(&cfg(false, 0), 1024);
+        let now = Instant::now();
+        assert!(!p.active());
+        p.sent(1, 1000, false, now);
+        assert_eq!(p.ready_at(10_000_000_000, 1000, false, now), None);
+    }
+
+    #[test]
+    fn original_replay_keeps_the_stored_spacing_of_new_messages() {
+        let mut p = Pacer::new(&cfg(true, 0), 1024);
+        let t0 = Instant::now();
+        assert_eq!(
+            p.ready_at(5_000_000_000, 10, false, t0),
+            None,
+            "first goes at once"
+        );
+        p.sent(5_000_000_000, 10, false, t0);
+        // Stored 300 ms later: due 300 ms after the first was sent.
+        let due = p.ready_at(5_300_000_000, 10, false, t0).expect("waits");
+        assert_eq!(due, t0 + Duration::from_millis(300));
+        assert_eq!(p.ready_at(5_300_000_000, 10, false, due), None);
+        // Redeliveries are not held back by the replay spacing.
+        assert_eq!(p.ready_at(9_000_000_000, 10, true, t0), None);
+    }
+
+    #[test]
+    fn rate_limit_spaces_deliveries_by_their_size() {
+        // 1,000 bytes per second, burst 500 bytes.
+        let mut p = Pacer::new(&cfg(false, 8_000), 500);
+        let t0 = Instant::now();
+        assert_eq!(
+            p.ready_at(0, 500, false, t0),
+            None,
+            "a full bucket lets a burst through"
+        );
+        p.sent(0, 500, false, t0);
+        let next = p.ready_at(0, 500, false, t0).expect("empty bucket waits");
+        let wait = next - t0;
+        assert!(
+            wait > Duration::from_millis(490) && wait < Duration::from_millis(510),
+            "{wait:?}"
+        );
+        // An oversize delivery waits for a full burst, then leaves the bucket in debt.
+        p.sent(0, 2_000, true, next);
+        let after = p.ready_at(0, 100, true, next).expect("in debt");
+        let debt = after - next;
+        assert!(
+            debt > Duration::from_millis(1_590) && debt < Duration::from_millis(1_610),
+            "{debt:?}"
+        );
+    }
+
+    #[test]
+    fn pull_consumers_are_not_rate_limited() {
+        let pull = ConsumerConfig {
+            rate_limit_bps: 8,
+            ..ConsumerConfig::default()
+        };
+        let mut p = Pacer::new(&pull, 1);
+        let now = Instant::now();
+        p.sent(0, 1_000_000, false, now);
+        assert_eq!(p.ready_at(0, 1_000_000, false, now), None);
+    }
+}
