@@ -151,7 +151,15 @@ async fn current_revision(kv: &kv::Store, key: &str, deadline: Instant) -> Optio
     None
 }
 
-/// One client: `target` acknowledged updates (or until `deadline`); returns every attempt.
+/// What one client did.
+struct ClientRun {
+    attempts: Vec<Attempt>,
+    /// Reads that returned a revision older than one this client had itself had acknowledged
+    /// on that key (stale DIRECT.GET answers; reported, not a failure).
+    stale_reads: u64,
+}
+
+/// One client: `target` acknowledged updates (or until `deadline`).
 async fn run_client(
     id: usize,
     kv: kv::Store,
@@ -159,17 +167,22 @@ async fn run_client(
     target: u64,
     acked: Arc<AtomicU64>,
     deadline: Instant,
-) -> Vec<Attempt> {
+) -> ClientRun {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ (id as u64).wrapping_mul(0x9e37));
     let mut attempts = Vec::new();
     let mut n = 0u64;
     let mut done = 0u64;
+    let mut own: HashMap<String, u64> = HashMap::new();
+    let mut stale_reads = 0u64;
     'keys: while done < target && Instant::now() < deadline {
         let key = key(rng.random_range(0..KEYS));
         loop {
             let Some(expected) = current_revision(&kv, &key, deadline).await else {
                 break 'keys;
             };
+            if own.get(&key).is_some_and(|&mine| expected < mine) {
+                stale_reads += 1;
+            }
             n += 1;
             let value = format!("c{id}-n{n}-e{expected}");
             let started = Instant::now();
@@ -190,7 +203,8 @@ async fn run_client(
                 started,
                 outcome,
             });
-            if let Outcome::Acked(..) = outcome {
+            if let Outcome::Acked(rev, _) = outcome {
+                own.insert(key.clone(), rev);
                 done += 1;
                 acked.fetch_add(1, Ordering::Relaxed);
                 continue 'keys;
@@ -203,7 +217,10 @@ async fn run_client(
             }
         }
     }
-    attempts
+    ClientRun {
+        attempts,
+        stale_reads,
+    }
 }
 
 /// The full history of `key` as `(revision, value)`, read through the client.
@@ -321,8 +338,11 @@ async fn kv_cas_is_linearizable_through_two_leader_kills() {
         cluster.restart(victim).await.expect("restart");
     }
     let mut attempts = Vec::new();
+    let mut stale_reads = 0;
     for c in clients {
-        attempts.extend(c.await.expect("client task"));
+        let run = c.await.expect("client task");
+        attempts.extend(run.attempts);
+        stale_reads += run.stale_reads;
     }
     let elapsed = started.elapsed();
     let acked_n = acked.load(Ordering::Relaxed);
@@ -427,7 +447,8 @@ async fn kv_cas_is_linearizable_through_two_leader_kills() {
     eprintln!(
         "{total} acknowledged updates in {elapsed:?}; {} attempts: {rejected} rejected \
          (wrong last revision), {ambiguous} ambiguous of which {ambiguous_applied} applied; \
-         {stored} messages in the stream",
+         {stored} messages in the stream; {stale_reads} reads older than the reader's own \
+         acknowledged write",
         attempts.len()
     );
     cluster.assert_clean_logs();
