@@ -103,9 +103,11 @@ async fn connect_any(cluster: &Cluster, first: usize) -> async_nats::Client {
     within(
         Duration::from_secs(10),
         "connect",
-        async_nats::ConnectOptions::new()
-            .retry_on_initial_connect()
-            .connect(urls),
+        Box::pin(
+            async_nats::ConnectOptions::new()
+                .retry_on_initial_connect()
+                .connect(urls),
+        ),
     )
     .await
     .expect("connect")
