@@ -1,6 +1,7 @@
 //! KV compare-and-set under leader failure (issue 7, item 5b): five async-nats clients run
 //! 2,000 CAS updates each over ten keys of an R3 bucket on three nodes, while the stream leader
-//! is killed (SIGKILL) and restarted twice. Then the bucket's full history is checked.
+//! is killed (SIGKILL) and restarted twice, each time once another node has taken over. Then
+//! the bucket's full history is checked.
 //!
 //! # The clients
 //! Each client loops: pick a random key (seeded; `JETRAFT_CAS_SEED` replays a run), read its
@@ -42,7 +43,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_nats::jetstream::kv::{self, CreateErrorKind, UpdateErrorKind};
@@ -50,8 +51,8 @@ use async_nats::jetstream::{self, Context};
 use bytes::Bytes;
 use futures_util::TryStreamExt as _;
 use jetraft_tests::harness::cluster::Cluster;
-use jetraft_tests::harness::jsapi::{ELECTION, api, info_with_leader, leader_index};
-use jetraft_tests::harness::{wait_for, within};
+use jetraft_tests::harness::jsapi::{ELECTION, api, index_of, info_with_leader, try_api};
+use jetraft_tests::harness::{ServerProcess, wait_for, within};
 use rand::{Rng as _, SeedableRng as _};
 use serde_json::Value;
 use tokio::time::{Instant, sleep, timeout};
@@ -64,6 +65,9 @@ const STREAM: &str = "KV_CAS";
 const HISTORY: i64 = 1_000_000;
 /// Bound on one read or update attempt; a longer one counts as ambiguous.
 const ATTEMPT: Duration = Duration::from_secs(4);
+/// Acknowledged updates (percent of the total) at which the stream leader is killed; early
+/// enough that the second kill still comes during the run even when a failover is slow.
+const KILL_AT_PERCENT: [u64; 2] = [25, 55];
 /// Bound on the update phase.
 const RUN_BOUND: Duration = Duration::from_secs(180);
 
@@ -111,6 +115,40 @@ async fn connect_any(cluster: &Cluster, first: usize) -> async_nats::Client {
     )
     .await
     .expect("connect")
+}
+
+/// A client of `srv` only (no failover to discovered servers); it reconnects to `srv` after a
+/// restart.
+async fn connect_only(srv: &ServerProcess) -> async_nats::Client {
+    within(
+        Duration::from_secs(10),
+        "connect",
+        Box::pin(
+            async_nats::ConnectOptions::new()
+                .ignore_discovered_servers()
+                .retry_on_initial_connect()
+                .connect(srv.client_url()),
+        ),
+    )
+    .await
+    .expect("connect")
+}
+
+/// The stream leader as some node (other than `skip`) reports it.
+async fn stream_leader(monitors: &[async_nats::Client], skip: Option<usize>) -> Option<String> {
+    let subject = format!("$JS.API.STREAM.INFO.{STREAM}");
+    for (i, nc) in monitors.iter().enumerate() {
+        if Some(i) == skip || nc.connection_state() != async_nats::connection::State::Connected {
+            continue;
+        }
+        if let Some(info) = try_api(nc, &subject, &Value::Null).await
+            && let Some(l) = info["cluster"]["leader"].as_str()
+            && !l.is_empty()
+        {
+            return Some(l.to_string());
+        }
+    }
+    None
 }
 
 fn context(nc: async_nats::Client) -> Context {
@@ -283,6 +321,11 @@ async fn kv_cas_is_linearizable_through_two_leader_kills() {
             .expect("bind");
         stores.push(kv);
     }
+    // One client per node, never failing over elsewhere: leader queries go to nodes that run.
+    let mut monitors = Vec::new();
+    for i in 0..cluster.len() {
+        monitors.push(connect_only(cluster.node(i)).await);
+    }
     // Every key starts with a create (expected revision 0 in its value); a retried create
     // that finds the key already there is done.
     for k in 0..KEYS {
@@ -318,9 +361,29 @@ async fn kv_cas_is_linearizable_through_two_leader_kills() {
         })
         .collect();
 
-    // Kill the stream leader at a third and at two thirds of the acknowledged updates.
-    for k in 1..=2u64 {
-        while acked.load(Ordering::Relaxed) * 3 < total * k {
+    // Report every stream leader change (diagnostic only).
+    let watching = Arc::new(AtomicBool::new(true));
+    let watcher = tokio::spawn({
+        let monitors = monitors.clone();
+        let watching = watching.clone();
+        async move {
+            let mut last = String::new();
+            while watching.load(Ordering::Relaxed) && Instant::now() < deadline {
+                if let Some(l) = stream_leader(&monitors, None).await
+                    && l != last
+                {
+                    eprintln!("stream leader {l} at {:?}", started.elapsed());
+                    last = l;
+                }
+                sleep(Duration::from_millis(250)).await;
+            }
+        }
+    });
+
+    // Kill the stream leader twice while the clients run (see KILL_AT_PERCENT).
+    for (k, percent) in KILL_AT_PERCENT.into_iter().enumerate() {
+        let k = k + 1;
+        while acked.load(Ordering::Relaxed) * 100 < total * percent {
             assert!(
                 Instant::now() < deadline,
                 "only {} of {total} updates acknowledged within {RUN_BOUND:?}",
@@ -328,17 +391,40 @@ async fn kv_cas_is_linearizable_through_two_leader_kills() {
             );
             sleep(Duration::from_millis(20)).await;
         }
-        let victim = leader_index(&cluster, &nc, STREAM).await;
+        let victim_name =
+            wait_for("stream leader", ELECTION, || stream_leader(&monitors, None)).await;
+        let victim = index_of(&cluster, &victim_name);
+        let at = acked.load(Ordering::Relaxed);
+        assert!(
+            at < total,
+            "kill {k} would come after the run ({at} of {total} acknowledged)"
+        );
         eprintln!(
-            "kill {k}: {} (stream leader) at {} acknowledged, {:?}",
-            cluster.node(victim).name(),
-            acked.load(Ordering::Relaxed),
+            "kill {k}: {victim_name} (stream leader) at {at} acknowledged, {:?}",
             started.elapsed()
         );
         cluster.kill(victim);
-        sleep(Duration::from_secs(2)).await;
+        // Restart only once another node leads: otherwise the restarted node, whose log is
+        // complete, can win the election again and no failover to another leader happens.
+        let successor = wait_for("a new stream leader", ELECTION, || {
+            let monitors = &monitors;
+            let victim_name = victim_name.clone();
+            async move {
+                let l = stream_leader(monitors, Some(victim)).await?;
+                (l != victim_name).then_some(l)
+            }
+        })
+        .await;
+        eprintln!(
+            "kill {k}: {successor} leads at {} acknowledged, {:?}",
+            acked.load(Ordering::Relaxed),
+            started.elapsed()
+        );
+        sleep(Duration::from_secs(1)).await;
         cluster.restart(victim).await.expect("restart");
     }
+    watching.store(false, Ordering::Relaxed);
+    watcher.await.expect("leader watcher");
     let mut attempts = Vec::new();
     let mut stale_reads = 0;
     for c in clients {
