@@ -2,13 +2,13 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help run test check bench bench-js bench-consume bench-cluster bench-idle bench-failover bench-rolling setup clean-data
+.PHONY: help run test check bench bench-js bench-consume bench-kv bench-cluster bench-idle bench-failover bench-rolling setup clean-data
 
 help:
 	@echo "make run    - build (release) and run one node: clients :4222, monitoring :8222, data ./data"
 	@echo "make test   - install what is missing, then fmt + clippy + every test tier"
 	@echo "make bench  - jetraft vs the real nats-server side by side (release): core, cross-node, JetStream; then the storage engine"
-	@echo "make bench-js / bench-consume / bench-cluster / bench-idle - one benchmark family only"
+	@echo "make bench-js / bench-consume / bench-kv / bench-cluster / bench-idle - one benchmark family only"
 	@echo "make bench-failover - JetStream failover time after kill -9 of the stream leader (p50/p90/p99 of 20 kills)"
 	@echo "make bench-rolling  - longest publish gap during a simulated Kubernetes rolling restart (3 runs per server)"
 
@@ -25,7 +25,7 @@ test:
 
 bench:
 	./scripts/bench.sh
-	$(MAKE) bench-cluster bench-js bench-consume
+	$(MAKE) bench-cluster bench-js bench-consume bench-kv
 	./scripts/bench-storage.sh
 
 bench-cluster:
@@ -39,6 +39,10 @@ bench-js:
 bench-consume:
 	cargo build --release -p jetraft-server --bin jetraft -p jetraft-tests --bin jetraft-bench
 	./scripts/bench-consume.sh
+
+bench-kv:
+	cargo build --release -p jetraft-server --bin jetraft -p jetraft-tests --bin jetraft-bench
+	./scripts/bench-kv.sh
 
 bench-idle:
 	./scripts/bench-idle.sh --release

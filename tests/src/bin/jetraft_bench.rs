@@ -1,13 +1,14 @@
 //! `jetraft-bench`: a small NATS core load generator built on async-nats, in the spirit of
 //! `nats bench`, used by `scripts/bench.sh` to compare jetraft with nats-server.
 //!
-//! Two benchmarks:
+//! Benchmarks:
 //! * `pubsub`: one publisher and one subscriber connection; throughput seen by the subscriber
 //!   from its first to its last message.
 //! * `reqrep`: one echo responder and one requester doing sequential requests; latency
 //!   percentiles and requests per second.
 //! * `jspub`: JetStream publishing with PubAcks (async with N in flight, or synchronous).
 //! * `jsconsume`: JetStream pull consumption with acks, or ordered replay.
+//! * `kv`: sequential Key-Value puts and gets (ops/s, latency percentiles).
 //!
 //! Each run prints exactly one `RESULT ...` line on stdout (space-separated `key=value` pairs);
 //! everything else goes to stderr. Run `jetraft-bench --help` for the options.
@@ -19,6 +20,8 @@ mod args;
 mod jsconsume;
 #[path = "jetraft_bench/jspub.rs"]
 mod jspub;
+#[path = "jetraft_bench/kv.rs"]
+mod kv;
 #[path = "jetraft_bench/pubsub.rs"]
 mod pubsub;
 #[path = "jetraft_bench/reqrep.rs"]
@@ -71,6 +74,7 @@ fn run(args: Args) -> Result<()> {
                 Bench::ReqRep => Box::pin(reqrep::run(&args)).await,
                 Bench::JsPub => Box::pin(jspub::run(&args)).await,
                 Bench::JsConsume => Box::pin(jsconsume::run(&args)).await,
+                Bench::Kv => Box::pin(kv::run(&args)).await,
             }
         };
         match tokio::time::timeout(limit, work).await {

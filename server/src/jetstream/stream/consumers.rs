@@ -214,10 +214,17 @@ pub fn count_pending(
 }
 
 /// For `last_per_subject` consumers still inside their initial set: the remaining last
-/// messages (one per subject) at or above `from`.
+/// messages (one per subject) at or above `from`, where "last" is judged as of `lps_end`
+/// (the stream's last sequence when the consumer was created).
+///
+/// A subject's initial message is its last one at or below `lps_end`; it is at or above `from`
+/// exactly when the subject has any message in `from..=lps_end`. Messages published after the
+/// consumer was created do not take a subject out of the initial set (nats-server fixes that
+/// set at creation).
 pub fn count_last_per_subject(
     store: &dyn StreamStore,
     from: u64,
+    lps_end: u64,
     filters: &[String],
 ) -> Result<u64, StorageError> {
     let patterns = if filters.is_empty() {
@@ -229,14 +236,28 @@ pub fn count_last_per_subject(
     for f in &patterns {
         for subject in store.subject_counts(f)?.keys() {
             if store
-                .last_for_subject(subject)?
-                .is_some_and(|m| m.seq >= from)
+                .next_matching(from, &[subject.as_str()])?
+                .is_some_and(|m| m.seq <= lps_end)
             {
                 n += 1;
             }
         }
     }
     Ok(n)
+}
+
+/// For `last_per_subject` consumers: whether the message `seq` on `subject` (at or below
+/// `lps_end`) belongs to the initial set, that is, no later message on its subject is at or
+/// below `lps_end`.
+pub fn is_initial_last_per_subject(
+    store: &dyn StreamStore,
+    seq: u64,
+    subject: &str,
+    lps_end: u64,
+) -> Result<bool, StorageError> {
+    Ok(store
+        .next_matching(seq + 1, &[subject])?
+        .is_none_or(|later| later.seq > lps_end))
 }
 
 impl StreamStateMachine {

@@ -9,6 +9,7 @@ use jetraft_storage::rocks::{RocksConsumerStore, RocksStreamStore};
 use jetraft_storage::stream::StreamUid;
 
 use super::super::{ServerIdentity, StreamStateMachine, command};
+use super::{count_last_per_subject, is_initial_last_per_subject};
 use crate::jetstream::api::types::StreamConfig;
 use crate::jetstream::api::types::consumer::{AckPolicy, ConsumerConfig, DeliverPolicy};
 use crate::jetstream::api::types::requests::decode;
@@ -134,6 +135,44 @@ fn start_positions_follow_the_deliver_policy() {
     );
     assert_eq!(d.sm.consumer("seq").unwrap().next_seq(), 3);
     assert_eq!(d.sm.consumer_count(), 7);
+}
+
+/// The initial set of a `last_per_subject` consumer is fixed when it is created: a later
+/// publish on a subject neither removes that subject's initial message nor changes the count
+/// (an object store watch with history must still see the meta that was current at creation).
+#[test]
+fn last_per_subject_initial_set_ignores_later_publishes() {
+    let mut d = Driver::mem(r#"{"name":"S","subjects":["s.*"]}"#);
+    for s in ["s.a", "s.b", "s.a", "s.c"] {
+        d.publish(s);
+    }
+    d.create(
+        "lps",
+        ConsumerConfig {
+            deliver_policy: DeliverPolicy::LastPerSubject,
+            ..explicit()
+        },
+    );
+    let lps_end = d.sm.consumer("lps").unwrap().lps_end;
+    assert_eq!(lps_end, 4);
+    let store = d.sm.store();
+    // Initial set: s.b@2, s.a@3, s.c@4.
+    assert_eq!(count_last_per_subject(store, 1, lps_end, &[]).unwrap(), 3);
+    assert!(!is_initial_last_per_subject(store, 1, "s.a", lps_end).unwrap());
+    assert!(is_initial_last_per_subject(store, 3, "s.a", lps_end).unwrap());
+
+    d.publish("s.a"); // 5
+    d.publish("s.d"); // 6
+    let store = d.sm.store();
+    assert!(is_initial_last_per_subject(store, 3, "s.a", lps_end).unwrap());
+    assert!(!is_initial_last_per_subject(store, 1, "s.a", lps_end).unwrap());
+    assert_eq!(count_last_per_subject(store, 1, lps_end, &[]).unwrap(), 3);
+    assert_eq!(count_last_per_subject(store, 3, lps_end, &[]).unwrap(), 2);
+    assert_eq!(count_last_per_subject(store, 4, lps_end, &[]).unwrap(), 1);
+    assert_eq!(
+        count_last_per_subject(store, 1, lps_end, &["s.a".to_string()]).unwrap(),
+        1
+    );
 }
 
 #[test]

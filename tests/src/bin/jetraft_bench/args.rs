@@ -15,6 +15,8 @@ USAGE:
                          [--replicas N] [--inflight N] [--timeout SECS]
     jetraft-bench jsconsume [--url URL] [--msgs N] [--size BYTES] [--storage file|memory]
                          [--replicas N] [--consumer pull|ordered] [--batch N] [--timeout SECS]
+    jetraft-bench kv     [--url URL] [--count N] [--size BYTES] [--replicas N] [--keys N]
+                         [--timeout SECS]
 
 BENCHMARKS:
     pubsub   one publisher connection, one subscriber connection on the same subject; measures
@@ -25,15 +27,18 @@ BENCHMARKS:
              (1 = synchronous); measures acknowledged messages per second.
     jsconsume  fills a fresh stream, then times a pull consumer with explicit acks (until
              every ack is applied) or an ordered consumer replaying it.
+    kv       a fresh KV bucket (history 1): N sequential puts, then N sequential gets, over
+             --keys keys (after a short warm-up); measures ops/s and latency of each.
 
 OPTIONS:
     --url URL        server URL                  [default: nats://127.0.0.1:4222]
     --sub-url URL    pubsub: subscriber's server (another cluster node) [default: --url]
     --msgs N         pubsub: messages to send    [default: 1000000]
-    --count N        reqrep: requests to time    [default: 10000]
+    --count N        reqrep/kv: ops to time      [default: 10000]
     --size BYTES     payload size                [default: 128]
     --storage KIND   jspub: file or memory       [default: file]
-    --replicas N     jspub: stream replicas      [default: 1]
+    --replicas N     jspub/kv: replicas          [default: 1]
+    --keys N         kv: distinct keys           [default: 100]
     --inflight N     jspub: outstanding acks     [default: 256]
     --consumer KIND  jsconsume: pull or ordered  [default: pull]
     --batch N        jsconsume: pull batch size  [default: 100]
@@ -46,6 +51,8 @@ OUTPUT:
     RESULT reqrep count=.. size=.. p50_us=.. p90_us=.. p99_us=.. max_us=.. rps=..
     RESULT jspub msgs=.. size=.. storage=.. replicas=.. inflight=.. elapsed_s=.. msgs_per_sec=..
     RESULT jsconsume consumer=.. msgs=.. size=.. storage=.. replicas=.. batch=.. elapsed_s=.. msgs_per_sec=..
+    RESULT kv count=.. size=.. replicas=.. keys=.. put_ops_per_sec=.. put_p50_us=.. put_p99_us=..
+           get_ops_per_sec=.. get_p50_us=.. get_p99_us=..   (one line)
     (MB = 10^6 bytes; payload bytes only.)
 ";
 
@@ -60,6 +67,8 @@ pub(crate) enum Bench {
     JsPub,
     /// JetStream consumption: pull with acks, or ordered replay.
     JsConsume,
+    /// Sequential KV puts then gets: throughput and latency.
+    Kv,
 }
 
 /// Parsed command line.
@@ -89,6 +98,8 @@ pub(crate) struct Args {
     pub(crate) consumer: String,
     /// Pull batch size for jsconsume.
     pub(crate) batch: u64,
+    /// Distinct keys for kv.
+    pub(crate) keys: u64,
 }
 
 /// What the command line asks for.
@@ -109,8 +120,9 @@ pub(crate) fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Command> 
         Some("reqrep") => Bench::ReqRep,
         Some("jspub") => Bench::JsPub,
         Some("jsconsume") => Bench::JsConsume,
+        Some("kv") => Bench::Kv,
         Some(other) => {
-            bail!("unknown benchmark {other:?} (expected pubsub, reqrep, jspub or jsconsume)")
+            bail!("unknown benchmark {other:?} (expected pubsub, reqrep, jspub, jsconsume or kv)")
         }
     };
     let mut args = Args {
@@ -126,6 +138,7 @@ pub(crate) fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Command> 
         inflight: 256,
         consumer: "pull".to_string(),
         batch: 100,
+        keys: 100,
     };
     while let Some(arg) = it.next() {
         if arg == "-h" || arg == "--help" {
@@ -158,6 +171,7 @@ pub(crate) fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Command> 
             "consumer" if value == "pull" || value == "ordered" => args.consumer = value,
             "consumer" => bail!("--consumer must be pull or ordered, got {value:?}"),
             "batch" => args.batch = number(&key, &value)?,
+            "keys" => args.keys = number(&key, &value)?,
             _ => bail!("unknown option --{key}"),
         }
     }
@@ -170,6 +184,9 @@ pub(crate) fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Command> 
         }
         Bench::JsConsume if args.msgs == 0 || args.batch == 0 => {
             bail!("--msgs and --batch must be at least 1")
+        }
+        Bench::Kv if args.count == 0 || args.keys == 0 => {
+            bail!("--count and --keys must be at least 1")
         }
         _ => {}
     }
@@ -209,6 +226,13 @@ mod tests {
             panic!("expected run")
         };
         assert_eq!((a.bench, a.count, a.size), (Bench::ReqRep, 10_000, 128));
+        let Command::Run(a) = p("kv --count 500 --keys 7 --replicas 3").unwrap() else {
+            panic!("expected run")
+        };
+        assert_eq!(
+            (a.bench, a.count, a.keys, a.replicas),
+            (Bench::Kv, 500, 7, 3)
+        );
     }
 
     #[test]
@@ -218,6 +242,7 @@ mod tests {
         assert!(p("pubsub --msgs 1").is_err());
         assert!(p("reqrep --count 0").is_err());
         assert!(p("reqrep --timeout 0").is_err());
+        assert!(p("kv --keys 0").is_err());
         assert!(p("pubsub --nope 1").is_err());
         assert!(p("fly").is_err());
         assert_eq!(p("").unwrap(), Command::Help);

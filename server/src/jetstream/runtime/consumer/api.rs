@@ -350,7 +350,7 @@ fn pending_of(rec: &ConsumerRecord, store: &dyn jetraft_storage::stream::StreamS
         == crate::jetstream::api::types::consumer::DeliverPolicy::LastPerSubject
         && next <= rec.lps_end;
     let n = if lps {
-        count_last_per_subject(store, next, &filters)
+        count_last_per_subject(store, next, rec.lps_end, &filters)
             .and_then(|n| count_pending(store, rec.lps_end + 1, &filters).map(|m| n + m))
     } else {
         count_pending(store, next, &filters)

@@ -37,7 +37,9 @@ use crate::jetstream::api::types::consumer_requests::{
 use crate::jetstream::api::types::go_time;
 use crate::jetstream::runtime::{JetStream, now_ns};
 use crate::jetstream::stream::StreamStateMachine;
-use crate::jetstream::stream::consumers::{count_last_per_subject, count_pending};
+use crate::jetstream::stream::consumers::{
+    count_last_per_subject, count_pending, is_initial_last_per_subject,
+};
 
 /// Flow control window start and cap (bytes outstanding since the last FC reply).
 const FC_WINDOW_START: u64 = 2 * 1024 * 1024;
@@ -449,7 +451,7 @@ impl Engine {
         let full = self.counted.is_none() || self.counted_removals != removals || lps;
         let result = if full {
             if lps {
-                count_last_per_subject(store, next, &self.filters).and_then(|n| {
+                count_last_per_subject(store, next, self.lps_end, &self.filters).and_then(|n| {
                     count_pending(store, self.lps_end + 1, &self.filters).map(|m| n + m)
                 })
             } else {
@@ -728,8 +730,10 @@ impl Engine {
         loop {
             let m = store.next_matching(at, &refs).ok().flatten()?;
             if self.cfg.deliver_policy == DeliverPolicy::LastPerSubject && m.seq <= self.lps_end {
-                let last = store.last_for_subject(&m.subject).ok().flatten();
-                if last.is_some_and(|l| l.seq != m.seq) {
+                // Skip it if a later message on its subject was already there when the
+                // consumer was created (later publishes do not count: they come after).
+                let initial = is_initial_last_per_subject(store, m.seq, &m.subject, self.lps_end);
+                if !initial.unwrap_or(true) {
                     at = m.seq + 1;
                     continue;
                 }
