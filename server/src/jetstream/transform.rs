@@ -30,9 +30,13 @@ pub struct Transform {
     dest: Vec<Part>,
 }
 
-/// Parses `$N` or `{{wildcard(N)}}` into N (1-based, as written).
+/// Parses `$N` or `{{wildcard(N)}}` into N (1-based, as written); `None` for a literal.
 fn wildcard_ref(token: &str) -> Option<Result<usize, ()>> {
-    if let Some(n) = token.strip_prefix('$') {
+    // `$` followed by digits only; `$KV` and the like are literal tokens.
+    if let Some(n) = token.strip_prefix('$')
+        && !n.is_empty()
+        && n.bytes().all(|b| b.is_ascii_digit())
+    {
         return Some(n.parse().map_err(|_| ()));
     }
     let inner = token.strip_prefix("{{")?.strip_suffix("}}")?.trim();

@@ -39,6 +39,8 @@
 mod append;
 pub mod command;
 pub mod consumers;
+#[cfg(test)]
+mod copy_tests;
 pub mod dedup;
 #[cfg(test)]
 mod durability_tests;

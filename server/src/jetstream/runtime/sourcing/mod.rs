@@ -14,9 +14,10 @@
 //!   position is recorded per source key by the state machine when it applies a copy. Copies at
 //!   or below the position are ignored at apply, so a task that re-reads after a leader change
 //!   or a failed proposal cannot duplicate messages.
-//! - An unreachable or missing origin is retried with backoff ([`MIN_BACKOFF`]..[`MAX_BACKOFF`])
-//!   and reported as the source's `error` in STREAM.INFO; when the origin is back the task
-//!   catches up from the replicated position.
+//! - An unreachable or missing origin is retried with backoff ([`MIN_BACKOFF`]..[`MAX_BACKOFF`]);
+//!   an origin's error answer (e.g. 10059 stream not found) is shown as the source's `error` in
+//!   STREAM.INFO, an unreachable origin only lets `active` grow (as nats-server shows it); when
+//!   the origin is back the task catches up from the replicated position.
 //!
 //! nats-server uses internal push consumers with flow control on the origin instead; the
 //! observable behaviour (copied data, sequences, `Nats-Stream-Source`, the info blocks) is what
@@ -373,7 +374,13 @@ impl JetStream {
                 Ok(f) => f,
                 Err(e) => {
                     debug!(stream = %ls.name, origin = %origin, error = %e, "origin not readable");
-                    status.lock().error = Some(e);
+                    // Like nats-server, an origin that exists but cannot be reached right
+                    // now is not an error (only `active` grows); its answers are.
+                    let transient =
+                        e.err_code == ApiError::new(ErrorKind::ClusterNotAvail).err_code;
+                    if !transient {
+                        status.lock().error = Some(e);
+                    }
                     attempt += 1;
                     cursor = None;
                     if !pause(&cancel, backoff).await {
