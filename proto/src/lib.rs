@@ -47,6 +47,7 @@ mod tests {
                 headers: bytes_of(b""),
                 payload: bytes_of(b"x"),
                 timestamp_ns: 5,
+                ..Default::default()
             })),
         };
         // Field 1 (append), length 8: subject "a" (field 1), payload "x" (field 3), ts 5 (field 4).
@@ -56,6 +57,17 @@ mod tests {
             [0x0a, 0x08, 0x0a, 0x01, b'a', 0x1a, 0x01, b'x', 0x20, 0x05]
         );
         assert_eq!(StreamCommand::decode(encoded.as_slice()).unwrap(), cmd);
+    }
+
+    #[test]
+    fn appends_from_before_origin_seq_decode_as_client_publishes() {
+        use super::stream::{StreamCommand, stream_command::Cmd};
+        // The bytes of `stream_command_bytes_are_stable`, written before fields 5 and 6 existed.
+        let old = [0x0a, 0x08, 0x0a, 0x01, b'a', 0x1a, 0x01, b'x', 0x20, 0x05];
+        let Some(Cmd::Append(a)) = StreamCommand::decode(old.as_slice()).unwrap().cmd else {
+            panic!("not an append");
+        };
+        assert_eq!((a.origin_seq, a.source_key.as_str()), (0, ""));
     }
 
     fn bytes_of(b: &'static [u8]) -> prost::bytes::Bytes {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, stream};
 use bytes::Bytes;
-use jetraft_tests::harness::{ServerKind, ServerOptions, ServerProcess, server_kind, within};
+use jetraft_tests::harness::{ServerOptions, ServerProcess, within};
 use serde_json::{Value, json};
 
 const OP: Duration = Duration::from_secs(10);
@@ -129,49 +129,6 @@ async fn create_errors_match_nats_server() {
         r["type"],
         "io.nats.jetstream.api.v1.stream_remove_peer_response"
     );
-}
-
-/// Mirrors and sources are not implemented: a config using them is refused (10052, naming the
-/// feature) instead of creating a stream that silently never receives the origin's messages.
-/// nats-server accepts these configs, so this is jetraft-only.
-#[tokio::test]
-async fn mirror_and_sources_are_refused_not_ignored() {
-    if server_kind() == ServerKind::NatsServer {
-        return;
-    }
-    let srv = start().await;
-    let nc = connect(&srv).await;
-    assert!(err_code(&create(&nc, json!({"name": "O", "subjects": ["o.>"]})).await).is_none());
-    for (config, what) in [
-        (
-            json!({"name": "M", "mirror": {"name": "O"}}),
-            "stream mirrors",
-        ),
-        (
-            json!({"name": "M", "sources": [{"name": "O"}]}),
-            "stream sources",
-        ),
-        (
-            json!({"name": "M", "subjects": ["m"], "sources": [{"name": "O", "filter_subject": "o.a"}]}),
-            "stream sources",
-        ),
-    ] {
-        let r = create(&nc, config.clone()).await;
-        assert_eq!(err_code(&r), Some(10052), "{config}: {r}");
-        assert_eq!(r["error"]["code"], 500, "{r}");
-        let desc = r["error"]["description"].as_str().unwrap_or_default();
-        assert!(desc.contains(what), "{desc}");
-    }
-    // Nothing was created, and an update cannot add a source either.
-    let names = api(&nc, "$JS.API.STREAM.NAMES", Value::Null).await;
-    assert_eq!(names["streams"], json!(["O"]));
-    let r = api(
-        &nc,
-        "$JS.API.STREAM.UPDATE.O",
-        json!({"name": "O", "subjects": ["o.>"], "sources": [{"name": "X"}]}),
-    )
-    .await;
-    assert_eq!(err_code(&r), Some(10052), "{r}");
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@
 //! - [`stream`]: the replicated stream state machine.
 //! - [`meta`]: the meta state machine (peers, stream placement) and the formation rule.
 //! - [`op`]: which operation an API subject names and who answers it.
+//! - [`transform`]: subject transforms of sources.
 //!
 //! The runtime ([`runtime`]) ties them to Raft groups, internal subscriptions and the cluster.
 
@@ -16,3 +17,4 @@ pub mod meta;
 pub mod op;
 pub mod runtime;
 pub mod stream;
+pub mod transform;

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 
 use crate::jetstream::api::types::{DiscardPolicy, RetentionPolicy, StreamConfig, StreamSource};
 use crate::jetstream::api::{ApiError, ErrorKind};
+use crate::jetstream::transform::Transform;
 use crate::router::subject;
 
 /// Longest stream name.
@@ -190,8 +191,6 @@ fn check_reserved_subject(subj: &str, no_ack: bool) -> Result<(), ApiError> {
 /// Refuses features this server does not implement yet, with a 10052 naming them.
 fn check_supported(cfg: &StreamConfig) -> Result<(), ApiError> {
     let unsupported = [
-        (cfg.mirror.is_some(), "stream mirrors"),
-        (!cfg.sources.is_empty(), "stream sources"),
         (cfg.subject_transform.is_some(), "subject transforms"),
         (cfg.republish.is_some(), "republish"),
         (cfg.allow_msg_counter, "message counters"),
@@ -223,15 +222,93 @@ fn check_sources(cfg: &StreamConfig) -> Result<(), ApiError> {
         if !is_valid_stream_name(&m.name) {
             return Err(ApiError::new(ErrorKind::MirrorInvalidStreamName));
         }
+        if m.name == cfg.name {
+            return Err(invalid("detected cycle"));
+        }
+        check_source_filters(m, true)?;
     } else if cfg.mirror_direct {
         return Err(invalid("stream has no mirror but does have mirror direct"));
     }
-    if cfg
-        .sources
-        .iter()
-        .any(|s: &StreamSource| !is_valid_stream_name(&s.name))
-    {
-        return Err(ApiError::new(ErrorKind::SourceInvalidStreamName));
+    for (i, src) in cfg.sources.iter().enumerate() {
+        if !is_valid_stream_name(&src.name) {
+            return Err(ApiError::new(ErrorKind::SourceInvalidStreamName));
+        }
+        if src.name == cfg.name {
+            return Err(invalid("detected cycle"));
+        }
+        if cfg.sources[..i].iter().any(|prev| same_source(prev, src)) {
+            return Err(ApiError::new(ErrorKind::SourceDuplicateDetected));
+        }
+        check_source_filters(src, false)?;
+    }
+    Ok(())
+}
+
+/// Two sources copying the same messages the same way (nats-server compares the origin, the
+/// filter and the transforms).
+fn same_source(a: &StreamSource, b: &StreamSource) -> bool {
+    a.name == b.name
+        && a.filter_subject == b.filter_subject
+        && a.subject_transforms == b.subject_transforms
+        && a.external == b.external
+}
+
+/// The filter and transforms of a mirror (`mirror`) or a source, with nats-server's errors.
+fn check_source_filters(src: &StreamSource, mirror: bool) -> Result<(), ApiError> {
+    let kind =
+        |source: ErrorKind, mirror_kind: ErrorKind| if mirror { mirror_kind } else { source };
+    if !src.filter_subject.is_empty() {
+        if !src.subject_transforms.is_empty() {
+            return Err(ApiError::new(kind(
+                ErrorKind::SourceMultipleFiltersNotAllowed,
+                ErrorKind::MirrorMultipleFiltersNotAllowed,
+            )));
+        }
+        if !subject::is_valid_subject(&src.filter_subject) {
+            return Err(ApiError::with_err(
+                ErrorKind::StreamCreate,
+                &format!(
+                    "subject filter '{}' for the source: invalid subject",
+                    src.filter_subject
+                ),
+            ));
+        }
+    }
+    for (i, t) in src.subject_transforms.iter().enumerate() {
+        if !t.src.is_empty() && !subject::is_valid_subject(&t.src) {
+            return Err(ApiError::with_err(
+                kind(
+                    ErrorKind::SourceInvalidSubjectFilter,
+                    ErrorKind::MirrorInvalidSubjectFilter,
+                ),
+                "invalid subject",
+            ));
+        }
+        if let Err(e) = Transform::new(&t.src, &t.dest) {
+            return Err(ApiError::with_err(
+                kind(
+                    ErrorKind::SourceInvalidTransformDestination,
+                    ErrorKind::MirrorInvalidTransformDestination,
+                ),
+                &e,
+            ));
+        }
+        let src_of = |s: &str| {
+            if s.is_empty() {
+                ">".to_string()
+            } else {
+                s.to_string()
+            }
+        };
+        if src.subject_transforms[..i]
+            .iter()
+            .any(|prev| subjects_overlap(&src_of(&prev.src), &src_of(&t.src)))
+        {
+            return Err(ApiError::new(kind(
+                ErrorKind::SourceOverlappingSubjectFilters,
+                ErrorKind::MirrorOverlappingSubjectFilters,
+            )));
+        }
     }
     Ok(())
 }
@@ -446,7 +523,8 @@ pub fn check_update(
     if old.allow_msg_ttl && !cfg.allow_msg_ttl {
         return Err(invalid("message TTL status can not be disabled"));
     }
-    if old.mirror.is_some() && cfg.mirror.is_some() && old.mirror != cfg.mirror {
+    // Removing the mirror (promotion) is allowed; adding or changing one is not.
+    if cfg.mirror.is_some() && old.mirror != cfg.mirror {
         return Err(ApiError::new(ErrorKind::StreamMirrorNotUpdatable));
     }
     check_placement(&cfg, ctx)?;

@@ -331,8 +331,6 @@ fn stream_names_reject_separators_and_wildcards() {
 #[test]
 fn unsupported_features_are_refused_with_10052() {
     for json in [
-        r#"{"name":"M","mirror":{"name":"O"}}"#,
-        r#"{"name":"M","sources":[{"name":"O"}]}"#,
         r#"{"name":"M","allow_msg_counter":true}"#,
         r#"{"name":"M","republish":{"dest":"x.>"}}"#,
     ] {
@@ -429,5 +427,73 @@ fn more_update_errors_match_nats_server_bytes() {
             fixture3(name),
             "{name}"
         );
+    }
+}
+
+#[test]
+fn mirror_and_source_configs_are_checked_as_nats_server_does() {
+    // Codes and texts observed from nats-server 2.15.1.
+    for (json, code, text) in [
+        (
+            r#"{"name":"M","subjects":["x"],"mirror":{"name":"O"}}"#,
+            10034,
+            "stream mirrors can not contain subjects",
+        ),
+        (
+            r#"{"name":"M","mirror":{"name":"O"},"sources":[{"name":"O"}]}"#,
+            10031,
+            "stream mirrors can not also contain other sources",
+        ),
+        (
+            r#"{"name":"M","sources":[{"name":"O"},{"name":"O"}]}"#,
+            10140,
+            "duplicate source configuration detected",
+        ),
+        (
+            r#"{"name":"M","sources":[{"name":"O","filter_subject":"o.a","subject_transforms":[{"src":"o.b","dest":"x"}]}]}"#,
+            10144,
+            "source with multiple subject transforms cannot also have a single subject filter",
+        ),
+        (
+            r#"{"name":"M","mirror":{"name":"M"}}"#,
+            10052,
+            "detected cycle",
+        ),
+        (
+            r#"{"name":"M","sources":[{"name":"O","subject_transforms":[{"src":"o.>","dest":"a.>"},{"src":"o.a","dest":"b"}]}]}"#,
+            10147,
+            "source filters can not overlap",
+        ),
+        (
+            r#"{"name":"M","sources":[{"name":"O","filter_subject":"bad..x"}]}"#,
+            10049,
+            "subject filter 'bad..x' for the source: invalid subject",
+        ),
+        (
+            r#"{"name":"M","sources":[{"name":"O","subject_transforms":[{"src":"o.*","dest":"x.$2"}]}]}"#,
+            10146,
+            "source transform: invalid mapping destination: wildcard index out of range in $2: [2]",
+        ),
+        (
+            r#"{"name":"M","mirror":{"name":""}}"#,
+            10142,
+            "mirrored stream name is invalid",
+        ),
+    ] {
+        let cfg: StreamConfig = decode(json.as_bytes()).unwrap();
+        let err = check_create("M", cfg, None, &SINGLE).unwrap_err();
+        assert_eq!(
+            (err.err_code, err.description.as_str()),
+            (code, text),
+            "{json}"
+        );
+    }
+    for json in [
+        r#"{"name":"M","mirror":{"name":"O","filter_subject":"o.a"}}"#,
+        r#"{"name":"M","mirror":{"name":"O","opt_start_seq":2,"opt_start_time":"2020-01-01T00:00:00Z"}}"#,
+        r#"{"name":"M","subjects":["s.>"],"sources":[{"name":"O","filter_subject":"o.a"},{"name":"P","subject_transforms":[{"src":"o.b","dest":"tr.b"}]}]}"#,
+    ] {
+        let cfg: StreamConfig = decode(json.as_bytes()).unwrap();
+        assert!(check_create("M", cfg, None, &SINGLE).is_ok(), "{json}");
     }
 }

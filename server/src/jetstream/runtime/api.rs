@@ -10,6 +10,7 @@ use jetraft_raft::{GroupId, NodeId, RaftError};
 use prost::Message;
 use tracing::debug;
 
+use super::replica::LocalStream;
 use super::{JetStream, next_msg, now_ns};
 use crate::internal::{InternalMsg, InternalSub};
 use crate::jetstream::api::types::requests::{
@@ -20,8 +21,8 @@ use crate::jetstream::api::types::responses::{
     ApiResponse, StreamCreateBody, error_json, names_page,
 };
 use crate::jetstream::api::types::{
-    AccountInfo, ClusterInfo, StorageType, StreamConfig, StreamInfo, StreamStateInfo, go_time,
-    response_type,
+    AccountInfo, ClusterInfo, StorageType, StreamConfig, StreamInfo, StreamSourceInfo,
+    StreamStateInfo, go_time, response_type,
 };
 use crate::jetstream::api::validate::{
     CreateOutcome, ValidationContext, check_create, check_update, with_response_metadata,
@@ -138,6 +139,18 @@ impl JetStream {
             },
             Owner::StreamLeader | Owner::AnyReplica => {
                 let name = op.stream().unwrap_or_default().to_string();
+                if matches!(op, ApiOp::DirectGet(_) | ApiOp::DirectGetLast(..))
+                    && self.local_stream(&name).is_none()
+                    && let Some(mirror) = self.local_direct_mirror(&name)
+                {
+                    // `mirror_direct`: a local mirror answers for its origin.
+                    let last = match &op {
+                        ApiOp::DirectGetLast(_, subject) => Some(subject.as_str()),
+                        _ => None,
+                    };
+                    self.direct_get_from(&mirror, last, &msg);
+                    return;
+                }
                 let Some(replicas) = self
                     .meta
                     .read(|m| m.stream(&name).map(|s| s.replicas.clone()))
@@ -308,6 +321,20 @@ impl JetStream {
         })
     }
 
+    /// A mirror of a stream with `allow_direct` answers its direct gets too (nats-server sets
+    /// `mirror_direct` at create, observed).
+    fn set_mirror_direct(&self, cfg: &mut StreamConfig) {
+        let Some(origin) = cfg.mirror.as_ref().map(|m| m.name.clone()) else {
+            return;
+        };
+        let origin_direct = self
+            .existing_config(&origin)
+            .is_some_and(|(_, c)| c.allow_direct);
+        if origin_direct {
+            cfg.mirror_direct = true;
+        }
+    }
+
     fn existing_config(&self, name: &str) -> Option<(StreamAssignment, StreamConfig)> {
         let sa = self.meta.read(|m| m.stream(name).cloned())?;
         let cfg = serde_json::from_slice(&sa.config_json).ok()?;
@@ -358,6 +385,8 @@ impl JetStream {
     async fn stream_create(&self, name: &str, msg: &InternalMsg) -> Result<String, ApiError> {
         let cfg: StreamConfig =
             parse_body(BodyRule::Required, &msg.payload)?.ok_or_else(ApiError::bad_request)?;
+        let mut cfg = cfg;
+        self.set_mirror_direct(&mut cfg);
         let others = self.other_streams(name);
         let existing = self.existing_config(name);
         let ctx = ValidationContext {
@@ -429,6 +458,8 @@ impl JetStream {
             created: go_time::format(u64::try_from(sa.created_ns).unwrap_or(0)),
             state: StreamStateInfo::default(),
             cluster: None,
+            mirror: cfg.mirror.as_ref().map(StreamSourceInfo::idle),
+            sources: cfg.sources.iter().map(StreamSourceInfo::idle).collect(),
             ts: go_time::format(now_ns()),
         }
     }
@@ -631,7 +662,8 @@ impl JetStream {
             .local_stream(name)
             .ok_or_else(ApiError::stream_not_found)?;
         let cluster = self.cluster_info(&ls);
-        info::info_response_json(&ls.sm.lock(), &req, now_ns(), cluster)
+        let decorate = |i: &mut StreamInfo| self.decorate_sources(&ls, i);
+        info::info_response_json(&ls.sm.lock(), &req, now_ns(), cluster, decorate)
             .map_err(|e| ApiError::store_failed(&e.to_string()))
     }
 
@@ -674,15 +706,32 @@ impl JetStream {
     }
 
     fn direct_get(&self, name: &str, last_subject: Option<&str>, msg: &InternalMsg) {
+        if let Some(ls) = self.local_stream(name) {
+            self.direct_get_from(&ls, last_subject, msg);
+        }
+    }
+
+    /// A local mirror with `mirror_direct` of `origin`, if any.
+    fn local_direct_mirror(&self, origin: &str) -> Option<Arc<LocalStream>> {
+        let candidates: Vec<Arc<LocalStream>> = self.local.read().values().cloned().collect();
+        candidates.into_iter().find(|ls| {
+            let sm = ls.sm.lock();
+            let cfg = sm.config();
+            cfg.mirror_direct && cfg.mirror.as_ref().is_some_and(|m| m.name == origin)
+        })
+    }
+
+    /// Answers a DIRECT.GET from `ls` (the stream itself with `allow_direct`, or a mirror of
+    /// it with `mirror_direct`; the reply's `Nats-Stream` names the answering stream, as
+    /// nats-server's does).
+    fn direct_get_from(&self, ls: &LocalStream, last_subject: Option<&str>, msg: &InternalMsg) {
         let Some(reply) = &msg.reply else {
             return;
         };
-        let Some(ls) = self.local_stream(name) else {
-            return;
-        };
+        let name = ls.name.as_str();
         let outcome = {
             let sm = ls.sm.lock();
-            if !sm.config().allow_direct {
+            if !sm.config().allow_direct && !sm.config().mirror_direct {
                 return;
             }
             direct_lookup(sm.store(), last_subject, &msg.payload)

@@ -11,6 +11,7 @@
 //! - `forward`: sending a request to the node that owns it.
 //! - `remote`: asking another node for an API answer (STREAM.LIST of remote streams).
 //! - `peer_remove`: STREAM.PEER.REMOVE and moving a stream's replicas between nodes.
+//! - `sourcing`: the leader's copy tasks of mirrors and sources.
 //! - `health`: `/healthz` checks (is every group here current?) and lame duck hand-off.
 //!
 //! Invariants:
@@ -30,6 +31,7 @@ mod publish;
 mod reconcile;
 mod remote;
 pub mod replica;
+mod sourcing;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -117,6 +119,8 @@ pub struct JetStream {
     next_token: AtomicU64,
     /// Stream groups (uids) whose voters this node is changing right now.
     moving: Mutex<HashSet<u64>>,
+    /// Copy tasks of the mirrors and sourcing streams this node leads, by stream name.
+    sourcing: Mutex<HashMap<String, sourcing::SourcingRun>>,
     /// Stops the runtime's tasks.
     cancel: CancellationToken,
 }
@@ -191,6 +195,7 @@ impl JetStream {
             moving: Mutex::new(HashSet::new()),
             waiting: Mutex::new(HashMap::new()),
             next_token: AtomicU64::new(0),
+            sourcing: Mutex::new(HashMap::new()),
             cancel: server.shutdown.child_token(),
         });
         js.spawn_tasks()?;
@@ -255,6 +260,10 @@ impl JetStream {
         self.server
             .tasks
             .spawn(async move { js.expiry_loop().await });
+        let js = self.clone();
+        self.server
+            .tasks
+            .spawn(async move { js.sourcing_loop().await });
         Ok(())
     }
 

@@ -63,12 +63,16 @@ impl JetStream {
             .map(|s| (s.name.clone(), s.uid, s.subjects.clone()))
             .collect();
         self.sync_captures(&captures);
+        // DIRECT.GET is taken for streams with `allow_direct` and for the origins of mirrors
+        // with `mirror_direct`.
         let direct = streams
             .iter()
-            .filter(|s| {
-                serde_json::from_slice::<StreamConfig>(&s.config_json).is_ok_and(|c| c.allow_direct)
+            .filter_map(|s| serde_json::from_slice::<StreamConfig>(&s.config_json).ok())
+            .flat_map(|c| {
+                let own = c.allow_direct.then(|| c.name.clone());
+                let origin = c.mirror.filter(|_| c.mirror_direct).map(|m| m.name);
+                own.into_iter().chain(origin)
             })
-            .map(|s| s.name.clone())
             .collect();
         *self.direct.write() = direct;
         let wanted: HashMap<&str, &StreamAssignment> = streams

@@ -33,6 +33,17 @@ impl JetStream {
     /// Sends API request `subject` (empty body) towards `node` and waits at most `bound` for the
     /// answer.
     pub(super) async fn ask(&self, node: u64, subject: &str, bound: Duration) -> Option<Bytes> {
+        self.ask_with(node, subject, Bytes::new(), bound).await
+    }
+
+    /// [`Self::ask`] with a request body.
+    pub(super) async fn ask_with(
+        &self,
+        node: u64,
+        subject: &str,
+        payload: Bytes,
+        bound: Duration,
+    ) -> Option<Bytes> {
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         self.waiting.lock().insert(token, tx);
@@ -40,7 +51,7 @@ impl JetStream {
             subject: subject.to_string(),
             reply: Some(format!("$JSC.F.{}.0.{ANSWER_PREFIX}{token}", self.node.0)),
             hdrs: None,
-            payload: Bytes::new(),
+            payload,
         };
         let answer = if self.forward_to(NodeId(node), 0, &msg) {
             tokio::time::timeout(bound, rx)

@@ -3,6 +3,14 @@
 //! duplicate `Nats-Msg-Id` is noticed): sealed → expected stream → TTL enabled → expected last
 //! subject sequence → expected last sequence → msg-id dedup → expected last msg id → rollup
 //! permission → header size → message size → store with limits (discard policy).
+//!
+//! Copies from a mirror's or source's origin (`Append.origin_seq > 0`, proposed by the leader's
+//! sourcing task) skip the publish checks: a mirror copy is stored at the origin's sequence with
+//! the origin's time (gaps preserved), a source copy at the next sequence; both only if the
+//! origin sequence is past the copy position (the mirror's `last_seq`, or the source's recorded
+//! position), so copying again after a leader change changes nothing. Source copies still honour
+//! `Nats-Msg-Id` de-duplication (sources merging the same messages), mirror copies do not.
+//! Rollup headers of copies are not acted on.
 
 use jetraft_proto::stream::Append;
 use jetraft_storage::StorageError;
@@ -31,11 +39,74 @@ impl StreamStateMachine {
     pub(super) fn apply_append(&mut self, a: &Append) -> Result<String, StorageError> {
         self.advance_clock(a.timestamp_ns);
         let name = self.config.name.clone();
-        Ok(match self.try_append(a)? {
+        let outcome = if a.origin_seq > 0 {
+            self.try_copy(a)?
+        } else {
+            self.try_append(a)?
+        };
+        Ok(match outcome {
             Ok(ack) => ack,
             Err(e) => PubAck::error(&name, e),
         }
         .to_json())
+    }
+
+    /// Moves a source's recorded position to a copy's origin sequence (never backwards).
+    pub(super) fn note_source_position(&mut self, a: &Append) {
+        if a.origin_seq > 0 && !a.source_key.is_empty() {
+            let pos = self
+                .source_positions
+                .entry(a.source_key.clone())
+                .or_default();
+            *pos = (*pos).max(a.origin_seq);
+        }
+    }
+
+    /// Applies a copy from an origin stream (see the module doc).
+    fn try_copy(&mut self, a: &Append) -> Result<Result<PubAck, ApiError>, StorageError> {
+        let name = self.config.name.clone();
+        let mirror = a.source_key.is_empty();
+        let last_seq = self.store.state().last_seq;
+        let position = if mirror {
+            last_seq
+        } else {
+            self.source_position(&a.source_key)
+        };
+        if a.origin_seq <= position || (mirror && self.config.mirror.is_none()) {
+            return Ok(Ok(PubAck::duplicate(&name, position)));
+        }
+        self.note_source_position(a);
+        let msg_id = header_value(&a.headers, headers::MSG_ID).filter(|_| !mirror);
+        if let Some(hit) = msg_id.as_deref().and_then(|id| self.dedup.get(id)) {
+            return Ok(Ok(PubAck::duplicate(&name, hit.seq)));
+        }
+        let seq = if mirror { a.origin_seq } else { last_seq + 1 };
+        let msg = StoredMsg {
+            seq,
+            subject: a.subject.clone(),
+            headers: a.headers.clone(),
+            payload: a.payload.clone(),
+            timestamp_ns: a.timestamp_ns,
+        };
+        match store_with_limits(self.store.as_mut(), &self.limits, &msg)? {
+            StoreOutcome::Stored { .. } => {
+                if self.config.allow_msg_ttl {
+                    self.track_ttl(&msg);
+                }
+            }
+            StoreOutcome::Rejected(LimitViolation::MaxMsgSize) => {
+                return Ok(Err(ApiError::new(ErrorKind::StreamMessageExceedsMaximum)));
+            }
+            StoreOutcome::Rejected(v) => return Ok(Err(ApiError::store_failed(&v.to_string()))),
+        }
+        if let Some(id) = msg_id {
+            self.dedup.insert(&id, seq, a.timestamp_ns);
+            self.last_msg_id = id;
+        }
+        if self.config.retention == RetentionPolicy::Interest && self.consumer_count == 0 {
+            self.store.remove(seq)?;
+        }
+        Ok(Ok(PubAck::stored(&name, seq)))
     }
 
     fn try_append(&mut self, a: &Append) -> Result<Result<PubAck, ApiError>, StorageError> {
@@ -151,4 +222,11 @@ impl StreamStateMachine {
         }
         Ok(Ok(PubAck::stored(&name, seq)))
     }
+}
+
+/// A header's value, owned (the copy path mutates `self` while holding it).
+fn header_value(hdrs: &[u8], key: &str) -> Option<String> {
+    headers::get(hdrs, key)
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
 }

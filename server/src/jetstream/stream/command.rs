@@ -19,6 +19,27 @@ pub fn append(subject: &str, headers: Bytes, payload: Bytes, timestamp_ns: u64) 
         headers,
         payload,
         timestamp_ns,
+        ..Append::default()
+    }))
+}
+
+/// An `Append` copying origin message `origin_seq` into a mirror (`source_key` empty: stored
+/// at that sequence with the origin's time) or a source (the source's key).
+pub fn copy(
+    subject: &str,
+    headers: Bytes,
+    payload: Bytes,
+    timestamp_ns: u64,
+    origin_seq: u64,
+    source_key: &str,
+) -> Bytes {
+    encode(Cmd::Append(Append {
+        subject: subject.to_string(),
+        headers,
+        payload,
+        timestamp_ns,
+        origin_seq,
+        source_key: source_key.to_string(),
     }))
 }
 

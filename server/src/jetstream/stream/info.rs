@@ -11,8 +11,8 @@ use crate::jetstream::api::types::responses::{
     subjects_page,
 };
 use crate::jetstream::api::types::{
-    ClusterInfo, StoredMessage, StreamInfo, StreamInfoRequest, StreamStateInfo, go_time,
-    response_type,
+    ClusterInfo, StoredMessage, StreamInfo, StreamInfoRequest, StreamSourceInfo, StreamStateInfo,
+    go_time, response_type,
 };
 use crate::jetstream::api::validate::with_response_metadata;
 use crate::jetstream::api::{ApiError, ErrorKind};
@@ -30,18 +30,28 @@ pub fn stream_info(
         created: go_time::format(sm.created_ns()),
         state: StreamStateInfo::from_store(&sm.state(), sm.consumer_count()),
         cluster,
+        mirror: sm.config().mirror.as_ref().map(StreamSourceInfo::idle),
+        sources: sm
+            .config()
+            .sources
+            .iter()
+            .map(StreamSourceInfo::idle)
+            .collect(),
         ts: go_time::format(now_ns),
     }
 }
 
-/// The STREAM.INFO response JSON for `req` (deleted details and subjects when asked).
+/// The STREAM.INFO response JSON for `req` (deleted details and subjects when asked);
+/// `decorate` fills in what only the runtime knows (live mirror/source state).
 pub fn info_response_json(
     sm: &StreamStateMachine,
     req: &StreamInfoRequest,
     now_ns: u64,
     cluster: Option<ClusterInfo>,
+    decorate: impl FnOnce(&mut StreamInfo),
 ) -> Result<String, StorageError> {
     let mut info = stream_info(sm, now_ns, cluster);
+    decorate(&mut info);
     let mut paging = Paging::default();
     if req.deleted_details {
         info.state.deleted = sm.store().deleted()?;

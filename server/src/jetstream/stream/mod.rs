@@ -39,6 +39,8 @@
 mod append;
 pub mod command;
 pub mod consumers;
+#[cfg(test)]
+mod copy_tests;
 pub mod dedup;
 #[cfg(test)]
 mod durability_tests;
@@ -123,6 +125,9 @@ pub struct StreamStateMachine {
     recover_until: Option<u64>,
     /// Per-message TTL index and `max_age` scan position (derived from the store).
     expiry: ttl::Expiry,
+    /// Origin sequence last copied, per source key (sourcing streams; see `append`). Replicated
+    /// state: the sourcing task of a new leader resumes after it.
+    source_positions: std::collections::BTreeMap<String, u64>,
 }
 
 impl std::fmt::Debug for StreamStateMachine {
@@ -142,6 +147,9 @@ struct StoredMeta {
     created_ns: u64,
     clock_ns: u64,
     last_msg_id: String,
+    /// Added with sources; absent in records written before.
+    #[serde(default)]
+    source_positions: std::collections::BTreeMap<String, u64>,
 }
 
 /// Storage limits for a config (`-1`/`0` mean unlimited).
@@ -214,6 +222,7 @@ impl StreamStateMachine {
             created_ns,
             clock_ns: 0,
             last_msg_id: String::new(),
+            source_positions: std::collections::BTreeMap::new(),
         });
         if fresh && meta.config.first_seq > 1 && store.state().last_seq == 0 {
             store.skip_to(meta.config.first_seq).map_err(io_err)?;
@@ -237,6 +246,7 @@ impl StreamStateMachine {
             config_json: None,
             recover_until: None,
             expiry: ttl::Expiry::default(),
+            source_positions: meta.source_positions,
         };
         if fresh {
             sm.save_meta().map_err(io_err)?;
@@ -298,6 +308,11 @@ impl StreamStateMachine {
         self.removals
     }
 
+    /// The origin sequence last copied from the source with `key` (0 = nothing yet).
+    pub fn source_position(&self, key: &str) -> u64 {
+        self.source_positions.get(key).copied().unwrap_or(0)
+    }
+
     /// The response decoration in use.
     pub fn server(&self) -> &ServerIdentity {
         &self.server
@@ -325,8 +340,9 @@ impl StreamStateMachine {
             .config_json
             .get_or_insert_with(|| serde_json::to_string(&self.config).unwrap_or_default());
         let last_msg_id = serde_json::to_string(&self.last_msg_id).unwrap_or_default();
+        let positions = serde_json::to_string(&self.source_positions).unwrap_or_default();
         format!(
-            "{{\"config\":{config},\"created_ns\":{},\"clock_ns\":{},\"last_msg_id\":{last_msg_id}}}",
+            "{{\"config\":{config},\"created_ns\":{},\"clock_ns\":{},\"last_msg_id\":{last_msg_id},\"source_positions\":{positions}}}",
             self.created_ns, self.clock_ns
         )
         .into_bytes()

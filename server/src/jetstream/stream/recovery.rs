@@ -90,7 +90,12 @@ impl StreamStateMachine {
                 return Ok(Replay::Apply);
             }
             let now = match &cmd.cmd {
-                Some(Cmd::Append(a)) => a.timestamp_ns,
+                Some(Cmd::Append(a)) => {
+                    // The copy reached the store; its source position is saved with the
+                    // applied id, so it must move again.
+                    self.note_source_position(a);
+                    a.timestamp_ns
+                }
                 Some(Cmd::UpdateConfig(u)) => u.timestamp_ns,
                 Some(Cmd::Expire(e)) => e.now_ns,
                 _ => 0,
@@ -102,6 +107,7 @@ impl StreamStateMachine {
         self.store.set_write_tag(index.0);
         match &cmd.cmd {
             Some(Cmd::Append(a)) => {
+                self.note_source_position(a);
                 self.finish_append(a)?;
                 Ok(Replay::Done(String::new()))
             }

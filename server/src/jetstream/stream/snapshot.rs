@@ -12,7 +12,7 @@
 //! the chunked `StreamSnapshotReader`/`StreamSnapshotInstaller` of the storage crate.
 
 use bytes::Bytes;
-use jetraft_proto::stream::{DedupEntry, SnapshotMsg, StreamSnapshot};
+use jetraft_proto::stream::{DedupEntry, SnapshotMsg, SourcePosition, StreamSnapshot};
 use jetraft_raft::StateMachineError;
 use jetraft_storage::stream::StoredMsg;
 use prost::Message;
@@ -60,6 +60,14 @@ impl StreamStateMachine {
             clock_ns: self.clock_ns,
             last_msg_id: self.last_msg_id.clone(),
             consumers: self.export_consumers(),
+            source_positions: self
+                .source_positions
+                .iter()
+                .map(|(key, seq)| SourcePosition {
+                    key: key.clone(),
+                    origin_seq: *seq,
+                })
+                .collect(),
         })
     }
 
@@ -114,6 +122,11 @@ impl StreamStateMachine {
         self.clock_ns = snap.clock_ns;
         self.dedup = dedup;
         self.last_msg_id = snap.last_msg_id;
+        self.source_positions = snap
+            .source_positions
+            .iter()
+            .map(|p| (p.key.clone(), p.origin_seq))
+            .collect();
         self.import_consumers(&snap.consumers)
             .map_err(|e| corrupt(format!("consumers: {e}")))?;
         self.rebuild_ttls().map_err(io_err)?;

@@ -660,7 +660,7 @@ fn info_and_msg_get_builders_match_nats_server_shapes() {
         leader: "probe".into(),
         ..Default::default()
     };
-    let json = info::info_response_json(&d.sm, &req, T0 + 3 * SEC, Some(cluster)).unwrap();
+    let json = info::info_response_json(&d.sm, &req, T0 + 3 * SEC, Some(cluster), |_| {}).unwrap();
     assert!(json.starts_with(
         r#"{"type":"io.nats.jetstream.api.v1.stream_info_response","total":1,"offset":0,"limit":100000,"config":{"name":"ORDERS","subjects":["orders.\u003e"],"#
     ), "{json}");
@@ -766,7 +766,7 @@ fn stream_info_of_a_file_stream_matches_nats_server_byte_for_byte() {
         leader: "probe".into(),
         ..Default::default()
     };
-    let json = info::info_response_json(&d.sm, &req, now, Some(cluster)).unwrap();
+    let json = info::info_response_json(&d.sm, &req, now, Some(cluster), |_| {}).unwrap();
     assert_eq!(json, captured);
 }
 

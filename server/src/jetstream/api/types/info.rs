@@ -123,6 +123,59 @@ pub struct StreamInfo {
     /// Leader and replicas; absent in create/update responses on a single server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterInfo>,
+    /// How the mirror is doing (mirrors only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror: Option<StreamSourceInfo>,
+    /// How each source is doing, in config order (sourcing streams only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<StreamSourceInfo>,
     /// When this info was gathered (RFC 3339).
     pub ts: String,
+}
+
+/// `StreamSourceInfo`: the state of a mirror or of one source (spec §9.2). Field order is
+/// nats-server's (observed: `name, lag, seq, active, error, filter_subject, subject_transforms`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamSourceInfo {
+    /// Origin stream name.
+    pub name: String,
+    /// Remote origin, when configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external: Option<super::External>,
+    /// Origin messages not copied yet.
+    pub lag: u64,
+    /// Origin sequence last copied (sources only, once something was copied; observed).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub seq: u64,
+    /// Nanoseconds since the origin was last reached; `-1` = never.
+    pub active: i64,
+    /// Why copying fails right now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<crate::jetstream::api::ApiError>,
+    /// The configured filter.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub filter_subject: String,
+    /// The configured transforms.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subject_transforms: Vec<super::SubjectTransform>,
+}
+
+impl StreamSourceInfo {
+    /// The info of a mirror or source nothing is known about yet (`active: -1`).
+    pub fn idle(src: &super::StreamSource) -> Self {
+        Self {
+            name: src.name.clone(),
+            external: src.external.clone(),
+            lag: 0,
+            seq: 0,
+            active: -1,
+            error: None,
+            filter_subject: src.filter_subject.clone(),
+            subject_transforms: src.subject_transforms.clone(),
+        }
+    }
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }

@@ -17,7 +17,9 @@ pub use config::{
     ConsumerLimits, DiscardPolicy, External, Placement, RePublish, RetentionPolicy,
     StorageCompression, StorageType, StreamConfig, StreamSource, SubjectTransform,
 };
-pub use info::{ClusterInfo, LostStreamData, PeerInfo, StreamInfo, StreamStateInfo};
+pub use info::{
+    ClusterInfo, LostStreamData, PeerInfo, StreamInfo, StreamSourceInfo, StreamStateInfo,
+};
 pub use pub_ack::PubAck;
 pub use requests::{
     ApiRequest, BodyRule, MsgDeleteRequest, MsgGetRequest, MsgSelector, PurgeRequest,
@@ -248,6 +250,34 @@ pub mod base64 {
             }
         }
         out
+    }
+
+    /// Decodes standard base64 (padding optional); `None` on any other character.
+    pub fn decode(text: &str) -> Option<Vec<u8>> {
+        let mut out = Vec::with_capacity(text.len() / 4 * 3);
+        let (mut acc, mut bits) = (0u32, 0u32);
+        for c in text.bytes().filter(|c| *c != b'=') {
+            let v = ALPHABET.iter().position(|a| *a == c)?;
+            acc = (acc << 6) | u32::try_from(v).ok()?;
+            bits += 6;
+            if bits >= 8 {
+                bits -= 8;
+                out.push(u8::try_from((acc >> bits) & 0xff).ok()?);
+            }
+        }
+        Some(out)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn decode_inverts_encode() {
+            for data in [&b""[..], b"a", b"ab", b"abc", b"NATS/1.0\r\nX: 1\r\n\r\n"] {
+                assert_eq!(super::decode(&super::encode(data)).unwrap(), data);
+            }
+            assert_eq!(super::decode("bTA=").unwrap(), b"m0");
+            assert!(super::decode("b*").is_none());
+        }
     }
 }
 
