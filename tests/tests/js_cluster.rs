@@ -9,22 +9,13 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use bytes::Bytes;
 use jetraft_tests::harness::cluster::Cluster;
-use jetraft_tests::harness::{ServerKind, ServerProcess, server_kind, wait_for, within};
+use jetraft_tests::harness::connect;
+use jetraft_tests::harness::{ServerKind, server_kind, wait_for, within};
 use serde_json::{Value, json};
 
 const OP: Duration = Duration::from_secs(10);
 /// Bound on a leader election after a kill or stepdown.
 const ELECTION: Duration = Duration::from_secs(30);
-
-async fn connect(srv: &ServerProcess) -> async_nats::Client {
-    within(
-        OP,
-        "connect",
-        Box::pin(async_nats::connect(srv.client_url())),
-    )
-    .await
-    .expect("connect")
-}
 
 /// A raw API request; `None` when it timed out or had no responders.
 async fn try_api(nc: &async_nats::Client, subject: &str, body: Value) -> Option<Value> {

@@ -13,26 +13,11 @@ use async_nats::jetstream::consumer::{self, AckPolicy, DeliverPolicy, pull, push
 use async_nats::jetstream::{self, AckKind, stream};
 use bytes::Bytes;
 use futures_util::StreamExt;
-use jetraft_tests::harness::{ServerKind, ServerOptions, ServerProcess, server_kind, within};
+use jetraft_tests::harness::{ServerKind, server_kind, within};
+use jetraft_tests::harness::{connect, start_server};
 use serde_json::{Value, json};
 
 const OP: Duration = Duration::from_secs(10);
-
-async fn start() -> ServerProcess {
-    ServerProcess::start(ServerOptions::default())
-        .await
-        .expect("start server")
-}
-
-async fn connect(srv: &ServerProcess) -> async_nats::Client {
-    within(
-        OP,
-        "connect",
-        Box::pin(async_nats::connect(srv.client_url())),
-    )
-    .await
-    .expect("connect")
-}
 
 /// A raw API request; returns the JSON answer.
 async fn api(nc: &async_nats::Client, subject: &str, body: Value) -> Value {
@@ -100,7 +85,7 @@ async fn info(consumer: &mut consumer::Consumer<pull::Config>) -> consumer::Info
 
 #[tokio::test]
 async fn pull_consumer_fetch_ack_and_info() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     let s = stream_with(
@@ -169,7 +154,7 @@ async fn pull_consumer_fetch_ack_and_info() {
 
 #[tokio::test]
 async fn unacked_messages_come_back_after_ack_wait_and_max_deliver_stops_them() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     let s = stream_with(
@@ -223,7 +208,7 @@ async fn unacked_messages_come_back_after_ack_wait_and_max_deliver_stops_them() 
 
 #[tokio::test]
 async fn nak_redelivers_and_term_stops_with_advisory() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     let s = stream_with(
@@ -274,7 +259,7 @@ async fn nak_redelivers_and_term_stops_with_advisory() {
 
 #[tokio::test]
 async fn push_consumer_delivers_to_its_subject_and_heartbeats() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     let s = stream_with(
@@ -330,7 +315,7 @@ async fn push_consumer_delivers_to_its_subject_and_heartbeats() {
 
 #[tokio::test]
 async fn ordered_consumer_replays_everything_in_order() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     let s = stream_with(
@@ -364,7 +349,7 @@ async fn ordered_consumer_replays_everything_in_order() {
 
 #[tokio::test]
 async fn kv_put_get_watch_and_history() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     let kv = within(
@@ -412,7 +397,7 @@ async fn kv_put_get_watch_and_history() {
 
 #[tokio::test]
 async fn consumer_api_errors_match_nats_server() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     api(
         &nc,
@@ -475,7 +460,7 @@ async fn consumer_api_errors_match_nats_server() {
 
 #[tokio::test]
 async fn work_queue_acks_remove_messages_and_refuse_a_second_unfiltered_consumer() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     let mut s = stream_with(
@@ -514,7 +499,7 @@ async fn work_queue_acks_remove_messages_and_refuse_a_second_unfiltered_consumer
 
 #[tokio::test]
 async fn interest_stream_drops_a_message_once_every_consumer_acked_it() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     let mut s = stream_with(
@@ -548,7 +533,7 @@ async fn interest_stream_drops_a_message_once_every_consumer_acked_it() {
 
 #[tokio::test]
 async fn durable_consumer_state_survives_a_restart() {
-    let mut srv = start().await;
+    let mut srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     let s = stream_with(
@@ -602,7 +587,7 @@ async fn dead_letter_subject_keeps_terminated_messages() {
     if server_kind() == ServerKind::NatsServer {
         return; // jetraft extension
     }
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     let s = stream_with(
@@ -695,7 +680,7 @@ fn status_of(m: &async_nats::Message) -> Option<(u16, String)> {
 
 #[tokio::test]
 async fn pull_statuses_no_wait_expiry_and_limits() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     stream_with(
@@ -746,7 +731,7 @@ async fn pull_statuses_no_wait_expiry_and_limits() {
 
 #[tokio::test]
 async fn ephemeral_consumer_is_removed_after_its_inactive_threshold() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     api(
         &nc,
@@ -772,7 +757,7 @@ async fn ephemeral_consumer_is_removed_after_its_inactive_threshold() {
 
 #[tokio::test]
 async fn headers_only_queue_group_delivery_and_pause() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     stream_with(
@@ -864,7 +849,7 @@ async fn arrivals(
 
 #[tokio::test]
 async fn replay_original_keeps_the_stored_spacing() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     let s = stream_with(
@@ -906,7 +891,7 @@ async fn replay_original_keeps_the_stored_spacing() {
 
 #[tokio::test]
 async fn rate_limited_push_consumer_is_paced_by_bytes() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     let s = stream_with(

@@ -8,22 +8,13 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use jetraft_tests::harness::cluster::Cluster;
+use jetraft_tests::harness::connect;
 use jetraft_tests::harness::jsapi::{ELECTION, api, leader_index, publish_acked, try_api};
 use jetraft_tests::harness::pull::{ack_sync, pull};
-use jetraft_tests::harness::{ServerProcess, wait_for, within};
+use jetraft_tests::harness::wait_for;
 use serde_json::{Value, json};
 
 const OP: Duration = Duration::from_secs(10);
-
-async fn connect(srv: &ServerProcess) -> async_nats::Client {
-    within(
-        OP,
-        "connect",
-        Box::pin(async_nats::connect(srv.client_url())),
-    )
-    .await
-    .expect("connect")
-}
 
 async fn consumer_info(nc: &async_nats::Client, stream: &str, name: &str) -> Value {
     let subject = format!("$JS.API.CONSUMER.INFO.{stream}.{name}");

@@ -17,28 +17,13 @@ use bytes::Bytes;
 use futures_util::{StreamExt as _, TryStreamExt as _};
 use jetraft_tests::harness::cluster::Cluster;
 use jetraft_tests::harness::jsapi::{api, info_with_leader};
-use jetraft_tests::harness::{ServerOptions, ServerProcess, assert_clean_log, wait_for, within};
+use jetraft_tests::harness::{assert_clean_log, wait_for, within};
+use jetraft_tests::harness::{connect, start_server};
 use serde_json::{Value, json};
 
 const OP: Duration = Duration::from_secs(10);
 /// Bound on waits that span a leader election (R3 bucket creation, first publish).
 const ELECTION: Duration = Duration::from_secs(30);
-
-async fn start() -> ServerProcess {
-    ServerProcess::start(ServerOptions::default())
-        .await
-        .expect("start server")
-}
-
-async fn connect(srv: &ServerProcess) -> async_nats::Client {
-    within(
-        OP,
-        "connect",
-        Box::pin(async_nats::connect(srv.client_url())),
-    )
-    .await
-    .expect("connect")
-}
 
 async fn bucket(js: &Context, config: kv::Config) -> kv::Store {
     within(OP, "create bucket", js.create_key_value(config))
@@ -130,7 +115,7 @@ fn op(s: &str) -> Operation {
 
 #[tokio::test]
 async fn kv_bucket_lifecycle_and_status() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     let kv = bucket(
@@ -206,7 +191,7 @@ async fn kv_bucket_lifecycle_and_status() {
 
 #[tokio::test]
 async fn kv_put_and_get_latest_and_by_revision() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc);
     let kv = bucket(&js, config("PG", 3)).await;
@@ -252,7 +237,7 @@ async fn kv_put_and_get_latest_and_by_revision() {
 
 #[tokio::test]
 async fn kv_create_and_update_are_compare_and_set() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc);
     let kv = bucket(&js, config("CAS", 5)).await;
@@ -309,7 +294,7 @@ async fn kv_create_and_update_are_compare_and_set() {
 
 #[tokio::test]
 async fn kv_delete_and_purge_leave_markers() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     let kv = bucket(&js, config("DP", 10)).await;
@@ -362,7 +347,7 @@ async fn kv_delete_and_purge_leave_markers() {
 
 #[tokio::test]
 async fn kv_history_is_bounded_and_keys_skip_deleted() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc);
     let kv = bucket(&js, config("HK", 3)).await;
@@ -390,7 +375,7 @@ async fn kv_history_is_bounded_and_keys_skip_deleted() {
 
 #[tokio::test]
 async fn kv_watch_updates_history_and_from_revision() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc);
     let kv = bucket(&js, config("W", 5)).await;
@@ -475,7 +460,7 @@ async fn kv_watch_updates_history_and_from_revision() {
 
 #[tokio::test]
 async fn kv_per_key_ttl_and_limit_markers() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     let kv = bucket(
@@ -572,7 +557,7 @@ async fn kv_per_key_ttl_and_limit_markers() {
 
 #[tokio::test]
 async fn kv_max_age_expires_values() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     let kv = bucket(
@@ -612,7 +597,7 @@ async fn kv_max_age_expires_values() {
 /// sequence) versus message get, purge with filter and keep, discard new per subject.
 #[tokio::test]
 async fn kv_stream_features_through_raw_requests() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let r = api(
         &nc,

@@ -9,22 +9,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use jetraft_tests::harness::cluster::Cluster;
-use jetraft_tests::harness::{ServerOptions, ServerProcess, assert_clean_log, wait_for, within};
+use jetraft_tests::harness::{assert_clean_log, wait_for, within};
+use jetraft_tests::harness::{connect, start_server};
 use serde_json::{Value, json};
 
 const OP: Duration = Duration::from_secs(10);
 /// Bound on copying to converge (and on elections after a restart).
 const CONVERGE: Duration = Duration::from_secs(30);
-
-async fn connect(srv: &ServerProcess) -> async_nats::Client {
-    within(
-        OP,
-        "connect",
-        Box::pin(async_nats::connect(srv.client_url())),
-    )
-    .await
-    .expect("connect")
-}
 
 /// A raw API request; `None` when it timed out or had no responders.
 async fn try_api(nc: &async_nats::Client, subject: &str, body: &Value) -> Option<Value> {
@@ -150,15 +141,9 @@ fn source_info(info: &Value, name: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-async fn start() -> ServerProcess {
-    ServerProcess::start(ServerOptions::default())
-        .await
-        .expect("start server")
-}
-
 #[tokio::test]
 async fn mirror_keeps_origin_sequences_times_and_gaps() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let r = create(
         &nc,
@@ -214,7 +199,7 @@ async fn mirror_keeps_origin_sequences_times_and_gaps() {
 
 #[tokio::test]
 async fn sources_merge_filtered_and_transformed_origins() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     create(&nc, json!({"name": "ORIG", "subjects": ["orig.>"]})).await;
     create(&nc, json!({"name": "ORIG2", "subjects": ["o2.>"]})).await;
@@ -282,7 +267,7 @@ async fn sources_merge_filtered_and_transformed_origins() {
 
 #[tokio::test]
 async fn source_of_missing_origin_reports_error_then_catches_up() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let s = create(
         &nc,
@@ -306,7 +291,7 @@ async fn source_of_missing_origin_reports_error_then_catches_up() {
 
 #[tokio::test]
 async fn mirror_and_source_config_errors_match_nats_server() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     create(&nc, json!({"name": "ORIG", "subjects": ["orig.>"]})).await;
     let cases = [
@@ -367,7 +352,7 @@ async fn mirror_and_source_config_errors_match_nats_server() {
 
 #[tokio::test]
 async fn mirror_direct_answers_direct_get_for_the_origin() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     create(
         &nc,
@@ -519,4 +504,69 @@ async fn mirror_catches_up_after_the_origin_node_restarts() {
     assert_eq!(info["state"]["messages"], 20, "{info}");
     let got = get(&nc, "M", 15).await;
     assert_eq!(got["message"]["subject"], "orig.b", "{got}");
+}
+
+#[tokio::test]
+async fn mirror_answers_direct_gets_for_its_stopped_origin() {
+    let mut cluster = Cluster::start(3, "mdir").await.expect("cluster");
+    let c0 = connect(cluster.node(0)).await;
+    create(
+        &c0,
+        json!({"name": "ORIG", "subjects": ["orig.>"], "allow_direct": true}),
+    )
+    .await;
+    let origin_info = info_until(&c0, "ORIG", "origin leader", |i| {
+        i["cluster"]["leader"]
+            .as_str()
+            .is_some_and(|l| !l.is_empty())
+    })
+    .await;
+    let origin_node = index_of(
+        &cluster,
+        origin_info["cluster"]["leader"]
+            .as_str()
+            .unwrap_or_default(),
+    );
+    let other = (origin_node + 1) % 3;
+    let nc = connect(cluster.node(other)).await;
+    for i in 0..5 {
+        publish(&nc, "orig.a", &format!("v{i}")).await;
+    }
+    let m = create(
+        &nc,
+        json!({"name": "M", "mirror": {"name": "ORIG"}, "num_replicas": 3}),
+    )
+    .await;
+    assert_eq!(m["config"]["mirror_direct"], true, "{m}");
+    info_until(&nc, "M", "mirror copied", |i| i["state"]["last_seq"] == 5).await;
+    cluster
+        .stop_within(origin_node, Duration::from_secs(20))
+        .await
+        .expect("stop origin node");
+    // Only the mirror can answer now: the origin (R1) is down with its node.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let msg = loop {
+        let answer = within(
+            OP,
+            "direct get",
+            nc.request("$JS.API.DIRECT.GET.ORIG", Bytes::from(r#"{"seq":3}"#)),
+        )
+        .await;
+        if let Ok(m) = answer
+            && m.status.is_none()
+        {
+            break m;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no direct get answer from the mirror"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(msg.payload, Bytes::from_static(b"v2"));
+    let h = msg.headers.expect("headers");
+    let header = |k: &str| h.get(k).map(|v| v.as_str().to_string());
+    assert_eq!(header("Nats-Subject").as_deref(), Some("orig.a"));
+    assert_eq!(header("Nats-Sequence").as_deref(), Some("3"));
+    assert_eq!(header("Nats-Stream").as_deref(), Some("M"));
 }

@@ -16,7 +16,8 @@ use base64::engine::general_purpose::URL_SAFE;
 use futures_util::{StreamExt as _, TryStreamExt as _};
 use jetraft_tests::harness::cluster::Cluster;
 use jetraft_tests::harness::jsapi::{ELECTION, api, info_with_leader};
-use jetraft_tests::harness::{ServerOptions, ServerProcess, assert_clean_log, wait_for, within};
+use jetraft_tests::harness::{assert_clean_log, wait_for, within};
+use jetraft_tests::harness::{connect, start_server};
 use rand::{RngCore as _, SeedableRng as _};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
@@ -28,22 +29,6 @@ const BIG_OP: Duration = Duration::from_secs(120);
 /// Size of the large object: 80 chunks of the default 128 KiB.
 const BIG: usize = 10 * 1024 * 1024;
 const CHUNK: usize = 128 * 1024;
-
-async fn start() -> ServerProcess {
-    ServerProcess::start(ServerOptions::default())
-        .await
-        .expect("start server")
-}
-
-async fn connect(srv: &ServerProcess) -> async_nats::Client {
-    within(
-        OP,
-        "connect",
-        Box::pin(async_nats::connect(srv.client_url())),
-    )
-    .await
-    .expect("connect")
-}
 
 fn config(bucket: &str, replicas: usize) -> object_store::Config {
     object_store::Config {
@@ -125,7 +110,7 @@ fn state(info: &Value) -> (u64, u64) {
 
 #[tokio::test]
 async fn obj_put_get_multi_chunk_object_info_overwrite_and_delete() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     let store = store(
@@ -243,7 +228,7 @@ async fn obj_put_get_multi_chunk_object_info_overwrite_and_delete() {
 
 #[tokio::test]
 async fn obj_links_to_objects_and_buckets() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     let a = store(&js, config("LA", 1)).await;
@@ -301,7 +286,7 @@ async fn obj_links_to_objects_and_buckets() {
 
 #[tokio::test]
 async fn obj_watch_sees_puts_and_deletes() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     let store = store(&js, config("W", 1)).await;
@@ -337,7 +322,7 @@ async fn obj_watch_sees_puts_and_deletes() {
 
 #[tokio::test]
 async fn obj_seal_makes_the_bucket_read_only() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
     let mut store = store(&js, config("SEAL", 1)).await;

@@ -9,26 +9,11 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, stream};
 use bytes::Bytes;
-use jetraft_tests::harness::{ServerOptions, ServerProcess, within};
+use jetraft_tests::harness::within;
+use jetraft_tests::harness::{connect, start_server};
 use serde_json::{Value, json};
 
 const OP: Duration = Duration::from_secs(10);
-
-async fn start() -> ServerProcess {
-    ServerProcess::start(ServerOptions::default())
-        .await
-        .expect("start server")
-}
-
-async fn connect(srv: &ServerProcess) -> async_nats::Client {
-    within(
-        OP,
-        "connect",
-        Box::pin(async_nats::connect(srv.client_url())),
-    )
-    .await
-    .expect("connect")
-}
 
 /// A raw API request; returns the JSON answer.
 async fn api(nc: &async_nats::Client, subject: &str, body: Value) -> Value {
@@ -75,7 +60,7 @@ async fn publish(
 
 #[tokio::test]
 async fn create_applies_nats_server_defaults() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let r = create(&nc, json!({"name": "ORDERS"})).await;
     assert_eq!(r["type"], "io.nats.jetstream.api.v1.stream_create_response");
@@ -102,7 +87,7 @@ async fn create_applies_nats_server_defaults() {
 
 #[tokio::test]
 async fn create_errors_match_nats_server() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     assert!(err_code(&create(&nc, json!({"name": "A", "subjects": ["a.*"]})).await).is_none());
     // Same config again is fine; a different one is "name in use".
@@ -133,7 +118,7 @@ async fn create_errors_match_nats_server() {
 
 #[tokio::test]
 async fn publish_acks_sequences_and_info_counts_them() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     create(&nc, json!({"name": "S", "subjects": ["s.>"]})).await;
     for i in 1..=3u64 {
@@ -150,7 +135,7 @@ async fn publish_acks_sequences_and_info_counts_them() {
 
 #[tokio::test]
 async fn dedup_and_expected_headers() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     create(&nc, json!({"name": "D", "subjects": ["d.*"]})).await;
     let a = publish(&nc, "d.1", &[("Nats-Msg-Id", "m1")], "x").await;
@@ -185,7 +170,7 @@ async fn dedup_and_expected_headers() {
 
 #[tokio::test]
 async fn limits_discard_old_and_new() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     create(
         &nc,
@@ -229,7 +214,7 @@ async fn limits_discard_old_and_new() {
 
 #[tokio::test]
 async fn purge_get_and_delete_messages() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     create(&nc, json!({"name": "P", "subjects": ["p.*"]})).await;
     for (i, s) in ["p.a", "p.b", "p.a", "p.b", "p.a"].iter().enumerate() {
@@ -275,7 +260,7 @@ async fn purge_get_and_delete_messages() {
 
 #[tokio::test]
 async fn names_list_update_and_delete() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     create(&nc, json!({"name": "B", "subjects": ["b.*"]})).await;
     create(&nc, json!({"name": "A", "subjects": ["a.*"]})).await;
@@ -313,7 +298,7 @@ async fn names_list_update_and_delete() {
 
 #[tokio::test]
 async fn account_info_counts_streams() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     create(&nc, json!({"name": "X", "subjects": ["x"]})).await;
     publish(&nc, "x", &[], "hello").await;
@@ -331,7 +316,7 @@ async fn account_info_counts_streams() {
 
 #[tokio::test]
 async fn official_client_stream_api_works() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc);
     let mut s = js
@@ -371,7 +356,7 @@ async fn official_client_stream_api_works() {
 
 #[tokio::test]
 async fn publish_without_reply_is_stored_and_unbound_subjects_are_core_nats() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     create(&nc, json!({"name": "Q", "subjects": ["q"]})).await;
     nc.publish("q", Bytes::from("silent"))
@@ -399,7 +384,7 @@ async fn publish_without_reply_is_stored_and_unbound_subjects_are_core_nats() {
 
 #[tokio::test]
 async fn direct_get_only_when_allowed() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     create(
         &nc,
@@ -442,7 +427,7 @@ async fn direct_get_only_when_allowed() {
 
 #[tokio::test]
 async fn streams_and_messages_survive_restart() {
-    let mut srv = start().await;
+    let mut srv = start_server().await;
     let nc = connect(&srv).await;
     create(&nc, json!({"name": "DUR", "subjects": ["dur.>"]})).await;
     for i in 0..20 {
@@ -476,7 +461,7 @@ async fn streams_and_messages_survive_restart() {
 
 #[tokio::test]
 async fn a_stream_deleted_and_recreated_at_once_starts_empty() {
-    let srv = start().await;
+    let srv = start_server().await;
     let nc = connect(&srv).await;
     for round in 0..3 {
         let created = create(&nc, json!({"name": "RE", "subjects": ["re"]})).await;

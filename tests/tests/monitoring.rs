@@ -9,19 +9,13 @@ use std::time::Duration;
 use async_nats::{Client, ConnectOptions};
 use bytes::Bytes;
 use futures_util::StreamExt as _;
+use jetraft_tests::harness::start_server;
 use jetraft_tests::harness::{
-    ServerKind, ServerOptions, ServerProcess, assert_clean_log, round_trip, server_kind, wait_for,
-    within,
+    ServerKind, ServerProcess, assert_clean_log, round_trip, server_kind, wait_for, within,
 };
 use serde_json::Value;
 
 const OP: Duration = Duration::from_secs(5);
-
-async fn start() -> ServerProcess {
-    ServerProcess::start(ServerOptions::default())
-        .await
-        .expect("start server")
-}
 
 async fn connect_named(srv: &ServerProcess, name: &str) -> Client {
     within(
@@ -52,7 +46,7 @@ fn u64_field(v: &Value, key: &str) -> u64 {
 
 #[tokio::test]
 async fn healthz_reports_ok() {
-    let srv = start().await;
+    let srv = start_server().await;
     for path in [
         "/healthz",
         "/healthz?js-enabled-only=true",
@@ -74,7 +68,7 @@ async fn healthz_reports_ok() {
 
 #[tokio::test]
 async fn healthz_for_stream_without_account_is_a_400_error() {
-    let srv = start().await;
+    let srv = start_server().await;
     let resp = srv.http_get("/healthz?stream=S").await.unwrap();
     assert_eq!(resp.status, 400, "{}", resp.body);
     assert_eq!(
@@ -86,7 +80,7 @@ async fn healthz_for_stream_without_account_is_a_400_error() {
 
 #[tokio::test]
 async fn varz_reports_identity_limits_and_traffic_counters() {
-    let srv = start().await;
+    let srv = start_server().await;
     let client = connect_named(&srv, "varz-probe").await;
     let base = json(&srv, "/varz").await;
     let mut sub = client.subscribe("varz.x").await.unwrap();
@@ -144,7 +138,7 @@ async fn varz_reports_identity_limits_and_traffic_counters() {
 
 #[tokio::test]
 async fn connz_lists_client_connections_with_details() {
-    let srv = start().await;
+    let srv = start_server().await;
     let client = connect_named(&srv, "connz-probe").await;
     let _a = client.subscribe("connz.a").await.unwrap();
     let _b = client.subscribe("connz.b").await.unwrap();
@@ -213,7 +207,7 @@ async fn connz_lists_client_connections_with_details() {
 
 #[tokio::test]
 async fn connz_pages_with_offset_and_limit() {
-    let srv = start().await;
+    let srv = start_server().await;
     let mut clients = Vec::new();
     for i in 0..3 {
         clients.push(connect_named(&srv, &format!("page-{i}")).await);
@@ -247,7 +241,7 @@ async fn connz_pages_with_offset_and_limit() {
 
 #[tokio::test]
 async fn subsz_counts_and_lists_subscriptions() {
-    let srv = start().await;
+    let srv = start_server().await;
     let client = connect_named(&srv, "subsz-probe").await;
     let base = u64_field(&json(&srv, "/subsz").await, "num_subscriptions");
     let _a = client.subscribe("subsz.a").await.unwrap();
@@ -290,7 +284,7 @@ async fn metrics_exposes_jetraft_prometheus_series() {
         // /metrics is jetraft's own endpoint; nats-server has none.
         return;
     }
-    let srv = start().await;
+    let srv = start_server().await;
     let client = connect_named(&srv, "metrics-probe").await;
     let mut sub = client.subscribe("m.x").await.unwrap();
     round_trip(&client).await;

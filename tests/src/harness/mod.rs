@@ -33,6 +33,27 @@ use std::time::Duration;
 /// Default bound for a single read in [`RawClient`] and for small waits in tests.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Bound on connecting a client in [`connect`].
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One server (jetraft or the reference, see [`server_kind`]) with default options.
+pub async fn start_server() -> ServerProcess {
+    ServerProcess::start(ServerOptions::default())
+        .await
+        .expect("start server")
+}
+
+/// An async-nats client connected to `srv`, within a bounded time.
+pub async fn connect(srv: &ServerProcess) -> async_nats::Client {
+    within(
+        CONNECT_TIMEOUT,
+        "connect",
+        Box::pin(async_nats::connect(srv.client_url())),
+    )
+    .await
+    .expect("connect")
+}
+
 /// Runs `check` every 20 ms until it returns `Some`, or panics after `timeout` with `what`.
 ///
 /// Used for conditions that become true asynchronously on the server (a connection counted in
