@@ -28,7 +28,15 @@ pub struct Cluster {
 impl Cluster {
     /// Starts `n` nodes named `n1..nN` in cluster `name` and waits until they are linked.
     pub async fn start(n: usize, name: &str) -> anyhow::Result<Cluster> {
-        let cluster_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        // Distinct ports: two draws can land on the same free port (seen in CI: the third node
+        // could not bind the first one's cluster port).
+        let mut cluster_ports: Vec<u16> = Vec::with_capacity(n);
+        while cluster_ports.len() < n {
+            let p = free_port();
+            if !cluster_ports.contains(&p) {
+                cluster_ports.push(p);
+            }
+        }
         let routes = cluster_ports
             .iter()
             .map(|p| format!("nats://127.0.0.1:{p}"))
