@@ -6,87 +6,16 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use async_nats::HeaderMap;
 use bytes::Bytes;
 use jetraft_tests::harness::cluster::Cluster;
 use jetraft_tests::harness::connect;
+use jetraft_tests::harness::jsapi::{api, index_of, info_with_leader, publish_acked, try_api};
 use jetraft_tests::harness::{ServerKind, server_kind, wait_for, within};
 use serde_json::{Value, json};
 
 const OP: Duration = Duration::from_secs(10);
 /// Bound on a leader election after a kill or stepdown.
 const ELECTION: Duration = Duration::from_secs(30);
-
-/// A raw API request; `None` when it timed out or had no responders.
-async fn try_api(nc: &async_nats::Client, subject: &str, body: Value) -> Option<Value> {
-    let payload = if body.is_null() {
-        Bytes::new()
-    } else {
-        Bytes::from(body.to_string())
-    };
-    let req = nc.request(subject.to_string(), payload);
-    let msg = tokio::time::timeout(Duration::from_secs(3), req)
-        .await
-        .ok()?
-        .ok()?;
-    serde_json::from_slice(&msg.payload).ok()
-}
-
-/// An API request retried until answered; 10008 ("temporarily unavailable", e.g. while the
-/// meta leader moves right after formation) counts as no answer yet, as clients retry it.
-async fn api(nc: &async_nats::Client, subject: &str, body: Value) -> Value {
-    wait_for(subject, ELECTION, || {
-        let nc = nc.clone();
-        let body = body.clone();
-        async move {
-            let r = try_api(&nc, subject, body).await?;
-            (r["error"]["err_code"] != 10008).then_some(r)
-        }
-    })
-    .await
-}
-
-/// Waits until the stream answers STREAM.INFO with a leader and returns the info.
-async fn info_with_leader(nc: &async_nats::Client, stream: &str) -> Value {
-    let subject = format!("$JS.API.STREAM.INFO.{stream}");
-    wait_for("stream leader", ELECTION, || {
-        let nc = nc.clone();
-        let subject = subject.clone();
-        async move {
-            let info = try_api(&nc, &subject, Value::Null).await?;
-            let leader = info["cluster"]["leader"].as_str()?;
-            (!leader.is_empty()).then_some(info)
-        }
-    })
-    .await
-}
-
-/// Publishes until acknowledged (retrying through elections); returns the PubAck.
-async fn publish_acked(nc: &async_nats::Client, subject: &str, id: &str, body: &str) -> Value {
-    wait_for("publish ack", ELECTION, || {
-        let nc = nc.clone();
-        let subject = subject.to_string();
-        let body = Bytes::from(body.to_string());
-        let mut h = HeaderMap::new();
-        h.insert("Nats-Msg-Id", id);
-        async move {
-            let req = nc.request_with_headers(subject, h, body);
-            let msg = tokio::time::timeout(Duration::from_secs(2), req)
-                .await
-                .ok()?
-                .ok()?;
-            let ack: Value = serde_json::from_slice(&msg.payload).ok()?;
-            ack["seq"].as_u64().is_some().then_some(ack)
-        }
-    })
-    .await
-}
-
-fn index_of(cluster: &Cluster, name: &str) -> usize {
-    (0..cluster.len())
-        .find(|&i| cluster.node(i).name() == name)
-        .unwrap_or_else(|| panic!("no node named {name}"))
-}
 
 #[tokio::test]
 async fn r3_stream_is_usable_from_every_node() {
@@ -138,7 +67,7 @@ async fn r1_streams_spread_and_answer_through_any_node() {
             let subject = subject.clone();
             let body = body.clone();
             async move {
-                let r = try_api(&c0, &subject, body).await?;
+                let r = try_api(&c0, &subject, &body).await?;
                 (r["error"]["err_code"] != 10008).then_some(r)
             }
         })
@@ -245,7 +174,7 @@ async fn meta_and_stream_leader_stepdown() {
         assert_eq!(r["success"], true, "{r}");
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while tokio::time::Instant::now() < deadline {
-            if let Some(info) = try_api(&nc, "$JS.API.STREAM.INFO.S", Value::Null).await {
+            if let Some(info) = try_api(&nc, "$JS.API.STREAM.INFO.S", &Value::Null).await {
                 let leader = info["cluster"]["leader"].clone();
                 if leader.as_str().is_some_and(|l| !l.is_empty()) && leader != before {
                     after = leader;
@@ -314,7 +243,7 @@ async fn stream_peer_remove_moves_an_r1_stream_and_refuses_what_nats_server_refu
         let r = wait_for("stream create", ELECTION, || {
             let (nc, subject, body) = (nc.clone(), subject.clone(), body.clone());
             async move {
-                let r = try_api(&nc, &subject, body).await?;
+                let r = try_api(&nc, &subject, &body).await?;
                 (r["error"]["err_code"] != 10008).then_some(r)
             }
         })
@@ -365,7 +294,7 @@ async fn stream_peer_remove_moves_an_r1_stream_and_refuses_what_nats_server_refu
         let nc = nc.clone();
         let host = host.clone();
         async move {
-            let info = try_api(&nc, "$JS.API.STREAM.INFO.PR", Value::Null).await?;
+            let info = try_api(&nc, "$JS.API.STREAM.INFO.PR", &Value::Null).await?;
             let leader = info["cluster"]["leader"].as_str()?;
             // nats-server 2.15.1 recreates an R1 stream empty on the new peer (its messages
             // are lost); jetraft moves them.
@@ -421,7 +350,7 @@ async fn stream_info_and_list_are_right_through_nodes_without_a_replica() {
         let r = wait_for("stream create", ELECTION, || {
             let (nc, subject, body) = (nc.clone(), subject.clone(), body.clone());
             async move {
-                let r = try_api(&nc, &subject, body).await?;
+                let r = try_api(&nc, &subject, &body).await?;
                 (r["error"]["err_code"] != 10008).then_some(r)
             }
         })
@@ -498,7 +427,7 @@ async fn stream_info_and_list_are_right_through_nodes_without_a_replica() {
     let info = wait_for("replicas current", ELECTION, || {
         let nc = nc.clone();
         async move {
-            let info = try_api(&nc, "$JS.API.STREAM.INFO.R", Value::Null).await?;
+            let info = try_api(&nc, "$JS.API.STREAM.INFO.R", &Value::Null).await?;
             all_current(&info).then_some(info)
         }
     })
@@ -524,7 +453,7 @@ async fn stream_info_and_list_are_right_through_nodes_without_a_replica() {
     let deadline = tokio::time::Instant::now() + ELECTION;
     let mut last = Value::Null;
     let info = loop {
-        if let Some(info) = try_api(&nc, "$JS.API.STREAM.INFO.R", Value::Null).await {
+        if let Some(info) = try_api(&nc, "$JS.API.STREAM.INFO.R", &Value::Null).await {
             let dead = info["cluster"]["replicas"].as_array().and_then(|r| {
                 r.iter()
                     .find(|p| p["name"] == follower_name.as_str())

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use jetraft_tests::harness::cluster::Cluster;
+use jetraft_tests::harness::jsapi::{api, try_api};
 use jetraft_tests::harness::{assert_clean_log, wait_for, within};
 use jetraft_tests::harness::{connect, start_server};
 use serde_json::{Value, json};
@@ -16,34 +17,6 @@ use serde_json::{Value, json};
 const OP: Duration = Duration::from_secs(10);
 /// Bound on copying to converge (and on elections after a restart).
 const CONVERGE: Duration = Duration::from_secs(30);
-
-/// A raw API request; `None` when it timed out or had no responders.
-async fn try_api(nc: &async_nats::Client, subject: &str, body: &Value) -> Option<Value> {
-    let payload = if body.is_null() {
-        Bytes::new()
-    } else {
-        Bytes::from(body.to_string())
-    };
-    let req = nc.request(subject.to_string(), payload);
-    let msg = tokio::time::timeout(Duration::from_secs(3), req)
-        .await
-        .ok()?
-        .ok()?;
-    serde_json::from_slice(&msg.payload).ok()
-}
-
-/// An API request retried until answered (10008 = temporarily unavailable counts as no answer).
-async fn api(nc: &async_nats::Client, subject: &str, body: Value) -> Value {
-    wait_for(subject, CONVERGE, || {
-        let nc = nc.clone();
-        let body = body.clone();
-        async move {
-            let r = try_api(&nc, subject, &body).await?;
-            (r["error"]["err_code"] != 10008).then_some(r)
-        }
-    })
-    .await
-}
 
 async fn create(nc: &async_nats::Client, config: Value) -> Value {
     let name = config["name"].as_str().expect("name").to_string();

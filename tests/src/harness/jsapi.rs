@@ -27,12 +27,17 @@ pub async fn try_api(nc: &async_nats::Client, subject: &str, body: &Value) -> Op
     serde_json::from_slice(&msg.payload).ok()
 }
 
-/// An API request retried (bounded by [`ELECTION`]) until it is answered.
+/// An API request retried (bounded by [`ELECTION`]) until it is answered. A 10008 answer
+/// ("temporarily unavailable": the meta group or a stream is still settling after formation or
+/// a leader change) counts as not answered yet, as clients retry it.
 pub async fn api(nc: &async_nats::Client, subject: &str, body: Value) -> Value {
     wait_for(subject, ELECTION, || {
         let nc = nc.clone();
         let body = body.clone();
-        async move { try_api(&nc, subject, &body).await }
+        async move {
+            let r = try_api(&nc, subject, &body).await?;
+            (r["error"]["err_code"] != 10008).then_some(r)
+        }
     })
     .await
 }
