@@ -58,20 +58,10 @@ async fn r1_streams_spread_and_answer_through_any_node() {
     let c2 = connect(cluster.node(2)).await;
     let mut leaders = BTreeSet::new();
     for s in ["A", "B", "C"] {
-        // Right after formation the meta leader can still move: 10008 ("temporarily
-        // unavailable") is a transient answer clients retry, as they do with nats-server.
+        // `api` retries 10008: right after formation the meta leader can still move.
         let subject = format!("$JS.API.STREAM.CREATE.{s}");
         let body = json!({"name": s, "subjects": [format!("{}.*", s.to_lowercase())]});
-        let r = wait_for("stream created", ELECTION, || {
-            let c0 = c0.clone();
-            let subject = subject.clone();
-            let body = body.clone();
-            async move {
-                let r = try_api(&c0, &subject, &body).await?;
-                (r["error"]["err_code"] != 10008).then_some(r)
-            }
-        })
-        .await;
+        let r = api(&c0, &subject, body).await;
         assert!(r["error"].is_null(), "{r}");
     }
     for s in ["A", "B", "C"] {
@@ -86,8 +76,11 @@ async fn r1_streams_spread_and_answer_through_any_node() {
                 .to_string(),
         );
     }
-    // Least-loaded placement puts three R1 streams on three different nodes.
-    assert_eq!(leaders.len(), 3, "{leaders:?}");
+    // jetraft's least-loaded placement puts three R1 streams on three different nodes
+    // (nats-server's placement may put them together: not checked there).
+    if server_kind() == ServerKind::Jetraft {
+        assert_eq!(leaders.len(), 3, "{leaders:?}");
+    }
 }
 
 #[tokio::test]
