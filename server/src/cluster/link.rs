@@ -109,13 +109,9 @@ async fn dial_loop(server: Arc<Server>, addr: String) {
         }
         let jitter = rand::rng().random_range(0..=backoff.as_millis() as u64 / 2);
         let delay = backoff + Duration::from_millis(jitter);
-        let Some(cluster) = server.cluster.clone() else {
-            return;
-        };
         tokio::select! {
             () = server.shutdown.cancelled() => return,
             () = tokio::time::sleep(delay) => {}
-            () = cluster.redial.notified() => backoff = BACKOFF_MIN,
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
     }
@@ -340,10 +336,6 @@ async fn run_inbound(
     cluster.peers.set_link(&info, Direction::Inbound, true);
     server.cluster_changed();
     ensure_dialer(&server, &info.cluster_addr, Some(node));
-    if !cluster.has_outbound(node) {
-        // Our dialer may be waiting out a backoff from before the peer was listening.
-        cluster.redial.notify_waiters();
-    }
     let mut flush = FlushSet::default();
     loop {
         let frame = tokio::select! {

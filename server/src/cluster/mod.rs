@@ -77,9 +77,6 @@ pub struct ClusterState {
     has_meta_state: std::sync::atomic::AtomicBool,
     /// Addresses with a running dial loop, and the peer each turned out to be (once known).
     pub(crate) dialers: Mutex<HashMap<String, Option<NodeId>>>,
-    /// Wakes every dial loop waiting out its backoff: a peer just linked to us, so it is up
-    /// and our link to it should not wait (until it exists, what we send it is dropped).
-    pub(crate) redial: tokio::sync::Notify,
 }
 
 impl ClusterState {
@@ -94,7 +91,6 @@ impl ClusterState {
             remote: Mutex::new(HashMap::new()),
             next_session: AtomicU64::new(1),
             dialers: Mutex::new(HashMap::new()),
-            redial: tokio::sync::Notify::new(),
             has_meta_state: std::sync::atomic::AtomicBool::new(false),
         }
     }
