@@ -81,6 +81,10 @@ pub fn ensure_dialer(server: &Arc<Server>, addr: &str, node: Option<NodeId>) {
 async fn dial_loop(server: Arc<Server>, addr: String) {
     let mut backoff = BACKOFF_MIN;
     let mut refused_logged = false;
+    let wake = Arc::new(tokio::sync::Notify::new());
+    if let Some(c) = &server.cluster {
+        c.dial_wakes.lock().insert(addr.clone(), wake.clone());
+    }
     loop {
         if server.shutdown.is_cancelled() {
             return;
@@ -90,6 +94,7 @@ async fn dial_loop(server: Arc<Server>, addr: String) {
                 debug!(%addr, "route to self ignored");
                 if let Some(c) = &server.cluster {
                     c.dialers.lock().remove(&addr);
+                    c.dial_wakes.lock().remove(&addr);
                 }
                 return;
             }
@@ -112,6 +117,11 @@ async fn dial_loop(server: Arc<Server>, addr: String) {
         tokio::select! {
             () = server.shutdown.cancelled() => return,
             () = tokio::time::sleep(delay) => {}
+            () = wake.notified() => {
+                debug!(%addr, "peer linked to us: redialing now");
+                backoff = BACKOFF_MIN;
+                continue;
+            }
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
     }
@@ -336,6 +346,7 @@ async fn run_inbound(
     cluster.peers.set_link(&info, Direction::Inbound, true);
     server.cluster_changed();
     ensure_dialer(&server, &info.cluster_addr, Some(node));
+    cluster.redial(node, &info.cluster_addr);
     let mut flush = FlushSet::default();
     loop {
         let frame = tokio::select! {

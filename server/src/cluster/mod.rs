@@ -77,6 +77,8 @@ pub struct ClusterState {
     has_meta_state: std::sync::atomic::AtomicBool,
     /// Addresses with a running dial loop, and the peer each turned out to be (once known).
     pub(crate) dialers: Mutex<HashMap<String, Option<NodeId>>>,
+    /// Per dial-loop address, what cuts its reconnect backoff short.
+    pub(crate) dial_wakes: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
 }
 
 impl ClusterState {
@@ -91,6 +93,7 @@ impl ClusterState {
             remote: Mutex::new(HashMap::new()),
             next_session: AtomicU64::new(1),
             dialers: Mutex::new(HashMap::new()),
+            dial_wakes: Mutex::new(HashMap::new()),
             has_meta_state: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -103,6 +106,28 @@ impl ClusterState {
     /// Records whether this node has meta-group state (announced on new links).
     pub fn set_has_meta_state(&self, has: bool) {
         self.has_meta_state.store(has, Ordering::Relaxed);
+    }
+
+    /// Ends the reconnect backoff of the dial loops that reach `node` (or `addr`, before the
+    /// loop learned whose address it is) when no outbound link to `node` is up: the peer just
+    /// linked to us, so it is listening, and what we send it is dropped until our link exists.
+    pub(crate) fn redial(&self, node: NodeId, addr: &str) {
+        if self.has_outbound(node) {
+            return;
+        }
+        let addrs: Vec<String> = self
+            .dialers
+            .lock()
+            .iter()
+            .filter(|(a, n)| **n == Some(node) || (n.is_none() && a.as_str() == addr))
+            .map(|(a, _)| a.clone())
+            .collect();
+        let wakes = self.dial_wakes.lock();
+        for a in addrs {
+            if let Some(w) = wakes.get(&a) {
+                w.notify_one();
+            }
+        }
     }
 
     /// How many other nodes this node expects to hear from: one per route address not (yet)
