@@ -163,6 +163,41 @@ impl StreamStore for MemStreamStore {
         Ok(best.and_then(|seq| self.msgs.get(&seq).cloned()))
     }
 
+    fn next_matching_batch(
+        &self,
+        start: u64,
+        filters: &[&str],
+        max: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<StoredMsg>, StorageError> {
+        let all = filters.is_empty() || filters.iter().any(|f| subject::is_match_all(f));
+        if !all {
+            // Sparse filters are served by the subject index, one message at a time.
+            let mut out = Vec::new();
+            let mut bytes = 0;
+            let mut at = start;
+            while out.len() < max && bytes < max_bytes {
+                let Some(m) = self.next_matching(at, filters)? else {
+                    break;
+                };
+                at = m.seq.saturating_add(1);
+                bytes += m.subject.len() + m.headers.len() + m.payload.len();
+                out.push(m);
+            }
+            return Ok(out);
+        }
+        let mut out = Vec::new();
+        let mut bytes = 0;
+        for m in self.msgs.range(start..).map(|(_, m)| m) {
+            if out.len() >= max || bytes >= max_bytes {
+                break;
+            }
+            bytes += m.subject.len() + m.headers.len() + m.payload.len();
+            out.push(m.clone());
+        }
+        Ok(out)
+    }
+
     fn remove(&mut self, seq: u64) -> Result<bool, StorageError> {
         let removed = self.remove_inner(seq);
         if removed && seq == self.first_seq {

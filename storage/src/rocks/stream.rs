@@ -485,6 +485,40 @@ impl StreamStore for RocksStreamStore {
             .cloned())
     }
 
+    fn next_matching_batch(
+        &self,
+        start: u64,
+        filters: &[&str],
+        max: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<StoredMsg>, StorageError> {
+        let mut out = Vec::new();
+        if max == 0 {
+            return Ok(out);
+        }
+        match self.written_scan(start, filters, (max, max_bytes), &mut out)? {
+            ScanEnd::Full => return Ok(out),
+            ScanEnd::Limit if out.is_empty() => {
+                return Ok(self.next_matching(start, filters)?.into_iter().collect());
+            }
+            ScanEnd::Limit => return Ok(out),
+            ScanEnd::End => {}
+        }
+        // Every written message was seen: the staged tail (higher sequences) follows.
+        let all = filters.is_empty() || filters.iter().any(|f| subject::is_match_all(f));
+        let mut bytes: usize = out.iter().map(batch_bytes).sum();
+        for m in self.staged.iter().filter(|m| m.seq >= start) {
+            if out.len() >= max || bytes >= max_bytes {
+                break;
+            }
+            if all || filters.iter().any(|f| subject::matches(f, &m.subject)) {
+                bytes += batch_bytes(m);
+                out.push(m.clone());
+            }
+        }
+        Ok(out)
+    }
+
     fn remove(&mut self, seq: u64) -> Result<bool, StorageError> {
         self.write_staged(&[])?;
         let Some(m) = self.get(seq)? else {
@@ -624,39 +658,74 @@ impl StreamStore for RocksStreamStore {
     }
 }
 
+/// How a forward scan of written messages ended.
+enum ScanEnd {
+    /// `max` messages or `max_bytes` were collected.
+    Full,
+    /// No written message is left.
+    End,
+    /// [`LINEAR_SCAN`] messages were looked at (filtered scans only).
+    Limit,
+}
+
+/// The bytes of `m` that count against a batch's byte budget.
+fn batch_bytes(m: &StoredMsg) -> usize {
+    m.subject.len() + m.headers.len() + m.payload.len()
+}
+
 impl RocksStreamStore {
+    /// Appends to `out` the written messages from `start` on that match `filters`, in one
+    /// iterator pass, until `out` holds `max` messages or `max_bytes`.
+    fn written_scan(
+        &self,
+        start: u64,
+        filters: &[&str],
+        limits: (usize, usize),
+        out: &mut Vec<StoredMsg>,
+    ) -> Result<ScanEnd, StorageError> {
+        let (max, max_bytes) = limits;
+        let all = filters.is_empty() || filters.iter().any(|f| subject::is_match_all(f));
+        let hit = |s: &str| all || filters.iter().any(|f| subject::matches(f, s));
+        let cf = self.db.cf(ColumnFamily::Msgs)?;
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_upper_bound(keys::id_range_end(self.uid.0));
+        let from = self.msg_key(start);
+        let it =
+            self.db
+                .raw()
+                .iterator_cf_opt(&cf, ro, IteratorMode::From(&from, Direction::Forward));
+        let mut bytes: usize = out.iter().map(batch_bytes).sum();
+        for (n, item) in it.enumerate() {
+            if !all && n >= LINEAR_SCAN {
+                return Ok(ScanEnd::Limit);
+            }
+            let (k, v) = item?;
+            let m = decode_msg(&k, &v)?;
+            if hit(&m.subject) {
+                bytes += batch_bytes(&m);
+                out.push(m);
+                if out.len() >= max || bytes >= max_bytes {
+                    return Ok(ScanEnd::Full);
+                }
+            }
+        }
+        Ok(ScanEnd::End)
+    }
+
     /// `next_matching` over the written messages only.
     fn written_next_matching(
         &self,
         start: u64,
         filters: &[&str],
     ) -> Result<Option<StoredMsg>, StorageError> {
-        let all = filters.is_empty() || filters.iter().any(|f| subject::is_match_all(f));
-        let hit = |s: &str| all || filters.iter().any(|f| subject::matches(f, s));
-        {
-            let cf = self.db.cf(ColumnFamily::Msgs)?;
-            let mut ro = ReadOptions::default();
-            ro.set_iterate_upper_bound(keys::id_range_end(self.uid.0));
-            let from = self.msg_key(start);
-            let it = self.db.raw().iterator_cf_opt(
-                &cf,
-                ro,
-                IteratorMode::From(&from, Direction::Forward),
-            );
-            for (n, item) in it.enumerate() {
-                if !all && n >= LINEAR_SCAN {
-                    break;
-                }
-                let (k, v) = item?;
-                let m = decode_msg(&k, &v)?;
-                if hit(&m.subject) {
-                    return Ok(Some(m));
-                }
-            }
-            if all {
-                return Ok(None);
-            }
+        let mut out = Vec::with_capacity(1);
+        match self.written_scan(start, filters, (1, usize::MAX), &mut out)? {
+            _ if !out.is_empty() => return Ok(out.pop()),
+            ScanEnd::End | ScanEnd::Full => return Ok(None),
+            ScanEnd::Limit => {}
         }
+        // Many non-matching messages: seek each matching subject in the subject index.
+        let hit = |s: &str| filters.iter().any(|f| subject::matches(f, s));
         let mut best: Option<u64> = None;
         for s in self.subjects.keys().filter(|s| hit(s)) {
             if let Some(seq) = self.subject_seek(s, start)? {

@@ -150,6 +150,77 @@ pub(crate) fn next_matching_one_and_many_filters<S: StreamStore>(mut s: S) {
     assert_eq!(next(&s, 100, &["noise.n"]), Some(101));
 }
 
+/// `next_matching_batch` returns what repeated `next_matching` calls return, written and
+/// staged (batched appends) alike, and honours its count and byte limits.
+pub(crate) fn next_matching_batch_agrees_with_next_matching<S: StreamStore>(mut s: S) {
+    for seq in 1..=600 {
+        let subject = match seq % 7 {
+            0 => "a.x",
+            1 => "b.y",
+            _ => "noise.n",
+        };
+        put(&mut s, seq, subject);
+    }
+    s.remove(7).unwrap();
+    s.remove(300).unwrap();
+    s.begin_batch();
+    for seq in 601..=640 {
+        put(&mut s, seq, if seq % 2 == 0 { "a.x" } else { "noise.n" });
+    }
+    let one_by_one = |s: &S, start: u64, f: &[&str], max: usize| {
+        let mut out = Vec::new();
+        let mut at = start;
+        while out.len() < max {
+            let Some(m) = s.next_matching(at, f).unwrap() else {
+                break;
+            };
+            at = m.seq + 1;
+            out.push(m.seq);
+        }
+        out
+    };
+    let filters: [&[&str]; 5] = [&[], &[">"], &["a.*"], &["a.x", "b.>"], &["zzz"]];
+    for f in filters {
+        for start in [0, 1, 7, 299, 590, 620, 641] {
+            for max in [1, 3, 50, 1000] {
+                let got: Vec<u64> = s
+                    .next_matching_batch(start, f, max, usize::MAX)
+                    .unwrap()
+                    .iter()
+                    .map(|m| m.seq)
+                    .collect();
+                let want = one_by_one(&s, start, f, max);
+                // A batch may stop early (sparse filters), but never skips or reorders.
+                assert!(!got.is_empty() || want.is_empty(), "{f:?} from {start}");
+                assert_eq!(got[..], want[..got.len()], "{f:?} from {start} max {max}");
+            }
+        }
+    }
+    let all = s.next_matching_batch(0, &[], 10_000, usize::MAX).unwrap();
+    assert_eq!(
+        all.len(),
+        638,
+        "every written and staged message in one batch"
+    );
+    // The byte budget stops after the message that reaches it.
+    let bytes = |m: &StoredMsg| m.subject.len() + m.headers.len() + m.payload.len();
+    let budget = bytes(&all[0]) + bytes(&all[1]) + 1;
+    let capped = s.next_matching_batch(0, &[], 100, budget).unwrap();
+    assert_eq!(capped.len(), 3);
+    assert!(
+        s.next_matching_batch(0, &[], 0, usize::MAX)
+            .unwrap()
+            .is_empty()
+    );
+    s.put_metas(&[]).unwrap();
+    assert_eq!(
+        s.next_matching_batch(601, &["a.x"], 100, usize::MAX)
+            .unwrap()
+            .len(),
+        20
+    );
+}
+
 pub(crate) fn purge_all_keeps_last_seq<S: StreamStore>(mut s: S) {
     for seq in 1..=10 {
         put(&mut s, seq, if seq % 2 == 0 { "e" } else { "o" });
@@ -408,7 +479,8 @@ macro_rules! stream_conformance_tests {
         crate::stream::conformance::stream_conformance_tests!(@each $make;
             new_stream_state, store_get_and_state, sequences_must_increase,
             gaps_and_removals_are_deleted_sequences, last_for_subject_literal_and_wildcard,
-            next_matching_one_and_many_filters, purge_all_keeps_last_seq,
+            next_matching_one_and_many_filters, next_matching_batch_agrees_with_next_matching,
+            purge_all_keeps_last_seq,
             purge_up_to_seq_and_keep, purge_by_filter_with_keep_and_seq,
             subject_counts_filtered, skip_to_sets_first_seq, limits_discard_old,
             limits_discard_new, max_age_expires_from_the_front,

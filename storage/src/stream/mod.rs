@@ -128,6 +128,31 @@ pub trait StreamStore: Send {
         filters: &[&str],
     ) -> Result<Option<StoredMsg>, StorageError>;
 
+    /// The messages `next_matching` would return one after another from `start`, read in one
+    /// pass: at most `max` of them, and no more once they hold `max_bytes` (the message that
+    /// crosses it is included, so one message is always returned if there is one). Fewer than
+    /// `max` does not mean the end of the stream was reached.
+    fn next_matching_batch(
+        &self,
+        start: u64,
+        filters: &[&str],
+        max: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<StoredMsg>, StorageError> {
+        let mut out = Vec::new();
+        let mut bytes = 0;
+        let mut at = start;
+        while out.len() < max && bytes < max_bytes {
+            let Some(m) = self.next_matching(at, filters)? else {
+                break;
+            };
+            at = m.seq.saturating_add(1);
+            bytes += m.subject.len() + m.headers.len() + m.payload.len();
+            out.push(m);
+        }
+        Ok(out)
+    }
+
     /// Removes the message at `seq`; false if it was not present.
     fn remove(&mut self, seq: u64) -> Result<bool, StorageError>;
 

@@ -50,6 +50,10 @@ const EVENTS_PER_ROUND: usize = 256;
 const DELIVERIES_PER_ROUND: usize = 1024;
 /// Interest and inactivity are re-checked at least this often.
 const TICK: Duration = Duration::from_millis(250);
+/// Most new messages read from the store in one pass (and at most [`READ_AHEAD_BYTES`]).
+const READ_AHEAD: usize = 128;
+/// Byte budget of one read-ahead pass.
+const READ_AHEAD_BYTES: usize = 1024 * 1024;
 /// How often a consumer without acks records its position in the stream group.
 const POSITION_EVERY: Duration = Duration::from_millis(200);
 
@@ -206,6 +210,11 @@ pub(crate) struct Engine {
     pacer: Pacer,
     /// When a paced delivery may go (the engine wakes then).
     paced_until: Option<Instant>,
+    /// New messages read ahead in one store pass, next first; only kept within one `pump`
+    /// (a message removed meanwhile may still go out, as one removed just after its read).
+    ahead: VecDeque<StoredMsg>,
+    /// Where the next read-ahead pass of this `pump` starts (`None`: after the last delivery).
+    read_next: Option<u64>,
 }
 
 /// The rate limit's burst: the stream's `max_msg_size` when set, else the server's
@@ -280,6 +289,8 @@ impl Engine {
             stream_changes,
             pacer,
             paced_until: None,
+            ahead: VecDeque::new(),
+            read_next: None,
         };
         let pending: Vec<(u64, u64, u64)> = e
             .state
@@ -723,18 +734,18 @@ impl Engine {
         if !allow_new {
             return None;
         }
-        let sm = self.sm.lock();
-        let store = sm.store();
-        let refs: Vec<&str> = self.filters.iter().map(String::as_str).collect();
-        let mut at = self.state.delivered.stream_seq + 1;
         loop {
-            let m = store.next_matching(at, &refs).ok().flatten()?;
+            if self.ahead.is_empty() {
+                self.read_ahead();
+            }
+            let m = self.ahead.pop_front()?;
             if self.cfg.deliver_policy == DeliverPolicy::LastPerSubject && m.seq <= self.lps_end {
                 // Skip it if a later message on its subject was already there when the
                 // consumer was created (later publishes do not count: they come after).
-                let initial = is_initial_last_per_subject(store, m.seq, &m.subject, self.lps_end);
+                let sm = self.sm.lock();
+                let initial =
+                    is_initial_last_per_subject(sm.store(), m.seq, &m.subject, self.lps_end);
                 if !initial.unwrap_or(true) {
-                    at = m.seq + 1;
                     continue;
                 }
             }
@@ -742,8 +753,45 @@ impl Engine {
         }
     }
 
+    /// Reads the next new messages after the last delivered one into `ahead`, as many as this
+    /// round can use (pull: what the waiting requests ask for; push: one round's worth).
+    fn read_ahead(&mut self) {
+        let start = self
+            .read_next
+            .unwrap_or(self.state.delivered.stream_seq + 1);
+        let want = if self.cfg.is_push() {
+            DELIVERIES_PER_ROUND
+        } else {
+            let asked = (self.waiting.iter()).fold(0u64, |n, r| n.saturating_add(r.batch));
+            usize::try_from(asked).unwrap_or(usize::MAX)
+        };
+        let max = want.clamp(1, READ_AHEAD);
+        let refs: Vec<&str> = self.filters.iter().map(String::as_str).collect();
+        let sm = self.sm.lock();
+        match sm
+            .store()
+            .next_matching_batch(start, &refs, max, READ_AHEAD_BYTES)
+        {
+            Ok(msgs) => {
+                if let Some(last) = msgs.last() {
+                    self.read_next = Some(last.seq + 1);
+                }
+                self.ahead.extend(msgs);
+            }
+            Err(e) => debug!(error = %e, "consumer read failed"),
+        }
+    }
+
     /// Delivers as much as targets, limits and flow control allow.
     fn pump(&mut self) {
+        self.pump_round();
+        self.ahead.clear();
+        self.read_next = None;
+    }
+
+    /// One round of [`Engine::pump`]; a new message it reads but does not send goes back to
+    /// the front of `ahead`.
+    fn pump_round(&mut self) {
         if self.paused() {
             return;
         }
@@ -790,9 +838,11 @@ impl Engine {
                     return;
                 };
                 if req.bytes_limited && size > req.max_bytes {
-                    // Put a redelivery back; a new message is simply not taken.
+                    // Put the message back for the next request.
                     if redelivery {
                         self.due.insert(msg.seq);
+                    } else {
+                        self.ahead.push_front(msg);
                     }
                     let req = self.waiting.pop_front();
                     if let Some(req) = req {
