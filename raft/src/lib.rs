@@ -164,6 +164,11 @@ impl RaftTiming {
             heartbeat_interval: ms(self.heartbeat),
             election_timeout_min: ms(self.election_min),
             election_timeout_max: ms(self.election_max),
+            // A restarted node must not resume as leader from its persisted vote: until a
+            // higher vote reaches it, it would answer reads (stream and consumer info) from a
+            // state that misses what the others committed meanwhile. It wins an election
+            // instead (one election timeout for a single-voter group).
+            enable_leader_restore: Some(false),
             ..openraft::Config::default()
         };
         config.validate().map_err(|e| RaftError::Config {
