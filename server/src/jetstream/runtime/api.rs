@@ -148,7 +148,7 @@ impl JetStream {
                         ApiOp::DirectGetLast(_, subject) => Some(subject.as_str()),
                         _ => None,
                     };
-                    self.direct_get_from(&mirror, last, &msg);
+                    self.direct_get_from(&mirror, last, &msg, None);
                     return;
                 }
                 let Some(replicas) = self
@@ -173,7 +173,13 @@ impl JetStream {
                     return;
                 };
                 if op.owner() == Owner::AnyReplica {
-                    self.answer_here(&op, &msg).await;
+                    match &op {
+                        ApiOp::DirectGet(_) => self.direct_get_from(&local, None, &msg, Some(hops)),
+                        ApiOp::DirectGetLast(_, subject) => {
+                            self.direct_get_from(&local, Some(subject), &msg, Some(hops));
+                        }
+                        _ => self.answer_here(&op, &msg).await,
+                    }
                     return;
                 }
                 let leader = match self
@@ -707,7 +713,7 @@ impl JetStream {
 
     fn direct_get(&self, name: &str, last_subject: Option<&str>, msg: &InternalMsg) {
         if let Some(ls) = self.local_stream(name) {
-            self.direct_get_from(&ls, last_subject, msg);
+            self.direct_get_from(&ls, last_subject, msg, None);
         }
     }
 
@@ -723,8 +729,16 @@ impl JetStream {
 
     /// Answers a DIRECT.GET from `ls` (the stream itself with `allow_direct`, or a mirror of
     /// it with `mirror_direct`; the reply's `Nats-Stream` names the answering stream, as
-    /// nats-server's does).
-    fn direct_get_from(&self, ls: &LocalStream, last_subject: Option<&str>, msg: &InternalMsg) {
+    /// nats-server's does). With `miss_hops`, a follower that does not have the message passes
+    /// the request to the leader (it may not have applied a write that was already acknowledged
+    /// to the client) instead of answering 404.
+    fn direct_get_from(
+        &self,
+        ls: &LocalStream,
+        last_subject: Option<&str>,
+        msg: &InternalMsg,
+        miss_hops: Option<u32>,
+    ) {
         let Some(reply) = &msg.reply else {
             return;
         };
@@ -743,6 +757,14 @@ impl JetStream {
                 self.server.publish(reply, None, hdrs, &r.payload);
             }
             DirectOutcome::NotFound => {
+                if let Some(hops) = miss_hops
+                    && let Some(leader) =
+                        self.registry.leader(ls.group()).ok().and_then(|l| l.leader)
+                    && leader != self.node
+                    && self.forward_to(leader, hops, msg)
+                {
+                    return;
+                }
                 let status = info::direct_status(404, "Message Not Found");
                 self.server.publish(reply, None, Some(&status), b"");
             }
