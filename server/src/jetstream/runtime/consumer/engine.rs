@@ -7,10 +7,17 @@
 //! Invariants:
 //! - Every delivery, ack and drop is appended to one `ConsumerProgress` batch, proposed in the
 //!   order it happened (proposals are submitted one after another from this task).
-//! - An AckSync reply goes out only once the batch holding that ack is committed.
+//! - Messages go out as soon as they are chosen, before the batch recording their delivery is
+//!   committed (as nats-server does); an AckSync reply goes out only once the batch holding
+//!   that ack is committed.
 //! - Redeliveries go before new messages; `max_ack_pending` only holds back new messages.
 //! - A new leader starts from the replicated state: acknowledged messages are never redelivered;
 //!   pending ones come back when their ack wait (from their recorded delivery time) expires.
+//! - A delivery the old leader made but did not get committed is unknown to the new leader, and
+//!   a client may still ack it: an ack above the last recorded delivery first records every
+//!   matching message up to it as delivered now (any of them may have been sent), then acks.
+//!   So an ack that got its AckSync reply is never undone, and the messages around it that
+//!   nobody acked come back after their ack wait.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -54,6 +61,9 @@ const TICK: Duration = Duration::from_millis(250);
 const READ_AHEAD: usize = 128;
 /// Byte budget of one read-ahead pass.
 const READ_AHEAD_BYTES: usize = 1024 * 1024;
+/// Most messages an ack above the last recorded delivery may record as delivered (the old
+/// leader's uncommitted deliveries are at most a few rounds; a larger gap is a forged ack).
+const CATCH_UP_MAX: usize = 16 * 1024;
 /// How often a consumer without acks records its position in the stream group.
 const POSITION_EVERY: Duration = Duration::from_millis(200);
 
@@ -113,24 +123,19 @@ type Commit = std::pin::Pin<
     Box<dyn std::future::Future<Output = Result<Bytes, jetraft_raft::RaftError>> + Send>,
 >;
 
-/// One step of the outbox: send `before`, wait for `wait` (dropping `after` if it fails),
-/// then send `after`.
+/// One step of the outbox: wait for `wait` (dropping `after` if it fails), then send `after`.
 pub(crate) struct OutItem {
     wait: Option<Commit>,
-    before: Vec<OutMsg>,
     after: Vec<OutMsg>,
 }
 
-/// Sends what the engine queued, in order, each batch after its commit.
+/// Sends AckSync replies, in order, each after the commit of the batch holding its ack.
 async fn outbox_loop(js: Arc<JetStream>, mut rx: mpsc::UnboundedReceiver<OutItem>) {
     while let Some(item) = rx.recv().await {
-        for m in &item.before {
-            m.publish(&js);
-        }
         if let Some(wait) = item.wait
             && wait.await.is_err()
         {
-            // Not committed (leadership lost): the next leader delivers these again.
+            // Not committed (leadership lost): the acks must be sent again to the next leader.
             continue;
         }
         for m in &item.after {
@@ -200,7 +205,7 @@ pub(crate) struct Engine {
     last_progress: Instant,
     batch: ConsumerProgress,
     ack_replies: Vec<String>,
-    /// Messages produced this round, sent by `flush` through the outbox.
+    /// Messages produced this round, sent by `flush`.
     out: Vec<OutMsg>,
     /// The ordered sender task.
     outbox: mpsc::UnboundedSender<OutItem>,
@@ -417,12 +422,9 @@ impl Engine {
         for req in std::mem::take(&mut self.waiting) {
             self.out.push(deliver::status_msg(&req.reply, &status));
         }
-        let before = std::mem::take(&mut self.out);
-        let _ = self.outbox.send(OutItem {
-            wait: None,
-            before,
-            after: Vec::new(),
-        });
+        for m in std::mem::take(&mut self.out) {
+            m.publish(&self.js);
+        }
     }
 
     fn ack_wait_ns(&self, deliveries: u64) -> u64 {
@@ -545,6 +547,9 @@ impl Engine {
 
     fn on_ack(&mut self, seq: u64, kind: AckKind, reply: Option<String>) {
         let now = now_ns();
+        if matches!(kind, AckKind::Ack | AckKind::Next { .. }) {
+            self.catch_up_to(seq, now);
+        }
         let known = self.state.pending.contains_key(&seq);
         if !known {
             debug!(consumer = %self.name, seq, "ack for a message not pending");
@@ -610,6 +615,68 @@ impl Engine {
                 }
                 self.answer(reply, known);
             }
+        }
+    }
+
+    /// Records as delivered now every matching message after the last recorded delivery up to
+    /// `seq`: an ack for `seq` means the previous leader delivered it (and, in order, the ones
+    /// before it) without getting that committed. Nothing happens for `seq` at or below the
+    /// last recorded delivery, past the stream's end, or further than [`CATCH_UP_MAX`] ahead.
+    fn catch_up_to(&mut self, seq: u64, now: u64) {
+        if !self.acks() || seq <= self.state.delivered.stream_seq {
+            return;
+        }
+        let from = self.state.delivered.stream_seq + 1;
+        let refs: Vec<&str> = self.filters.iter().map(String::as_str).collect();
+        let gap: Vec<(u64, bool)> = {
+            let sm = self.sm.lock();
+            let store = sm.store();
+            if seq > store.state().last_seq {
+                return;
+            }
+            let mut out = Vec::new();
+            let mut at = from;
+            while at <= seq && out.len() <= CATCH_UP_MAX {
+                let msgs = match store.next_matching_batch(at, &refs, READ_AHEAD, usize::MAX) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        debug!(error = %e, "ack catch-up read failed");
+                        return;
+                    }
+                };
+                let Some(last) = msgs.last() else {
+                    break;
+                };
+                at = last.seq + 1;
+                for m in msgs.iter().filter(|m| m.seq <= seq) {
+                    let skip = self.cfg.deliver_policy == DeliverPolicy::LastPerSubject
+                        && m.seq <= self.lps_end
+                        && !is_initial_last_per_subject(store, m.seq, &m.subject, self.lps_end)
+                            .unwrap_or(true);
+                    out.push((m.seq, skip));
+                }
+            }
+            out
+        };
+        if gap.len() > CATCH_UP_MAX || gap.last().is_none_or(|(s, _)| *s != seq) {
+            debug!(consumer = %self.name, seq, "ack far above the last delivery ignored");
+            return;
+        }
+        debug!(consumer = %self.name, from, seq, "ack above the last recorded delivery");
+        for (s, skip) in gap {
+            if skip {
+                continue;
+            }
+            let dseq = self.state.delivered.consumer_seq + 1;
+            self.state.record_delivery(s, dseq, now);
+            self.batch.delivered.push(Delivery {
+                stream_seq: s,
+                consumer_seq: dseq,
+                delivered_ns: now,
+            });
+            self.deadlines
+                .insert(s, now.saturating_add(self.ack_wait_ns(1)));
+            self.num_pending = self.num_pending.saturating_sub(1);
         }
     }
 
@@ -1093,11 +1160,12 @@ impl Engine {
         wake.max(now + Duration::from_millis(1))
     }
 
-    /// Proposes the progress batch and queues what was sent meanwhile behind its commit:
-    /// deliveries (for consumers with acks) and AckSync replies leave only once the batch is
-    /// committed, so a client can only ever ack a delivery the new leader would know about.
+    /// Sends what this round produced and proposes the progress batch; AckSync replies wait
+    /// for its commit (in the outbox, behind earlier batches).
     async fn flush(&mut self) {
-        let out = std::mem::take(&mut self.out);
+        for m in std::mem::take(&mut self.out) {
+            m.publish(&self.js);
+        }
         let replies: Vec<OutMsg> = self.ack_replies.drain(..).map(OutMsg::empty).collect();
         // Consumers without acks record their position at most every POSITION_EVERY.
         let position_only = !self.acks()
@@ -1109,10 +1177,9 @@ impl Engine {
                 && self.batch.acked.is_empty()
                 && self.batch.dropped.is_empty());
         if empty {
-            if !out.is_empty() || !replies.is_empty() {
+            if !replies.is_empty() {
                 let _ = self.outbox.send(OutItem {
                     wait: None,
-                    before: out,
                     after: replies,
                 });
             }
@@ -1126,19 +1193,11 @@ impl Engine {
         std::mem::swap(&mut batch, &mut self.batch);
         batch.now_ns = now_ns();
         let cmd = crate::jetstream::stream::command::consumer_progress(batch);
-        // Without acks nothing can be acked: deliveries need not wait for the commit.
-        let (before, mut after) = if self.acks() {
-            (Vec::new(), out)
-        } else {
-            (out, Vec::new())
-        };
-        after.extend(replies);
         match self.js.registry.submit(self.group, cmd).await {
             Ok(done) => {
                 let _ = self.outbox.send(OutItem {
                     wait: Some(Box::pin(done)),
-                    before,
-                    after,
+                    after: replies,
                 });
             }
             Err(e) => debug!(error = %e, "consumer progress not proposed"),

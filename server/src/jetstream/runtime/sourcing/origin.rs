@@ -111,18 +111,17 @@ impl JetStream {
                 ..Fetched::default()
             };
             while out.msgs.len() < max {
-                match store.next_matching(out.next, &refs) {
-                    Ok(Some(m)) => {
-                        out.next = m.seq + 1;
-                        out.msgs.push(m);
-                    }
-                    Ok(None) => {
-                        out.complete = true;
-                        out.next = out.next.max(origin_last + 1);
-                        break;
-                    }
-                    Err(e) => return Err(ApiError::store_failed(&e.to_string())),
-                }
+                let want = max - out.msgs.len();
+                let msgs = store
+                    .next_matching_batch(out.next, &refs, want, usize::MAX)
+                    .map_err(|e| ApiError::store_failed(&e.to_string()))?;
+                let Some(last) = msgs.last() else {
+                    out.complete = true;
+                    out.next = out.next.max(origin_last + 1);
+                    break;
+                };
+                out.next = last.seq + 1;
+                out.msgs.extend(msgs);
             }
             return Ok(out);
         }
