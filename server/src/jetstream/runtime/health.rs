@@ -173,7 +173,9 @@ impl JetStream {
         }
     }
 
-    /// Whether the replica of stream `name` (uid `uid`) runs here and is current.
+    /// Whether the replica of stream `name` (uid `uid`) runs here, is current and votes: a
+    /// replica still joining as a learner (a rebuilt node taking over a retired id's place)
+    /// does not count yet, since until it votes the group's quorum still needs the old id.
     fn replica_current(&self, name: &str, uid: u64) -> bool {
         let Some(ls) = self.local_stream(name) else {
             return false;
@@ -183,6 +185,10 @@ impl JetStream {
                 .registry
                 .currency(ls.group())
                 .is_ok_and(|c| c.is_current())
+            && self
+                .registry
+                .raft(ls.group())
+                .is_ok_and(|r| r.voter_ids().any(|v| v == self.node.0))
     }
 
     /// Lame duck: stops this node from starting elections in any group, then hands every
