@@ -68,7 +68,12 @@ impl<T: Transport> GroupRegistry<T> {
         }
         let applied = m.last_applied.as_ref().map_or(0, |l| l.index);
         let committed = m.cluster_committed.as_ref().map_or(0, |l| l.index);
-        if applied.saturating_add(CURRENT_LAG) < committed {
+        // The slack is for a replica that was caught up and trails a busy group a little; a
+        // replica that never caught up since it started (a rebuilt node whose whole log is
+        // shorter than the slack) must first apply what was committed when first asked about.
+        if !self.groups().caught_up_once(group, applied, committed)
+            || applied.saturating_add(CURRENT_LAG) < committed
+        {
             return Ok(Currency::Behind { applied, committed });
         }
         Ok(Currency::Current)

@@ -37,6 +37,10 @@ pub struct Groups {
     map: Arc<RwLock<HashMap<GroupId, GroupRaft>>>,
     /// When each group last accepted an AppendEntries (entries or heartbeat) from a leader.
     contact: Arc<RwLock<HashMap<GroupId, std::time::Instant>>>,
+    /// Per group, the committed index its leader reported when this replica was first asked
+    /// about, and whether the replica has applied up to it since (see
+    /// [`GroupRegistry::currency`]).
+    caught_up: Arc<RwLock<HashMap<GroupId, (u64, bool)>>>,
 }
 
 impl Groups {
@@ -47,6 +51,24 @@ impl Groups {
         self.contact
             .write()
             .insert(group, std::time::Instant::now());
+    }
+
+    /// Whether the replica of `group` here has applied, since it started, everything that was
+    /// committed when it was first asked about with a known commit (`committed > 0`). Once
+    /// true, it stays true; before that, the target does not move, so a follower of a busy
+    /// group that always trails by a few entries still gets there.
+    pub(crate) fn caught_up_once(&self, group: GroupId, applied: u64, committed: u64) -> bool {
+        if let Some((target, done)) = self.caught_up.read().get(&group).copied() {
+            if done || applied < target {
+                return done;
+            }
+        } else if committed == 0 {
+            return false;
+        }
+        let mut map = self.caught_up.write();
+        let entry = map.entry(group).or_insert((committed, false));
+        entry.1 = entry.1 || applied >= entry.0;
+        entry.1
     }
 
     /// How long ago `group` last accepted an AppendEntries from a leader, if ever.
@@ -245,6 +267,7 @@ impl<T: Transport> GroupRegistry<T> {
             .remove(&group)
             .ok_or(RaftError::GroupNotFound { group })?;
         self.groups.contact.write().remove(&group);
+        self.groups.caught_up.write().remove(&group);
         self.deadline(group, raft.shutdown())
             .await?
             .map_err(|e| RaftError::Stopped {
