@@ -106,10 +106,21 @@ impl JetStream {
             }
             // A node that lost its data comes back with a new id and the same name: its old
             // id leaves the group and is retired for good.
+            // The old id is found by name in the meta peer records, or, when it died before
+            // its record was proposed (right after formation), in this node's link table.
             let replaced: Vec<u64> = known
                 .values()
                 .filter(|k| k.server_name == p.server_name && k.node_id != id)
                 .map(|k| k.node_id)
+                .chain(
+                    peers
+                        .values()
+                        .filter(|q| q.server_name == p.server_name && q.node_id.0 != id)
+                        .map(|q| q.node_id.0),
+                )
+                .collect::<BTreeSet<u64>>()
+                .into_iter()
+                .filter(|old| !self.meta.read(|m| m.is_retired(*old)))
                 .collect();
             // Retire the old id first: from then on its stream replicas count as lost (and
             // are reassigned), and the newcomer's /healthz waits for that repair.
