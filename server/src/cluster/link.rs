@@ -132,6 +132,13 @@ async fn run_link(server: &Arc<Server>, addr: &str) -> LinkEnd {
     let Some(cluster) = server.cluster.clone() else {
         return LinkEnd::IsSelf;
     };
+    // A link to the node behind this address is already up (dialed through another address
+    // or before this loop was woken): dialing again would only open a session the peer takes
+    // as current and that then ends as a duplicate.
+    let known = cluster.dialers.lock().get(addr).copied().flatten();
+    if known.is_some_and(|n| cluster.has_outbound(n)) {
+        return LinkEnd::Duplicate;
+    }
     let endpoint = match Endpoint::from_shared(format!("http://{addr}")) {
         Ok(e) => e,
         Err(e) => return LinkEnd::Failed(e.to_string()),
@@ -395,9 +402,11 @@ async fn run_inbound(
             Some(Kind::Hello(_)) | None => {}
         }
     }
-    cluster.remote_end(node, session, &server.sublist);
-    cluster.peers.set_link(&info, Direction::Inbound, false);
-    server.cluster_changed();
+    if cluster.remote_end(node, session, &server.sublist) {
+        // Only the peer's current session says whether its link to us is up.
+        cluster.peers.set_link(&info, Direction::Inbound, false);
+        server.cluster_changed();
+    }
     done.cancel();
 }
 

@@ -268,13 +268,17 @@ impl ClusterState {
     }
 
     /// Ends `node`'s inbound session `session`: its interest leaves the sublist.
-    pub(crate) fn remote_end(&self, node: NodeId, session: u64, sublist: &Sublist<SubRef>) {
+    /// Returns whether `session` was `node`'s current inbound session (an older one that ends
+    /// after a newer one began changes nothing).
+    pub(crate) fn remote_end(&self, node: NodeId, session: u64, sublist: &Sublist<SubRef>) -> bool {
         let mut remote = self.remote.lock();
         if remote.get(&node).is_some_and(|t| t.session == session)
             && let Some(mut old) = remote.remove(&node)
         {
             remove_all(node, &mut old, sublist);
+            return true;
         }
+        false
     }
 }
 
