@@ -5,7 +5,9 @@
 //! map; `*` and `>` each have their own child, so matching a subject walks at most three edges
 //! per node and visits each node at most once. In front of the trie sits a bounded cache of
 //! match results keyed by the literal subject, so the hot path (a cache hit) is a read lock,
-//! one hash lookup and an `Arc` clone.
+//! one hash lookup and an `Arc` clone. A result is cached from the second miss of its subject
+//! on: subjects seen once (reply inboxes, `$JS.ACK...` acks, one per message) would otherwise
+//! take the write lock, allocate and evict useful entries on every message.
 //!
 //! It owns only the index. It does not deliver messages, pick queue members, dedupe a
 //! subscription inserted under two patterns, or check permissions; those belong to the caller.
@@ -24,6 +26,9 @@
 //!   subscriptions and children deletes it, so memory follows the live subscriptions.
 //! - **Bounded cache.** After every store the cache holds at most `cache_capacity` entries;
 //!   when a store exceeds it, entries are evicted down to 7/8 of the capacity.
+//! - **Admission.** A miss stores its result only if the same subject's hash is in the
+//!   direct-mapped table of recent misses (`seen`); otherwise it records the hash there. The
+//!   table only decides what is cached, never what is matched.
 //! - **Bounded depth.** Patterns have at most [`MAX_PATTERN_TOKENS`] tokens, so the recursive
 //!   walks (match, remove, listing, drop) have bounded stack depth whatever subject is matched.
 //!
@@ -33,6 +38,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -46,6 +52,12 @@ pub const DEFAULT_CACHE_CAPACITY: usize = 1024;
 /// Longest pattern, in tokens, that [`Sublist::insert`] accepts. It bounds the trie depth and
 /// with it the recursion depth of every walk; real subjects have far fewer tokens.
 pub const MAX_PATTERN_TOKENS: usize = 1024;
+/// Slots of the recent-miss table that admits subjects to the cache on their second miss.
+const SEEN_SLOTS: usize = 4096;
+
+/// Maps keyed by subjects and tokens: foldhash (seeded per map, so still resistant to chosen
+/// collisions) is several times cheaper than SipHash on short strings.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Why a subscription could not be inserted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -137,7 +149,7 @@ pub struct SublistStats {
 /// One trie node: the subscriptions whose pattern ends here and the edges to longer patterns.
 struct Node<T> {
     /// Children for literal tokens (including tokens like `b*r` that only contain wildcards).
-    literal: HashMap<Box<str>, Node<T>>,
+    literal: FastMap<Box<str>, Node<T>>,
     /// Child for a `*` token; boxed because most nodes have none.
     single: Option<Box<Node<T>>>,
     /// Child for a `>` token. It never has children of its own, since `>` is always last.
@@ -151,7 +163,7 @@ struct Node<T> {
 impl<T> Default for Node<T> {
     fn default() -> Self {
         Self {
-            literal: HashMap::new(),
+            literal: FastMap::default(),
             single: None,
             full: None,
             plain: Vec::new(),
@@ -369,7 +381,7 @@ struct Inner<T> {
     /// The trie root; it stands for the empty pattern, so it never holds subscriptions.
     root: Node<T>,
     /// Cached results by literal subject; coherent with `root` (see the module docs).
-    cache: HashMap<Box<str>, Arc<MatchResult<T>>>,
+    cache: FastMap<Box<str>, Arc<MatchResult<T>>>,
     /// Bumped by every successful insert and remove, so a match computed under a read lock
     /// can tell whether the trie changed before it stores its result.
     generation: u64,
@@ -445,6 +457,10 @@ pub struct Sublist<T> {
     matches: AtomicU64,
     /// Calls to `match_subject` served from the cache.
     cache_hits: AtomicU64,
+    /// Hashes of recently missed subjects, direct-mapped (see the admission invariant).
+    seen: Box<[AtomicU64]>,
+    /// Hasher of `seen`.
+    seen_hasher: foldhash::fast::RandomState,
 }
 
 impl<T: Clone + PartialEq + Send + Sync> Default for Sublist<T> {
@@ -475,7 +491,7 @@ impl<T: Clone + PartialEq + Send + Sync> Sublist<T> {
         Self {
             inner: RwLock::new(Inner {
                 root: Node::default(),
-                cache: HashMap::new(),
+                cache: FastMap::default(),
                 generation: 0,
                 evict_cursor: 0,
                 count: 0,
@@ -486,6 +502,8 @@ impl<T: Clone + PartialEq + Send + Sync> Sublist<T> {
             empty: Arc::new(MatchResult::default()),
             matches: AtomicU64::new(0),
             cache_hits: AtomicU64::new(0),
+            seen: (0..SEEN_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            seen_hasher: foldhash::fast::RandomState::default(),
         }
     }
 
@@ -550,10 +568,27 @@ impl<T: Clone + PartialEq + Send + Sync> Sublist<T> {
         match self.lookup(subject) {
             Lookup::Final(result) => result,
             Lookup::Computed { result, generation } => {
-                self.store(subject, &result, generation);
+                if self.seen_before(subject) {
+                    self.store(subject, &result, generation);
+                }
                 result
             }
         }
+    }
+
+    /// Whether `subject` missed the cache recently; records it if not.
+    fn seen_before(&self, subject: &str) -> bool {
+        if self.cache_capacity == 0 {
+            return false;
+        }
+        // Never 0, so an empty slot matches no subject.
+        let hash = self.seen_hasher.hash_one(subject) | 1;
+        let slot = &self.seen[(hash >> 32) as usize % self.seen.len()];
+        if slot.load(Ordering::Relaxed) == hash {
+            return true;
+        }
+        slot.store(hash, Ordering::Relaxed);
+        false
     }
 
     /// The read-locked half of [`Self::match_subject`]: a cache hit, or a trie walk together

@@ -243,6 +243,8 @@ fn changes_invalidate_only_the_cached_subjects_they_match() {
     let sl = Sublist::new();
     sl.insert("foo.bar", None, 1).unwrap();
     for subject in ["foo.bar", "foo.baz", "qux.bar", "foo.bar.baz", "foo"] {
+        // Cached from the second miss on.
+        sl.match_subject(subject);
         sl.match_subject(subject);
     }
     assert_eq!(sl.stats().num_cache, 5);
@@ -281,16 +283,18 @@ fn result_computed_before_a_change_is_not_cached_after_it() {
         panic!("bar was never matched");
     };
     sl.store("bar", &result, generation);
-    assert_eq!(sl.stats().num_cache, 2);
+    assert_eq!(sl.stats().num_cache, 1);
+    assert!(Arc::ptr_eq(&sl.match_subject("bar"), &result));
 }
 
 #[test]
 fn cache_hit_returns_the_same_arc_and_misses_share_the_empty_result() {
     let sl = Sublist::new();
     sl.insert("foo", None, 1).unwrap();
-    let first = sl.match_subject("foo");
-    let second = sl.match_subject("foo");
-    assert!(Arc::ptr_eq(&first, &second));
+    sl.match_subject("foo");
+    let cached = sl.match_subject("foo");
+    let hit = sl.match_subject("foo");
+    assert!(Arc::ptr_eq(&cached, &hit));
     let empty_a = sl.match_subject("nobody.a");
     let empty_b = sl.match_subject("nobody.b");
     assert!(Arc::ptr_eq(&empty_a, &empty_b));
@@ -317,6 +321,24 @@ fn cache_stays_bounded_and_results_stay_correct() {
 }
 
 #[test]
+fn subjects_seen_once_are_not_cached() {
+    let sl = Sublist::new();
+    sl.insert("_INBOX.x.*", None, 1).unwrap();
+    for i in 0..100 {
+        assert_eq!(must_match(&sl, &format!("_INBOX.x.{i}")), plain(&[1]));
+    }
+    assert_eq!(sl.stats().num_cache, 0);
+    // A repeated subject is cached on its second miss and hit after that.
+    assert_eq!(must_match(&sl, "_INBOX.x.again"), plain(&[1]));
+    assert_eq!(sl.stats().num_cache, 0);
+    assert_eq!(must_match(&sl, "_INBOX.x.again"), plain(&[1]));
+    assert_eq!(sl.stats().num_cache, 1);
+    let hits = sl.cache_hits.load(Ordering::Relaxed);
+    assert_eq!(must_match(&sl, "_INBOX.x.again"), plain(&[1]));
+    assert_eq!(sl.cache_hits.load(Ordering::Relaxed), hits + 1);
+}
+
+#[test]
 fn zero_capacity_disables_the_cache() {
     let sl = Sublist::with_cache_capacity(0);
     sl.insert("foo", None, 1).unwrap();
@@ -339,17 +361,19 @@ fn stats_report_subsz_fields() {
     sl.insert("bar", None, 4).unwrap();
     sl.insert("gone", None, 5).unwrap();
     assert!(sl.remove("gone", None, &5));
-    sl.match_subject("foo");
-    sl.match_subject("foo");
-    sl.match_subject("bar");
-    sl.match_subject("bar");
+    // Two misses each (cached on the second), then one hit each.
+    for subject in ["foo", "bar"] {
+        for _ in 0..3 {
+            sl.match_subject(subject);
+        }
+    }
     let stats = sl.stats();
     assert_eq!(stats.num_subscriptions, 4);
     assert_eq!(stats.num_cache, 2);
     assert_eq!(stats.num_inserts, 5);
     assert_eq!(stats.num_removes, 1);
-    assert_eq!(stats.num_matches, 4);
-    assert!((stats.cache_hit_rate - 0.5).abs() < 1e-9);
+    assert_eq!(stats.num_matches, 6);
+    assert!((stats.cache_hit_rate - 2.0 / 6.0).abs() < 1e-9);
     assert_eq!(stats.max_fanout, 3);
     assert!((stats.avg_fanout - 2.0).abs() < 1e-9);
 }
