@@ -13,6 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use openraft::RaftMetrics;
@@ -30,6 +31,16 @@ use crate::sm::{ReplicatedStateMachine, StateMachineAdapter};
 use crate::types::{Command, GroupRaft, JetraftConfig, PeerNode};
 use crate::{GroupId, NodeId, RaftTiming};
 
+/// Upper bound of the random delay before a voter whose leader became unreachable starts an
+/// election: long enough for the first candidate's vote request to reach the other voters
+/// before they start their own.
+const ELECT_JITTER_MS: u64 = 200;
+/// Elections a voter starts for one unreachable leader before leaving the rest to the election
+/// timeout; a later one runs only if the previous left the group without a leader.
+const ELECT_ATTEMPTS: u32 = 3;
+/// How long a voter gives an election it started to produce a leader.
+const ELECT_SETTLE: Duration = Duration::from_millis(300);
+
 /// The node's table of running groups. Clones share the table.
 #[derive(Clone, Default)]
 pub struct Groups {
@@ -41,6 +52,9 @@ pub struct Groups {
     /// about, and whether the replica has applied up to it since (see
     /// [`GroupRegistry::currency`]).
     caught_up: Arc<RwLock<HashMap<GroupId, (u64, bool)>>>,
+    /// Peers whose node link the cluster layer reports down (see
+    /// [`GroupRegistry::set_peer_reachable`]).
+    unreachable: Arc<RwLock<BTreeSet<u64>>>,
 }
 
 impl Groups {
@@ -69,6 +83,20 @@ impl Groups {
         let entry = map.entry(group).or_insert((committed, false));
         entry.1 = entry.1 || applied >= entry.0;
         entry.1
+    }
+
+    /// Whether a vote request from `candidate` in `group` may be granted before the lease of
+    /// the leader this replica follows runs out: that leader is reported unreachable (its node
+    /// link dropped, as when its process died) and is not the candidate. The inbound transport
+    /// then marks the request like a leadership transfer, which openraft grants despite the
+    /// lease; every other rule of the vote (term, log up to date) still applies. jetraft serves
+    /// no lease-based reads, so the lease only delays failover here.
+    pub fn leader_unreachable(&self, group: GroupId, candidate: u64) -> bool {
+        let Some(raft) = self.get(group) else {
+            return false;
+        };
+        let leader = raft.metrics().borrow_watched().current_leader;
+        leader.is_some_and(|l| l != candidate && self.unreachable.read().contains(&l))
     }
 
     /// How long ago `group` last accepted an AppendEntries from a leader, if ever.
@@ -289,6 +317,57 @@ impl<T: Transport> GroupRegistry<T> {
                 }
                 Err(e) => tracing::warn!(group = %group, error = %e, "raft group stop timed out"),
             }
+        }
+    }
+
+    /// Records whether `peer`'s node link is up, as the cluster layer sees it. When a peer
+    /// becomes unreachable, every group here that it leads and this node votes in starts an
+    /// election after a short random delay (the surviving voters rarely split their votes),
+    /// instead of waiting out the election timeout and then the lease on the other voters
+    /// (up to twice `election_max`); see [`Groups::leader_unreachable`].
+    pub fn set_peer_reachable(&self, peer: NodeId, reachable: bool) {
+        if reachable {
+            self.groups.unreachable.write().remove(&peer.0);
+            return;
+        }
+        if peer == self.node || !self.groups.unreachable.write().insert(peer.0) {
+            return;
+        }
+        let led: Vec<(GroupId, GroupRaft)> = self
+            .groups
+            .map
+            .read()
+            .iter()
+            .filter(|(_, raft)| {
+                raft.metrics().borrow_watched().current_leader == Some(peer.0)
+                    && raft.voter_ids().any(|v| v == self.node.0)
+            })
+            .map(|(g, raft)| (*g, raft.clone()))
+            .collect();
+        for (group, raft) in led {
+            let unreachable = self.groups.unreachable.clone();
+            tokio::spawn(async move {
+                for attempt in 0..ELECT_ATTEMPTS {
+                    let jitter = rand::random_range(0..ELECT_JITTER_MS);
+                    tokio::time::sleep(Duration::from_millis(jitter)).await;
+                    let leader = raft.metrics().borrow_watched().current_leader;
+                    // First: still following the lost leader (no other voter won meanwhile).
+                    // Then: still no leader (two candidates split the votes of one term).
+                    let wanted = if attempt == 0 {
+                        leader == Some(peer.0)
+                    } else {
+                        leader.is_none()
+                    };
+                    if !wanted || !unreachable.read().contains(&peer.0) {
+                        return;
+                    }
+                    tracing::info!(group = %group, leader = %peer, attempt, "leader unreachable: electing");
+                    if raft.trigger().elect(false).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(ELECT_SETTLE).await;
+                }
+            });
         }
     }
 

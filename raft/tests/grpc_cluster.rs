@@ -117,10 +117,10 @@ async fn bind(addr: SocketAddr) -> TcpListener {
 }
 
 /// Starts a node's server, registry and logs on `listener`.
-async fn start(id: NodeId, listener: TcpListener, dir: &Path) -> Running {
+async fn start(id: NodeId, listener: TcpListener, dir: &Path, timing: RaftTiming) -> Running {
     let logs = open_logs(dir).await;
     let transport = GrpcTransport::new(id);
-    let registry = GroupRegistry::new(id, transport.clone(), grpc_timing()).unwrap();
+    let registry = GroupRegistry::new(id, transport.clone(), timing).unwrap();
     let accepted = Arc::new(AtomicUsize::new(0));
     let counter = accepted.clone();
     let incoming = grpc::incoming(listener).inspect(move |c| {
@@ -146,14 +146,20 @@ async fn start(id: NodeId, listener: TcpListener, dir: &Path) -> Running {
 
 struct Cluster {
     nodes: BTreeMap<NodeId, Node>,
+    timing: RaftTiming,
     _tmp: tempfile::TempDir,
 }
 
 impl Cluster {
     async fn new(n: u64) -> Self {
+        Self::with_timing(n, grpc_timing()).await
+    }
+
+    async fn with_timing(n: u64, timing: RaftTiming) -> Self {
         let tmp = tempfile::tempdir().unwrap();
         let mut c = Self {
             nodes: BTreeMap::new(),
+            timing,
             _tmp: tmp,
         };
         for i in 1..=n {
@@ -167,7 +173,7 @@ impl Cluster {
         std::fs::create_dir_all(&dir).unwrap();
         let listener = bind("127.0.0.1:0".parse().unwrap()).await;
         let addr = listener.local_addr().unwrap();
-        let run = start(id, listener, &dir).await;
+        let run = start(id, listener, &dir, self.timing).await;
         self.nodes.insert(
             id,
             Node {
@@ -225,7 +231,7 @@ impl Cluster {
     async fn restart(&mut self, id: NodeId, groups: &[GroupId]) {
         let node = self.nodes.get_mut(&id).unwrap();
         let listener = bind(node.addr).await;
-        node.run = Some(start(node.id, listener, &node.dir).await);
+        node.run = Some(start(node.id, listener, &node.dir, self.timing).await);
         for &g in groups {
             self.start_group(id, g).await;
         }
@@ -355,6 +361,43 @@ async fn replicates_survives_leader_loss_and_a_restarted_node_catches_up() {
     c.propose(G, &all, cmd(250)).await;
     want.push(cmd(250));
     c.wait_for_items(G, &all, &want).await;
+    c.shutdown().await;
+}
+
+/// With an election timeout (and so a leader lease) of a minute or more, the survivors of a
+/// killed leader elect a new one only because they are told the leader is unreachable: one
+/// starts an election at once and the other grants its vote despite the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_leader_is_replaced_without_waiting_for_timeouts() {
+    let slow = RaftTiming {
+        election_min: Duration::from_secs(60),
+        election_max: Duration::from_secs(120),
+        ..grpc_timing()
+    };
+    let mut c = Cluster::with_timing(3, slow).await;
+    let all = ids(3);
+    c.create_group(G, &all).await;
+    let mut want = Vec::new();
+    for i in 0..20 {
+        c.propose(G, &all, cmd(i)).await;
+        want.push(cmd(i));
+    }
+    c.wait_for_items(G, &all, &want).await;
+
+    let old = c.wait_for_leader(G, &all).await;
+    c.kill(old).await;
+    let rest: Vec<NodeId> = all.iter().copied().filter(|&n| n != old).collect();
+    for &n in &rest {
+        c.node(n).registry().set_peer_reachable(old, false);
+    }
+    // Bounded by 15 s, far below the 60 s election timeout.
+    let new = c.wait_for_leader(G, &rest).await;
+    assert_ne!(new, old);
+    for i in 20..30 {
+        c.propose(G, &rest, cmd(i)).await;
+        want.push(cmd(i));
+    }
+    c.wait_for_items(G, &rest, &want).await;
     c.shutdown().await;
 }
 

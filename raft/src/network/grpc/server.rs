@@ -125,7 +125,14 @@ impl RaftService for RaftGrpcService {
         let req = request.into_inner();
         let group = req.group_id;
         let raft = self.raft(group)?;
-        let rpc = decoded(vote::request_from_pb(req))?;
+        let mut rpc = decoded(vote::request_from_pb(req))?;
+        if !rpc.leadership_transfer
+            && self
+                .groups
+                .leader_unreachable(GroupId(group), rpc.vote.leader_id.node_id)
+        {
+            rpc.leadership_transfer = true;
+        }
         let resp = raft.vote(rpc).await.map_err(|e| stopped(group, e))?;
         Ok(Response::new(vote::response_to_pb(&resp)))
     }

@@ -4,6 +4,8 @@
 //! formation rule ([`formation::decide`]); once the meta group exists, the meta leader admits
 //! every connected peer (learner first, then voter), records it in the meta peers, and retires
 //! the old id of a node that came back under a new id after losing its data (same server name).
+//! Link state also feeds the Raft registry: a peer whose links both dropped is reported
+//! unreachable, so the groups it led elect a new leader without waiting out timeouts.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -27,6 +29,13 @@ impl JetStream {
         let mut rx = cluster.peers.watch();
         loop {
             let peers = cluster.peers.snapshot();
+            for p in peers.values() {
+                // A peer with neither link direction up is taken as gone (its process died or
+                // its node is cut off): the groups it leads elect at once (see
+                // `GroupRegistry::set_peer_reachable`).
+                self.registry
+                    .set_peer_reachable(NodeId(p.node_id.0), p.inbound || p.outbound);
+            }
             let has_state = self.has_meta_state().await;
             cluster.set_has_meta_state(has_state);
             if has_state {
