@@ -178,6 +178,13 @@ pub struct FlushSet {
 }
 
 impl FlushSet {
+    /// Wakes every collected writer.
+    pub fn wake_all(self) {
+        for client in self.wake {
+            client.wake_writer();
+        }
+    }
+
     fn record(&mut self, client: &Arc<Client>, pending: usize) {
         if client.schedule_flush() {
             self.wake.push(client.clone());
@@ -621,19 +628,32 @@ impl Server {
         payload: &[u8],
     ) -> usize {
         let mut flush = FlushSet::default();
-        let n = self.route_as(
+        let n = self.publish_as_into(subject, shown, reply, hdrs, payload, &mut flush);
+        flush.wake_all();
+        n
+    }
+
+    /// [`Self::publish_as`] without waking the receivers' writers: they are collected in
+    /// `flush`, so a batch of messages (consumer deliveries) wakes each writer once, after
+    /// the last one, with [`FlushSet::wake_all`].
+    pub fn publish_as_into(
+        &self,
+        subject: &str,
+        shown: &str,
+        reply: Option<&str>,
+        hdrs: Option<&[u8]>,
+        payload: &[u8],
+        flush: &mut FlushSet,
+    ) -> usize {
+        self.route_as(
             Origin::Server,
             subject,
             shown,
             reply.map(str::as_bytes),
             hdrs,
             payload,
-            &mut flush,
-        );
-        for client in flush.wake {
-            client.wake_writer();
-        }
-        n
+            flush,
+        )
     }
 
     /// Sends a message straight to the node `node` over its cluster link (JetStream forwarding);

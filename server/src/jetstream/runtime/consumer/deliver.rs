@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::jetstream::api::types::{go_time, to_go_json};
 use crate::jetstream::runtime::{JetStream, now_ns};
 use crate::protocol::headers::{push_header, status_block};
+use crate::server::FlushSet;
 
 /// A message a consumer sends, queued so it leaves after the deliveries before it were
 /// committed (see the engine's outbox).
@@ -52,12 +53,21 @@ impl OutMsg {
 
     /// Publishes it.
     pub(crate) fn publish(&self, js: &JetStream) {
-        js.server.publish_as(
+        let mut flush = FlushSet::default();
+        self.publish_into(js, &mut flush);
+        flush.wake_all();
+    }
+
+    /// Publishes it, leaving the receivers' writers to wake in `flush` (one batch, one
+    /// wake-up per writer).
+    pub(crate) fn publish_into(&self, js: &JetStream, flush: &mut FlushSet) {
+        js.server.publish_as_into(
             &self.subject,
             self.shown.as_deref().unwrap_or(&self.subject),
             self.reply.as_deref(),
             self.hdrs.as_deref(),
             &self.payload,
+            flush,
         );
     }
 }

@@ -47,6 +47,7 @@ use crate::jetstream::stream::StreamStateMachine;
 use crate::jetstream::stream::consumers::{
     count_last_per_subject, count_pending, is_initial_last_per_subject,
 };
+use crate::server::FlushSet;
 
 /// Flow control window start and cap (bytes outstanding since the last FC reply).
 const FC_WINDOW_START: u64 = 2 * 1024 * 1024;
@@ -1163,9 +1164,11 @@ impl Engine {
     /// Sends what this round produced and proposes the progress batch; AckSync replies wait
     /// for its commit (in the outbox, behind earlier batches).
     async fn flush(&mut self) {
+        let mut wake = FlushSet::default();
         for m in std::mem::take(&mut self.out) {
-            m.publish(&self.js);
+            m.publish_into(&self.js, &mut wake);
         }
+        wake.wake_all();
         let replies: Vec<OutMsg> = self.ack_replies.drain(..).map(OutMsg::empty).collect();
         // Consumers without acks record their position at most every POSITION_EVERY.
         let position_only = !self.acks()
