@@ -305,6 +305,15 @@ impl RocksStreamStore {
         self.db.write(batch, false)?;
         self.counters = c;
         self.subjects.clear();
+        // Give the disk space back now rather than at the next compaction of the range (a
+        // deleted stream is a purge-all). Safe here: under `&mut self` nothing new is stored in
+        // the range until this returns, so every SST file that lies wholly inside it holds only
+        // keys the range tombstone just written (still in the memtable) covers.
+        for cf in [ColumnFamily::Msgs, ColumnFamily::Subjects] {
+            self.db
+                .raw()
+                .delete_file_in_range_cf(&self.db.cf(cf)?, &start[..], &end[..])?;
+        }
         Ok(removed)
     }
 
