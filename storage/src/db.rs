@@ -66,6 +66,9 @@ impl std::fmt::Debug for Db {
     }
 }
 
+/// WAL size at which RocksDB flushes the column families that keep the oldest WAL file alive.
+const MAX_TOTAL_WAL_BYTES: u64 = 256 << 20;
+
 impl Db {
     /// Opens (creating if needed) the database in `path` with all column families.
     pub fn open(path: &Path) -> Result<Self, StorageError> {
@@ -80,6 +83,10 @@ impl Db {
         opts.set_max_background_jobs(2);
         // Concurrent writers (stream applies, log appends) share one WAL write group.
         opts.set_enable_pipelined_write(true);
+        // A WAL file is deleted only once every column family's memtable holding its writes
+        // is flushed; RocksDB's default bound (4x all write buffers, gigabytes here) let the
+        // WAL of deleted streams grow past 1 GB and made a restart replay all of it.
+        opts.set_max_total_wal_size(MAX_TOTAL_WAL_BYTES);
         let cfs = ColumnFamily::ALL.iter().map(|cf| {
             let mut cf_opts = Options::default();
             cf_opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
