@@ -16,7 +16,13 @@ work=$(mktemp -d)
 # Servers are started inside $(...) subshells, so their PIDs go to a file, not a variable.
 cleanup() {
   # Keep the benchmark tool's errors for a look after the run.
-  [[ -s $work/bench-errors.log ]] && cp "$work/bench-errors.log" "${TMPDIR:-/tmp}/jetraft-bench-errors.log"
+  # With errors, the servers' logs are kept too.
+  if [[ -s $work/bench-errors.log ]]; then
+    local keep="${TMPDIR:-/tmp}/jetraft-bench-logs"
+    cp "$work/bench-errors.log" "${TMPDIR:-/tmp}/jetraft-bench-errors.log"
+    rm -rf "$keep" && mkdir -p "$keep" && cp "$work"/*.log "$keep"/ 2>/dev/null || true
+    echo "server logs kept in $keep" >&2
+  fi
   if [[ -f $work/pids ]]; then
     while read -r p; do kill "$p" 2>/dev/null || true; done <"$work/pids"
   fi
