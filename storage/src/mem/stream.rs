@@ -173,18 +173,7 @@ impl StreamStore for MemStreamStore {
         let all = filters.is_empty() || filters.iter().any(|f| subject::is_match_all(f));
         if !all {
             // Sparse filters are served by the subject index, one message at a time.
-            let mut out = Vec::new();
-            let mut bytes = 0;
-            let mut at = start;
-            while out.len() < max && bytes < max_bytes {
-                let Some(m) = self.next_matching(at, filters)? else {
-                    break;
-                };
-                at = m.seq.saturating_add(1);
-                bytes += m.subject.len() + m.headers.len() + m.payload.len();
-                out.push(m);
-            }
-            return Ok(out);
+            return crate::stream::next_matching_each(self, start, filters, max, max_bytes);
         }
         let mut out = Vec::new();
         let mut bytes = 0;

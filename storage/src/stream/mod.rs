@@ -139,18 +139,7 @@ pub trait StreamStore: Send {
         max: usize,
         max_bytes: usize,
     ) -> Result<Vec<StoredMsg>, StorageError> {
-        let mut out = Vec::new();
-        let mut bytes = 0;
-        let mut at = start;
-        while out.len() < max && bytes < max_bytes {
-            let Some(m) = self.next_matching(at, filters)? else {
-                break;
-            };
-            at = m.seq.saturating_add(1);
-            bytes += m.subject.len() + m.headers.len() + m.payload.len();
-            out.push(m);
-        }
-        Ok(out)
+        next_matching_each(self, start, filters, max, max_bytes)
     }
 
     /// Removes the message at `seq`; false if it was not present.
@@ -281,4 +270,27 @@ impl<'a> PurgePlan<'a> {
             && self.below > state.last_seq + 1)
             .then_some(self.below)
     }
+}
+
+/// [`StreamStore::next_matching_batch`] done with one `next_matching` call per message: the
+/// trait's default, and what stores use where they have no faster scan (sparse filters).
+pub fn next_matching_each<S: StreamStore + ?Sized>(
+    store: &S,
+    start: u64,
+    filters: &[&str],
+    max: usize,
+    max_bytes: usize,
+) -> Result<Vec<StoredMsg>, StorageError> {
+    let mut out = Vec::new();
+    let mut bytes = 0;
+    let mut at = start;
+    while out.len() < max && bytes < max_bytes {
+        let Some(m) = store.next_matching(at, filters)? else {
+            break;
+        };
+        at = m.seq.saturating_add(1);
+        bytes += m.subject.len() + m.headers.len() + m.payload.len();
+        out.push(m);
+    }
+    Ok(out)
 }
