@@ -178,11 +178,12 @@ pub struct FlushSet {
 }
 
 impl FlushSet {
-    /// Wakes every collected writer.
-    pub fn wake_all(self) {
-        for client in self.wake {
+    /// Wakes every collected writer and empties the set, so it can collect the next batch.
+    pub fn wake_all(&mut self) {
+        for client in self.wake.drain(..) {
             client.wake_writer();
         }
+        self.stalled.clear();
     }
 
     fn record(&mut self, client: &Arc<Client>, pending: usize) {

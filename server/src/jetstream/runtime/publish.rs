@@ -241,7 +241,7 @@ impl JetStream {
                 let result = match (&mut next.answer).now_or_never() {
                     Some(r) => r,
                     None => {
-                        wake(&mut flush);
+                        flush.wake_all();
                         next.answer.as_mut().await
                     }
                 };
@@ -251,7 +251,7 @@ impl JetStream {
                     Err(_) => break,
                 }
             }
-            wake(&mut flush);
+            flush.wake_all();
         }
     }
 
@@ -276,12 +276,4 @@ impl JetStream {
             Err(e) => debug!(error = %e, "publish not acknowledged"),
         }
     }
-}
-
-/// Wakes the writers of the receivers answered so far.
-fn wake(flush: &mut FlushSet) {
-    for client in flush.wake.drain(..) {
-        client.wake_writer();
-    }
-    flush.stalled.clear();
 }
