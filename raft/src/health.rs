@@ -59,10 +59,13 @@ impl<T: Transport> GroupRegistry<T> {
             return Ok(Currency::Leader);
         }
         let window = self.timing().election_max * 2;
-        let heard = self
-            .groups()
-            .since_leader_contact(group)
-            .is_some_and(|since| since <= window);
+        // A quiet follower agreed with its leader that it is caught up, and would be woken by
+        // any write: it counts as heard.
+        let heard = self.groups().is_quiet(group)
+            || self
+                .groups()
+                .since_leader_contact(group)
+                .is_some_and(|since| since <= window);
         if !heard {
             return Ok(Currency::NoContact);
         }

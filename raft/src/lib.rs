@@ -38,6 +38,7 @@ pub mod error;
 pub mod health;
 pub mod mem_log;
 pub mod network;
+pub mod quiesce;
 pub mod registry;
 pub mod rocks_log;
 pub mod sm;
@@ -121,6 +122,12 @@ pub struct RaftTiming {
     pub election_max: Duration,
     /// Deadline for a proposal, membership change or initialisation to complete.
     pub propose_timeout: Duration,
+    /// A group whose leader logged nothing for this long stops its timers on every replica
+    /// until something happens ([`quiesce`]); `None` keeps every group ticking. Off by
+    /// default: a quiet group relies on the node's link state
+    /// ([`GroupRegistry::set_peer_reachable`]) to notice a lost leader, which only a node with
+    /// a cluster layer reports.
+    pub quiesce_after: Option<Duration>,
 }
 
 impl Default for RaftTiming {
@@ -130,6 +137,7 @@ impl Default for RaftTiming {
             election_min: Duration::from_millis(1500),
             election_max: Duration::from_millis(3000),
             propose_timeout: Duration::from_secs(5),
+            quiesce_after: None,
         }
     }
 }

@@ -13,6 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -27,6 +28,7 @@ use parking_lot::RwLock;
 
 use crate::error::RaftError;
 use crate::network::{GroupNetwork, Transport};
+use crate::quiesce::{GroupFlags, QuietFlag};
 use crate::sm::{ReplicatedStateMachine, StateMachineAdapter};
 use crate::types::{Command, GroupRaft, JetraftConfig, PeerNode};
 use crate::{GroupId, NodeId, RaftTiming};
@@ -41,11 +43,19 @@ const ELECT_ATTEMPTS: u32 = 3;
 /// How long a voter gives an election it started to produce a leader.
 const ELECT_SETTLE: Duration = Duration::from_millis(300);
 
+/// One running group: its Raft handle and whether its timers are stopped (see
+/// [`crate::quiesce`]).
+#[derive(Clone)]
+struct GroupEntry {
+    raft: GroupRaft,
+    quiet: Arc<QuietFlag>,
+}
+
 /// The node's table of running groups. Clones share the table.
 #[derive(Clone, Default)]
 pub struct Groups {
     /// Read on every inbound RPC, written on group create/remove.
-    map: Arc<RwLock<HashMap<GroupId, GroupRaft>>>,
+    map: Arc<RwLock<HashMap<GroupId, GroupEntry>>>,
     /// When each group last accepted an AppendEntries (entries or heartbeat) from a leader.
     contact: Arc<RwLock<HashMap<GroupId, std::time::Instant>>>,
     /// Per group, the committed index its leader reported when this replica was first asked
@@ -106,7 +116,30 @@ impl Groups {
 
     /// The Raft handle of `group`, if it runs here.
     pub fn get(&self, group: GroupId) -> Option<GroupRaft> {
-        self.map.read().get(&group).cloned()
+        self.map.read().get(&group).map(|e| e.raft.clone())
+    }
+
+    /// The Raft handle and quiet flag of `group`, if it runs here.
+    pub(crate) fn flag(&self, group: GroupId) -> Option<(GroupRaft, Arc<QuietFlag>)> {
+        self.map
+            .read()
+            .get(&group)
+            .map(|e| (e.raft.clone(), e.quiet.clone()))
+    }
+
+    /// Every group's id, Raft handle and quiet flag.
+    pub(crate) fn flags(&self) -> GroupFlags {
+        self.map
+            .read()
+            .iter()
+            .map(|(g, e)| (*g, e.raft.clone(), e.quiet.clone()))
+            .collect()
+    }
+
+    /// Whether `peer`'s node link is up as far as this node was told (see
+    /// [`GroupRegistry::set_peer_reachable`]; peers never reported count as reachable).
+    pub(crate) fn is_reachable(&self, peer: u64) -> bool {
+        !self.unreachable.read().contains(&peer)
     }
 
     /// Ids of the groups running here, sorted.
@@ -206,6 +239,8 @@ pub struct GroupRegistry<T: Transport> {
     config: openraft::Config,
     /// The running groups.
     groups: Groups,
+    /// Set by [`shutdown`](Self::shutdown); stops the background tasks.
+    shut_down: Arc<AtomicBool>,
 }
 
 impl<T: Transport> GroupRegistry<T> {
@@ -218,6 +253,7 @@ impl<T: Transport> GroupRegistry<T> {
             timing,
             config,
             groups: Groups::default(),
+            shut_down: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -234,6 +270,16 @@ impl<T: Transport> GroupRegistry<T> {
     /// The group table, for inbound RPC dispatch.
     pub fn groups(&self) -> &Groups {
         &self.groups
+    }
+
+    /// The node's shared outbound transport.
+    pub(crate) fn transport(&self) -> &T {
+        &self.transport
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) ran.
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.shut_down.load(Ordering::SeqCst)
     }
 
     /// Starts `group` on this node over `log` and `sm`. The group is not initialised: either
@@ -264,7 +310,10 @@ impl<T: Transport> GroupRegistry<T> {
         let inserted = match self.groups.map.write().entry(group) {
             std::collections::hash_map::Entry::Occupied(_) => false,
             std::collections::hash_map::Entry::Vacant(slot) => {
-                slot.insert(raft.clone());
+                slot.insert(GroupEntry {
+                    raft: raft.clone(),
+                    quiet: Arc::default(),
+                });
                 true
             }
         };
@@ -293,7 +342,8 @@ impl<T: Transport> GroupRegistry<T> {
             .map
             .write()
             .remove(&group)
-            .ok_or(RaftError::GroupNotFound { group })?;
+            .ok_or(RaftError::GroupNotFound { group })?
+            .raft;
         self.groups.contact.write().remove(&group);
         self.groups.caught_up.write().remove(&group);
         self.deadline(group, raft.shutdown())
@@ -308,7 +358,14 @@ impl<T: Transport> GroupRegistry<T> {
 
     /// Stops every group (node shutdown).
     pub async fn shutdown(&self) {
-        let all: Vec<(GroupId, GroupRaft)> = self.groups.map.write().drain().collect();
+        self.shut_down.store(true, Ordering::SeqCst);
+        let all: Vec<(GroupId, GroupRaft)> = self
+            .groups
+            .map
+            .write()
+            .drain()
+            .map(|(g, e)| (g, e.raft))
+            .collect();
         for (group, raft) in all {
             match self.deadline(group, raft.shutdown()).await {
                 Ok(Ok(())) => {}
@@ -325,12 +382,23 @@ impl<T: Transport> GroupRegistry<T> {
     /// election after a short random delay (the surviving voters rarely split their votes),
     /// instead of waiting out the election timeout and then the lease on the other voters
     /// (up to twice `election_max`); see [`Groups::leader_unreachable`].
+    ///
+    /// Either change also wakes the quiet groups `peer` leads or that this node leads with
+    /// `peer` as a member ([`crate::quiesce`]).
     pub fn set_peer_reachable(&self, peer: NodeId, reachable: bool) {
-        if reachable {
-            self.groups.unreachable.write().remove(&peer.0);
+        if peer == self.node {
             return;
         }
-        if peer == self.node || !self.groups.unreachable.write().insert(peer.0) {
+        let changed = if reachable {
+            self.groups.unreachable.write().remove(&peer.0)
+        } else {
+            self.groups.unreachable.write().insert(peer.0)
+        };
+        if !changed {
+            return;
+        }
+        self.wake_groups_of(peer);
+        if reachable {
             return;
         }
         let led: Vec<(GroupId, GroupRaft)> = self
@@ -338,11 +406,11 @@ impl<T: Transport> GroupRegistry<T> {
             .map
             .read()
             .iter()
-            .filter(|(_, raft)| {
-                raft.metrics().borrow_watched().current_leader == Some(peer.0)
-                    && raft.voter_ids().any(|v| v == self.node.0)
+            .filter(|(_, e)| {
+                e.raft.metrics().borrow_watched().current_leader == Some(peer.0)
+                    && e.raft.voter_ids().any(|v| v == self.node.0)
             })
-            .map(|(g, raft)| (*g, raft.clone()))
+            .map(|(g, e)| (*g, e.raft.clone()))
             .collect();
         for (group, raft) in led {
             let unreachable = self.groups.unreachable.clone();
@@ -378,13 +446,24 @@ impl<T: Transport> GroupRegistry<T> {
             .ok_or(RaftError::GroupNotFound { group })
     }
 
+    /// The Raft handle of `group`, its timers started first if the group was quiet: for every
+    /// call that writes to the log or hands leadership on.
+    fn awake_raft(&self, group: GroupId) -> Result<GroupRaft, RaftError> {
+        let (raft, flag) = self
+            .groups
+            .flag(group)
+            .ok_or(RaftError::GroupNotFound { group })?;
+        flag.wake(&raft);
+        Ok(raft)
+    }
+
     /// Initialises `group` with `members` as its voters. Call on one replica only.
     pub async fn initialize(
         &self,
         group: GroupId,
         members: BTreeMap<NodeId, PeerNode>,
     ) -> Result<(), RaftError> {
-        let raft = self.raft(group)?;
+        let raft = self.awake_raft(group)?;
         let members: BTreeMap<u64, PeerNode> =
             members.into_iter().map(|(id, node)| (id.0, node)).collect();
         self.deadline(group, raft.initialize(members))
@@ -398,7 +477,7 @@ impl<T: Transport> GroupRegistry<T> {
     /// Proposes `command` to `group` and returns the state machine's response once it is
     /// committed and applied here. Only the leader accepts proposals.
     pub async fn propose(&self, group: GroupId, command: Bytes) -> Result<Bytes, RaftError> {
-        let raft = self.raft(group)?;
+        let raft = self.awake_raft(group)?;
         let resp = self
             .deadline(group, raft.client_write(Command(command)))
             .await?
@@ -416,7 +495,7 @@ impl<T: Transport> GroupRegistry<T> {
         group: GroupId,
         command: Bytes,
     ) -> Result<impl Future<Output = Result<Bytes, RaftError>> + Send + 'static, RaftError> {
-        let raft = self.raft(group)?;
+        let raft = self.awake_raft(group)?;
         let (responder, rx) = ProgressResponder::<JetraftConfig, _>::complete_only();
         raft.client_write_ff(Command(command), Some(responder))
             .await
@@ -445,7 +524,7 @@ impl<T: Transport> GroupRegistry<T> {
         node: NodeId,
         peer: PeerNode,
     ) -> Result<(), RaftError> {
-        let raft = self.raft(group)?;
+        let raft = self.awake_raft(group)?;
         self.deadline(group, raft.add_learner(node.0, peer, true))
             .await?
             .map_err(|e| write_error(group, e))?;
@@ -460,7 +539,7 @@ impl<T: Transport> GroupRegistry<T> {
         voters: BTreeSet<NodeId>,
         removed: RemovedVoters,
     ) -> Result<(), RaftError> {
-        let raft = self.raft(group)?;
+        let raft = self.awake_raft(group)?;
         let voters: BTreeSet<u64> = voters.into_iter().map(|n| n.0).collect();
         let retain = removed == RemovedVoters::KeepAsLearners;
         self.deadline(group, raft.change_membership(voters, retain))
@@ -472,7 +551,7 @@ impl<T: Transport> GroupRegistry<T> {
     /// Hands leadership of `group` from this node (which must lead it) to `to`, and waits until
     /// this replica sees `to` as leader.
     pub async fn transfer_leadership(&self, group: GroupId, to: NodeId) -> Result<(), RaftError> {
-        let raft = self.raft(group)?;
+        let raft = self.awake_raft(group)?;
         let info = self.leader(group)?;
         if !info.is_self {
             return Err(RaftError::NotLeader {
@@ -518,17 +597,23 @@ impl<T: Transport> GroupRegistry<T> {
         let Some(replication) = &m.replication else {
             return Ok(Vec::new());
         };
+        // A quiet group sends no heartbeats: a follower that agreed to go quiet and whose
+        // node link is up counts as just heard.
+        let quiet = self.groups.is_quiet(group);
         Ok(replication
             .iter()
             .filter(|(node, _)| **node != self.node.0)
             .map(|(node, matched)| FollowerProgress {
                 node: NodeId(*node),
                 lag: last.saturating_sub(matched.as_ref().map_or(0, |id| id.index)),
-                last_ack: m
-                    .heartbeat
-                    .as_ref()
-                    .and_then(|h| h.get(node).cloned().flatten())
-                    .map(|at| at.elapsed()),
+                last_ack: if quiet && self.groups.is_reachable(*node) {
+                    Some(Duration::ZERO)
+                } else {
+                    m.heartbeat
+                        .as_ref()
+                        .and_then(|h| h.get(node).cloned().flatten())
+                        .map(|at| at.elapsed())
+                },
             })
             .collect())
     }

@@ -42,6 +42,7 @@ fn grpc_timing() -> RaftTiming {
         election_min: Duration::from_millis(1000),
         election_max: Duration::from_millis(2000),
         propose_timeout: Duration::from_secs(5),
+        quiesce_after: None,
     }
 }
 
@@ -121,6 +122,7 @@ async fn start(id: NodeId, listener: TcpListener, dir: &Path, timing: RaftTiming
     let logs = open_logs(dir).await;
     let transport = GrpcTransport::new(id);
     let registry = GroupRegistry::new(id, transport.clone(), timing).unwrap();
+    registry.spawn_quiescence();
     let accepted = Arc::new(AtomicUsize::new(0));
     let counter = accepted.clone();
     let incoming = grpc::incoming(listener).inspect(move |c| {
@@ -398,6 +400,146 @@ async fn unreachable_leader_is_replaced_without_waiting_for_timeouts() {
         want.push(cmd(i));
     }
     c.wait_for_items(G, &rest, &want).await;
+    c.shutdown().await;
+}
+
+/// Waits (bounded) until `cond` holds, panicking with `what` otherwise.
+async fn eventually(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + within;
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what} within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Quiescence: an idle group stops its timers on every replica and stays led without
+/// heartbeats or elections, its followers still current; a write wakes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_group_goes_quiet_and_wakes_for_writes() {
+    let timing = RaftTiming {
+        quiesce_after: Some(Duration::from_millis(600)),
+        ..grpc_timing()
+    };
+    let mut c = Cluster::with_timing(3, timing).await;
+    let all = ids(3);
+    c.create_group(G, &all).await;
+    let mut want = vec![cmd(0)];
+    c.propose(G, &all, cmd(0)).await;
+    c.wait_for_items(G, &all, &want).await;
+    let quiet = |c: &Cluster, nodes: &[NodeId]| {
+        nodes
+            .iter()
+            .all(|n| c.node(*n).registry().groups().is_quiet(G))
+    };
+    eventually("all replicas quiet", Duration::from_secs(10), || {
+        quiet(&c, &all)
+    })
+    .await;
+    let leader = c.wait_for_leader(G, &all).await;
+    let term = c.node(leader).registry().leader(G).unwrap().term;
+
+    // Quiet for twice the largest election timeout: no heartbeat reaches the followers, yet
+    // nobody elects and the followers still count as current.
+    tokio::time::sleep(timing.election_max * 2).await;
+    assert!(quiet(&c, &all), "a replica woke up by itself");
+    for &n in &all {
+        let info = c.node(n).registry().leader(G).unwrap();
+        assert_eq!((info.leader, info.term), (Some(leader), term), "node {n}");
+        if n != leader {
+            let since = c.node(n).registry().groups().since_leader_contact(G);
+            assert!(
+                since.is_some_and(|s| s > timing.election_max),
+                "node {n} heard its leader {since:?} ago: heartbeats did not stop"
+            );
+            assert!(c.node(n).registry().currency(G).unwrap().is_current());
+        }
+    }
+
+    // A write wakes the group and commits everywhere; the followers hear the leader again.
+    c.propose(G, &all, cmd(1)).await;
+    want.push(cmd(1));
+    c.wait_for_items(G, &all, &want).await;
+    for &n in all.iter().filter(|&&n| n != leader) {
+        let since = c.node(n).registry().groups().since_leader_contact(G);
+        assert!(
+            since.is_some_and(|s| s < timing.election_min),
+            "node {n}: {since:?}"
+        );
+        // Awake again (it goes quiet only after 600 ms more without writes).
+        assert!(
+            !c.node(n).registry().groups().is_quiet(G),
+            "node {n} still quiet"
+        );
+    }
+    eventually("all replicas quiet again", Duration::from_secs(10), || {
+        quiet(&c, &all)
+    })
+    .await;
+    c.shutdown().await;
+}
+
+/// A quiet group whose leader's node is reported unreachable elects among the survivors, and
+/// the new leader, quiet again with two of three voters, wakes to bring the returning node up
+/// to date once its link is reported up. Election timeouts of a minute leave only these paths.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quiet_group_fails_over_and_wakes_for_a_returning_node() {
+    let timing = RaftTiming {
+        election_min: Duration::from_secs(60),
+        election_max: Duration::from_secs(120),
+        quiesce_after: Some(Duration::from_millis(600)),
+        ..grpc_timing()
+    };
+    let mut c = Cluster::with_timing(3, timing).await;
+    let all = ids(3);
+    c.create_group(G, &all).await;
+    let mut want = vec![cmd(0)];
+    c.propose(G, &all, cmd(0)).await;
+    c.wait_for_items(G, &all, &want).await;
+    let quiet = |c: &Cluster, nodes: &[NodeId]| {
+        nodes
+            .iter()
+            .all(|n| c.node(*n).registry().groups().is_quiet(G))
+    };
+    eventually("all replicas quiet", Duration::from_secs(10), || {
+        quiet(&c, &all)
+    })
+    .await;
+    let leader = c.wait_for_leader(G, &all).await;
+
+    // The leader's node dies; the survivors are told, and only that can elect while quiet.
+    c.kill(leader).await;
+    let rest: Vec<NodeId> = all.iter().copied().filter(|&n| n != leader).collect();
+    for &n in &rest {
+        c.node(n).registry().set_peer_reachable(leader, false);
+    }
+    let new = c.wait_for_leader(G, &rest).await;
+    assert_ne!(new, leader);
+    c.propose(G, &rest, cmd(2)).await;
+    want.push(cmd(2));
+    c.wait_for_items(G, &rest, &want).await;
+    eventually(
+        "survivors quiet with one voter down",
+        Duration::from_secs(10),
+        || quiet(&c, &rest),
+    )
+    .await;
+
+    // The old leader comes back; once its link is reported up, the quiet leader wakes and
+    // brings it up to date without any new write.
+    c.restart(leader, &[G]).await;
+    for &n in &rest {
+        c.node(n).registry().set_peer_reachable(leader, true);
+    }
+    c.wait_for_items(G, &[leader], &want).await;
+    eventually(
+        "all replicas quiet after the return",
+        Duration::from_secs(15),
+        || quiet(&c, &all),
+    )
+    .await;
     c.shutdown().await;
 }
 

@@ -34,6 +34,9 @@ pub const NATS_VERSION: &str = "2.11.0";
 pub const API_LEVEL: u32 = 1;
 /// Closed connections remembered for `/connz?state=closed`.
 const CLOSED_CONNS_KEPT: usize = 1000;
+/// A Raft group (stream or meta) that logged nothing for this long stops its timers on every
+/// replica until the next write ([`jetraft_raft::quiesce`]): idle streams cost no CPU.
+const QUIESCE_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -847,7 +850,10 @@ async fn start_jetstream(server: &Arc<Server>) -> Result<Arc<JetStream>, StartEr
         transport,
         cluster_addr,
         server.cluster.is_some(),
-        jetraft_raft::RaftTiming::default(),
+        jetraft_raft::RaftTiming {
+            quiesce_after: Some(QUIESCE_AFTER),
+            ..jetraft_raft::RaftTiming::default()
+        },
     )
     .await
     .map_err(|e| StartError::JetStream {

@@ -37,6 +37,7 @@ use parking_lot::{Mutex, RwLock};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::quiesce::QuiesceRequest;
 use crate::registry::Groups;
 use crate::types::{GroupRaft, GroupSnapshot, GroupVote, JetraftConfig, SnapshotData};
 use crate::{GroupId, NodeId};
@@ -171,12 +172,13 @@ impl MemNetwork {
         Fate::Deliver(f.delay.get(&(from, to)).copied().unwrap_or_default())
     }
 
-    fn target(&self, node: NodeId, group: GroupId) -> Result<GroupRaft, LinkError> {
+    fn target(&self, node: NodeId, group: GroupId) -> Result<(GroupRaft, Groups), LinkError> {
         let nodes = self.wire.nodes.read();
         let groups = nodes.get(&node).ok_or(LinkError::NodeDown { node })?;
-        groups
+        let raft = groups
             .get(group)
-            .ok_or(LinkError::GroupMissing { node, group })
+            .ok_or(LinkError::GroupMissing { node, group })?;
+        Ok((raft, groups.clone()))
     }
 }
 
@@ -214,13 +216,16 @@ impl MemTransport {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
-            let raft = self
+            let (raft, groups) = self
                 .net
                 .target(to, group)
                 .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
-            f(raft).await.map_err(|reason| {
+            let answer = f(raft).await.map_err(|reason| {
                 RPCError::Unreachable(Unreachable::new(&LinkError::Remote { reason }))
-            })
+            });
+            // As the gRPC service does: any Raft message wakes a quiet group.
+            groups.wake(group);
+            answer
         };
         match tokio::time::timeout(ttl, attempt).await {
             Ok(result) => result,
@@ -235,7 +240,30 @@ impl MemTransport {
 }
 
 /// Peers are found by node id on the shared wire; addresses are not needed.
-impl super::Transport for MemTransport {}
+impl super::Transport for MemTransport {
+    async fn quiesce(
+        &self,
+        target: u64,
+        req: QuiesceRequest,
+        ttl: Duration,
+    ) -> Result<bool, String> {
+        let to = NodeId(target);
+        let delay = match self.net.fate(self.from, to) {
+            Fate::Deliver(d) => d,
+            Fate::Fail(e) => return Err(e.to_string()),
+        };
+        let attempt = async {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            let (_, groups) = self.net.target(to, req.group).map_err(|e| e.to_string())?;
+            Ok(groups.accept_quiesce(&req))
+        };
+        tokio::time::timeout(ttl, attempt)
+            .await
+            .map_err(|_elapsed| format!("no answer within {ttl:?}"))?
+    }
+}
 
 fn rpc_to_streaming(e: RPCError<JetraftConfig>) -> StreamingError<JetraftConfig> {
     match e {

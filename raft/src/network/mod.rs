@@ -16,10 +16,14 @@
 pub mod grpc;
 pub mod mem;
 
+use std::future::Future;
+use std::time::Duration;
+
 use openraft::RaftNetworkFactory;
 use openraft_multi::{GroupNetworkAdapter, GroupRouter};
 
 use crate::GroupId;
+use crate::quiesce::QuiesceRequest;
 use crate::types::{JetraftConfig, PeerNode, SnapshotData};
 
 /// A node's shared outbound transport for all its groups.
@@ -29,6 +33,15 @@ pub trait Transport: GroupRouter<JetraftConfig, GroupId, SnapshotData = Snapshot
     fn note_peer(&self, target: u64, node: &PeerNode) {
         let _ = (target, node);
     }
+
+    /// Asks `target` to quiesce its replica of `req.group` ([`crate::quiesce`]) within `ttl`;
+    /// `Ok(true)` when it agreed, `Err` with the reason when the call failed.
+    fn quiesce(
+        &self,
+        target: u64,
+        req: QuiesceRequest,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<bool, String>> + Send;
 }
 
 /// openraft network factory for one group: clients are the shared transport bound to a target.

@@ -26,6 +26,7 @@ pub fn test_timing() -> RaftTiming {
         election_min: Duration::from_millis(400),
         election_max: Duration::from_millis(800),
         propose_timeout: Duration::from_secs(3),
+        quiesce_after: None,
     }
 }
 

@@ -34,6 +34,13 @@ use crate::server::{FlushSet, Origin, Server};
 pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
 /// Bound on connecting and on waiting for the peer's `Hello`.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// HTTP/2 pings on node links, both directions. A link whose ping goes unanswered for
+/// [`KEEPALIVE_TIMEOUT`] is closed, and a peer with no link left counts as unreachable: that is
+/// how quiet Raft groups (which send no heartbeats) notice a hung or silently cut-off leader,
+/// within interval + timeout.
+pub(crate) const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(2);
+/// See [`KEEPALIVE_INTERVAL`].
+pub(crate) const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(3);
 /// First reconnect delay.
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 /// Longest reconnect delay.
@@ -148,8 +155,8 @@ async fn run_link(server: &Arc<Server>, addr: &str) -> LinkEnd {
         .tcp_nodelay(true)
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
-        .http2_keep_alive_interval(Duration::from_secs(5))
-        .keep_alive_timeout(Duration::from_secs(10));
+        .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+        .keep_alive_timeout(KEEPALIVE_TIMEOUT);
     let channel = match endpoint.connect().await {
         Ok(c) => c,
         Err(e) => return LinkEnd::Failed(e.to_string()),

@@ -4,7 +4,6 @@
 //! `builder.add_service(...)`, and it is served on the same port and connections as `NodeLink`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use jetraft_proto::cluster::node_link_server::NodeLinkServer;
 use tokio::net::TcpListener;
@@ -38,8 +37,8 @@ pub async fn serve(listener: TcpListener, routes: Routes, shutdown: Cancellation
     let result = tonic::transport::Server::builder()
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
-        .http2_keepalive_interval(Some(Duration::from_secs(5)))
-        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        .http2_keepalive_interval(Some(super::link::KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(super::link::KEEPALIVE_TIMEOUT))
         .add_routes(routes)
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
         .await;

@@ -30,6 +30,7 @@ use super::peers::{GrpcSettings, Peer, Peers};
 use crate::convert::snapshot::CHUNK_SIZE;
 use crate::convert::{DecodeError, append, snapshot, transfer, vote};
 use crate::network::Transport;
+use crate::quiesce::QuiesceRequest;
 use crate::types::{GroupSnapshot, GroupVote, JetraftConfig, PeerNode, SnapshotData};
 use crate::{GroupId, NodeId};
 
@@ -235,6 +236,26 @@ fn address_to<T>(request: &mut tonic::Request<T>, target: u64) {
 impl Transport for GrpcTransport {
     fn note_peer(&self, target: u64, node: &PeerNode) {
         self.add_peer(NodeId(target), &node.addr);
+    }
+
+    async fn quiesce(
+        &self,
+        target: u64,
+        req: QuiesceRequest,
+        ttl: Duration,
+    ) -> Result<bool, String> {
+        self.unary(
+            target,
+            ttl,
+            req.to_pb(),
+            |mut c, r| async move { c.quiesce(r).await },
+            |r: jetraft_proto::raft::QuiesceResponse| Ok(r.quiet),
+        )
+        .await
+        .map_err(|f| match f {
+            Failure::Unreachable(e) | Failure::Network(e) => e.to_string(),
+            Failure::Timeout => format!("no answer within {ttl:?}"),
+        })
     }
 }
 

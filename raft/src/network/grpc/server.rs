@@ -1,5 +1,6 @@
 //! [`RaftGrpcService`]: the inbound side. Looks each RPC's group up in the node's [`Groups`]
-//! and hands it to that group's Raft.
+//! and hands it to that group's Raft, then wakes the group if it was quiet
+//! ([`crate::quiesce`]); quiesce requests are answered by the group table itself.
 //!
 //! Status codes (the client side maps them, see [`super::client`]): unknown group `NotFound`,
 //! group stopped `FailedPrecondition`, malformed request or snapshot stream `InvalidArgument`.
@@ -11,6 +12,7 @@ use tonic::{Request, Response, Status};
 
 use crate::convert::snapshot::Assembler;
 use crate::convert::{DecodeError, append, snapshot, transfer, vote};
+use crate::quiesce::QuiesceRequest;
 use crate::registry::Groups;
 use crate::types::GroupRaft;
 use crate::{GroupId, NodeId};
@@ -114,6 +116,7 @@ impl RaftService for RaftGrpcService {
         if !matches!(resp, openraft::raft::AppendEntriesResponse::HigherVote(_)) {
             self.groups.note_leader_contact(GroupId(group));
         }
+        self.groups.wake(GroupId(group));
         Ok(Response::new(append::response_to_pb(&resp)))
     }
 
@@ -134,6 +137,7 @@ impl RaftService for RaftGrpcService {
             rpc.leadership_transfer = true;
         }
         let resp = raft.vote(rpc).await.map_err(|e| stopped(group, e))?;
+        self.groups.wake(GroupId(group));
         Ok(Response::new(vote::response_to_pb(&resp)))
     }
 
@@ -147,6 +151,7 @@ impl RaftService for RaftGrpcService {
         let raft = self.raft(group)?;
         let rpc = decoded(vote::request_from_pb(req))?;
         let resp = raft.pre_vote(rpc).await.map_err(|e| stopped(group, e))?;
+        self.groups.wake(GroupId(group));
         Ok(Response::new(vote::response_to_pb(&resp)))
     }
 
@@ -177,6 +182,7 @@ impl RaftService for RaftGrpcService {
             .install_full_snapshot(vote, snap)
             .await
             .map_err(|e| stopped(group, e))?;
+        self.groups.wake(GroupId(group));
         Ok(Response::new(snapshot::response_to_pb(&resp)))
     }
 
@@ -193,6 +199,18 @@ impl RaftService for RaftGrpcService {
             .handle_transfer_leader(rpc)
             .await
             .map_err(|e| stopped(group, e))?;
+        self.groups.wake(GroupId(group));
         Ok(Response::new(transfer::response_to_pb(&resp)))
+    }
+
+    async fn quiesce(
+        &self,
+        request: Request<pb::QuiesceRequest>,
+    ) -> Result<Response<pb::QuiesceResponse>, Status> {
+        self.check_target(&request)?;
+        let req = decoded(QuiesceRequest::from_pb(request.into_inner()))?;
+        self.raft(req.group.0)?;
+        let quiet = self.groups.accept_quiesce(&req);
+        Ok(Response::new(pb::QuiesceResponse { quiet }))
     }
 }

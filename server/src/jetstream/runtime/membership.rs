@@ -27,14 +27,25 @@ impl JetStream {
     /// Forms or joins the cluster and keeps the meta membership in step with the live peers.
     pub async fn membership_loop(self: Arc<Self>, cluster: Arc<ClusterState>) {
         let mut rx = cluster.peers.watch();
+        // Each peer's server id (new on every start), to notice a restart even when its links
+        // came back before this loop saw them down.
+        let mut runs: BTreeMap<u64, String> = BTreeMap::new();
         loop {
             let peers = cluster.peers.snapshot();
             for p in peers.values() {
                 // A peer with neither link direction up is taken as gone (its process died or
                 // its node is cut off): the groups it leads elect at once (see
                 // `GroupRegistry::set_peer_reachable`).
+                let peer = NodeId(p.node_id.0);
                 self.registry
-                    .set_peer_reachable(NodeId(p.node_id.0), p.inbound || p.outbound);
+                    .set_peer_reachable(peer, p.inbound || p.outbound);
+                let run = runs
+                    .entry(p.node_id.0)
+                    .or_insert_with(|| p.server_id.clone());
+                if *run != p.server_id {
+                    run.clone_from(&p.server_id);
+                    self.registry.peer_restarted(peer);
+                }
             }
             let has_state = self.has_meta_state().await;
             cluster.set_has_meta_state(has_state);

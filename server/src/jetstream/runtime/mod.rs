@@ -170,6 +170,7 @@ impl JetStream {
             source,
         })?;
         let registry = GroupRegistry::new(node, transport.clone(), timing)?;
+        registry.spawn_quiescence();
         let (meta_sm, meta) = MetaMachine::open(Some(logs.db().clone()))?;
         logs.create_group(&registry, GroupId::META, Box::new(meta_sm))
             .await?;

@@ -26,6 +26,7 @@ async fn proposals_to_a_stream_group_answer_pub_acks() {
         election_min: Duration::from_millis(400),
         election_max: Duration::from_millis(800),
         propose_timeout: Duration::from_secs(5),
+        quiesce_after: None,
     };
     let registry = GroupRegistry::new(node, net.transport(node), timing).unwrap();
     net.register(node, registry.groups().clone());
