@@ -45,11 +45,14 @@ bench-kv:
 	./scripts/bench-kv.sh
 
 bench-idle:
+	cargo build --release -p jetraft-server --bin jetraft
+	.venv/bin/python scripts/bench-idle-streams.py --bin "$$(./scripts/target-dir.sh)/release/jetraft"
 	./scripts/bench-idle.sh --release
 
 bench-failover:
 	cargo build --release -p jetraft-server --bin jetraft
-	./scripts/bench-failover.py --bin "$$(./scripts/target-dir.sh)/release/jetraft"
+	.venv/bin/python scripts/bench-failover.py --bin "$$(./scripts/target-dir.sh)/release/jetraft"
+	.venv/bin/python scripts/bench-failover.py --bin .venv/bin/nats-server --nats-server
 
 bench-rolling:
 	cargo build --release -p jetraft-server --bin jetraft

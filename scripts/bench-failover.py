@@ -99,6 +99,17 @@ class Node:
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
+    def hang(self):
+        """SIGSTOP this node's process (our own PID only): it keeps its sockets open but
+        answers nothing, as a hung process or a silently cut-off node would."""
+        if self.alive():
+            os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self):
+        """SIGCONT after hang()."""
+        if self.alive():
+            os.kill(self.proc.pid, signal.SIGCONT)
+
     def kill9(self):
         """SIGKILL this node's process (our own PID only) and reap it."""
         if self.alive():
@@ -310,8 +321,14 @@ async def run(args, cl):
             seq, _ = await publish_once(nc, f"pre{rnd}")
             if seq is None:
                 log(f"round {rnd}: warning: pre-kill publish via {survivor.name} got no ack")
+            if args.idle > 0:
+                # Idle streams go quiet (no Raft heartbeats); this measures their failover.
+                await asyncio.sleep(args.idle)
             t0 = time.monotonic()
-            victim.kill9()
+            if args.hang:
+                victim.hang()
+            else:
+                victim.kill9()
             seq, attempts, reasons = await publish_until_ack(nc, t0 + args.timeout, f"r{rnd}")
             dt = time.monotonic() - t0
         finally:
@@ -328,7 +345,10 @@ async def run(args, cl):
             info = await cl.api(f"$JS.API.STREAM.INFO.{STREAM}")
             log(f"round {rnd}: STREAM.INFO now: {json.dumps(info)[:600]}")
             dump_logs(cl, f"round {rnd}: failover did not complete within {args.timeout}s")
-        victim.start(f"restart after round {rnd}")
+        if args.hang:
+            victim.resume()
+        else:
+            victim.start(f"restart after round {rnd}")
         if await wait_healthy(cl, args.timeout) is None:
             failures += 1
             info = await cl.api(f"$JS.API.STREAM.INFO.{STREAM}")
@@ -350,6 +370,12 @@ def main():
     ap.add_argument("--startup-timeout", type=float, default=60.0,
                     help="seconds to wait for the first STREAM.CREATE (default 60)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir even on success")
+    ap.add_argument("--hang", action="store_true",
+                    help="SIGSTOP the leader instead of SIGKILL (its sockets stay open), and "
+                         "SIGCONT it after the round")
+    ap.add_argument("--idle", type=float, default=0.0,
+                    help="seconds the stream stays idle before each kill (jetraft quiesces idle "
+                         "groups after 2 s)")
     args = ap.parse_args()
     if not (os.path.isfile(args.bin) and os.access(args.bin, os.X_OK)):
         sys.exit(f"bench-failover.py: not an executable: {args.bin}")

@@ -75,11 +75,15 @@ class Cluster:
 async def create_streams(port, count, deadline_s=180):
     """Creates `count` R3 streams through the first node and stores one message in each."""
     deadline = time.monotonic() + deadline_s
+
+    async def quiet(_err):
+        pass
+
     nc = None
     while nc is None:
         try:
             nc = await nats.connect(f"nats://127.0.0.1:{port}", connect_timeout=2,
-                                    allow_reconnect=False)
+                                    allow_reconnect=False, error_cb=quiet)
         except Exception:
             if time.monotonic() > deadline:
                 raise
