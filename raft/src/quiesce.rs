@@ -124,6 +124,14 @@ impl Groups {
         self.flag(group).is_some_and(|(_, flag)| flag.is_quiet())
     }
 
+    /// How many groups here have their timers stopped.
+    pub fn quiet_count(&self) -> usize {
+        self.flags()
+            .iter()
+            .filter(|(_, _, flag)| flag.is_quiet())
+            .count()
+    }
+
     /// Starts `group`'s timers again if they were stopped (the inbound transports call this
     /// after handing a Raft message to the group).
     pub fn wake(&self, group: GroupId) {

@@ -33,6 +33,10 @@ pub const SUBSCRIPTIONS: &str = "jetraft_subscriptions";
 pub const SLOW_CONSUMERS: &str = "jetraft_slow_consumers_total";
 /// Connections closed as stale.
 pub const STALE_CONNECTIONS: &str = "jetraft_stale_connections_total";
+/// Raft groups (meta and streams) running on this node.
+pub const RAFT_GROUPS: &str = "jetraft_raft_groups";
+/// Raft groups on this node whose timers are stopped because they are idle (quiescence).
+pub const RAFT_GROUPS_QUIET: &str = "jetraft_raft_groups_quiet";
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
@@ -50,6 +54,11 @@ pub fn install() -> Option<&'static PrometheusHandle> {
             describe_gauge!(SUBSCRIPTIONS, "Active subscriptions");
             describe_counter!(SLOW_CONSUMERS, "Connections closed as slow consumers");
             describe_counter!(STALE_CONNECTIONS, "Connections closed as stale");
+            describe_gauge!(RAFT_GROUPS, "Raft groups running on this node");
+            describe_gauge!(
+                RAFT_GROUPS_QUIET,
+                "Idle Raft groups with their timers stopped"
+            );
             Some(handle)
         })
         .as_ref()
@@ -67,6 +76,11 @@ fn sync(s: &Server) {
     gauge!(SUBSCRIPTIONS).set(s.sublist.count() as f64);
     counter!(SLOW_CONSUMERS).absolute(st.slow_consumers.load(Ordering::Relaxed));
     counter!(STALE_CONNECTIONS).absolute(st.stale_connections.load(Ordering::Relaxed));
+    if let Some(js) = s.jetstream.get() {
+        let groups = js.registry().groups();
+        gauge!(RAFT_GROUPS).set(groups.ids().len() as f64);
+        gauge!(RAFT_GROUPS_QUIET).set(groups.quiet_count() as f64);
+    }
 }
 
 /// `GET /metrics` in the Prometheus text format.
