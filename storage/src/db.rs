@@ -92,6 +92,8 @@ impl Db {
             cf_opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
             ColumnFamilyDescriptor::new(cf.name(), cf_opts)
         });
+        // RocksDB's WAL replay can loop forever on some damaged records: check them first.
+        crate::wal_check::check_wal_files(path)?;
         let inner =
             DB::open_cf_descriptors(&opts, path, cfs).map_err(|source| StorageError::Open {
                 path: path.to_path_buf(),
