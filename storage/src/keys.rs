@@ -11,7 +11,9 @@
 //!   one reverse seek, next-by-subject one forward seek), and subjects sort lexicographically.
 //! - `consumers`: `stream_uid | name`.
 //! - `sm_meta`: `id | kind` (9 bytes): [`META_STREAM`] (a stream's counters, keyed by stream uid),
-//!   [`META_INSTALL`] (marker of an unfinished snapshot install, keyed by stream uid),
+//!   [`META_INSTALL`] and [`META_INSTALL_COMMIT`] (markers of a snapshot install, keyed by the
+//!   stream's [`staging_id`]; [`META_INSTALL`] keyed by the stream uid itself is the marker of
+//!   the earlier in-place install, still refused at open),
 //!   [`META_WRITE_TAG`] (the caller's tag of the stream's last write, keyed by stream uid), and
 //!   kinds from [`META_USER_MIN`] up for the stream state machine's own records.
 //!
@@ -30,6 +32,9 @@ pub const RAFT_PURGED: u8 = 3;
 pub const META_STREAM: u8 = 0x10;
 /// `sm_meta` kind: a snapshot install in progress for this stream.
 pub const META_INSTALL: u8 = 0x11;
+/// `sm_meta` kind (under the stream's [`staging_id`]): a snapshot install whose data is
+/// complete and durable in the staging range and must replace the stream's data.
+pub const META_INSTALL_COMMIT: u8 = 0x13;
 /// `sm_meta` kind: the write tag ([`crate::stream::StreamStore::set_write_tag`]) that was current
 /// when the stream's last mutation was written; rewritten in the same batch as every mutation.
 pub const META_WRITE_TAG: u8 = 0x12;
@@ -37,6 +42,12 @@ pub const META_WRITE_TAG: u8 = 0x12;
 /// ([`crate::rocks::RocksStreamStore::put_meta`]), e.g. its applied log id; they travel with
 /// snapshots.
 pub const META_USER_MIN: u8 = 0x20;
+
+/// The id under which a snapshot install stages stream `uid`'s incoming data: the uid with all
+/// bits inverted. Stream uids are random, so no stream lives there.
+pub fn staging_id(uid: u64) -> u64 {
+    !uid
+}
 
 /// Encodes `prefix | index` (both u64, big-endian), the shape of `raft_log` and `msgs` keys.
 pub fn prefixed_u64(prefix: u64, index: u64) -> [u8; PREFIXED_U64_LEN] {

@@ -12,16 +12,30 @@
 //! chunk holds whole entries, at most about `max_chunk_bytes` (one entry larger than that gets a
 //! chunk of its own).
 //!
-//! Install protocol and its invariant: [`StreamSnapshotInstaller::begin`] writes, in one synced
-//! batch, an install marker and range deletions of the stream's old data; chunks are written as
-//! they arrive; [`StreamSnapshotInstaller::finish`] fsyncs and removes the marker. While the marker
-//! exists [`crate::rocks::RocksStreamStore::open`] refuses the stream (`IncompleteInstall`), so
-//! nobody ever reads a mix of old and new data or a partial stream, including after a crash: the
-//! group then fetches a snapshot again.
+//! Install protocol: the stream's data is replaced atomically (a reader sees the old data or the
+//! new, never a mix or a part), with memory bounded by one chunk, by staging and then rolling
+//! forward:
+//! 1. [`StreamSnapshotInstaller::begin`] finishes or abandons any earlier install of the stream,
+//!    clears its staging range (the same keys under [`keys::staging_id`]) and writes an install
+//!    marker there (synced). The stream's data is untouched and stays readable.
+//! 2. Each chunk is checked record by record against the stream's keys and written to the
+//!    staging range, values verbatim (their checksums cover the stream's keys).
+//! 3. [`StreamSnapshotInstaller::finish`] fsyncs the staged data, then commits the install with a
+//!    second marker (synced): from here on the install happens even after a crash. It then
+//!    deletes the stream's old data, copies the staged records into the stream's keys in bounded
+//!    batches (checking each again) and deletes the staging range with both markers in one synced
+//!    write, whose WAL sync also makes the copies durable.
+//!
+//! [`crate::rocks::RocksStreamStore::open`] runs [`recover_install`] first: a committed install is
+//! rolled forward again from step 3 (it is idempotent: the stream's keys are cleared before the
+//! copy), an uncommitted one is abandoned (its staging range deleted) and the old data is
+//! served. A store of the stream must not be open while an install runs (open it after
+//! [`StreamSnapshotInstaller::finish`]).
 
 use rocksdb::{Direction, IteratorMode, ReadOptions, SnapshotWithThreadMode, WriteBatch};
 
 use crate::db::{ColumnFamily, Db};
+use crate::keys::{META_INSTALL, META_INSTALL_COMMIT};
 use crate::record::{self, BodyReader, BodyWriter};
 use crate::stream::StreamUid;
 use crate::{StorageError, keys};
@@ -43,6 +57,93 @@ fn cf_code(cf: ColumnFamily) -> u8 {
         ColumnFamily::RaftLog => 4,
         ColumnFamily::RaftState => 5,
     }
+}
+
+/// Bytes of staged records copied per write batch when an install rolls forward.
+const COPY_BATCH_BYTES: usize = 4 << 20;
+
+/// Whether `key` in `cf` is one of the install markers (never part of a stream's data).
+fn is_marker(cf: ColumnFamily, key: &[u8]) -> bool {
+    cf == ColumnFamily::SmMeta
+        && key.len() == 9
+        && (key[8] == META_INSTALL || key[8] == META_INSTALL_COMMIT)
+}
+
+/// `key` with its leading 8-byte id replaced by `id`.
+fn rekey(key: &[u8], id: u64) -> Vec<u8> {
+    let mut k = key.to_vec();
+    k[..8].copy_from_slice(&id.to_be_bytes());
+    k
+}
+
+/// Adds range deletions of everything stored under `id` in every section to `batch`.
+fn delete_sections(db: &Db, batch: &mut WriteBatch, id: u64) -> Result<(), StorageError> {
+    let end = keys::id_range_end(id);
+    for cf in SECTIONS {
+        batch.delete_range_cf(&db.cf(cf)?, &id.to_be_bytes()[..], &end[..]);
+    }
+    Ok(())
+}
+
+/// Finishes a committed install of stream `uid` or abandons an uncommitted one (see the module
+/// docs); does nothing when none was started.
+pub(crate) fn recover_install(db: &Db, uid: StreamUid) -> Result<(), StorageError> {
+    let staging = keys::staging_id(uid.0);
+    if db
+        .get(
+            ColumnFamily::SmMeta,
+            &keys::kind_key(staging, META_INSTALL_COMMIT),
+        )?
+        .is_some()
+    {
+        return roll_forward(db, uid);
+    }
+    if db
+        .get(ColumnFamily::SmMeta, &keys::kind_key(staging, META_INSTALL))?
+        .is_some()
+    {
+        let mut batch = WriteBatch::default();
+        delete_sections(db, &mut batch, staging)?;
+        db.write(batch, true)?;
+    }
+    Ok(())
+}
+
+/// Step 3 of the install: replaces the stream's data with the staged data.
+fn roll_forward(db: &Db, uid: StreamUid) -> Result<(), StorageError> {
+    let staging = keys::staging_id(uid.0);
+    let mut batch = WriteBatch::default();
+    delete_sections(db, &mut batch, uid.0)?;
+    db.write(batch, false)?;
+    let prefix = staging.to_be_bytes();
+    for cf_id in SECTIONS {
+        let cf = db.cf(cf_id)?;
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_upper_bound(keys::id_range_end(staging));
+        let it = db
+            .raw()
+            .iterator_cf_opt(&cf, ro, IteratorMode::From(&prefix, Direction::Forward));
+        let mut batch = WriteBatch::default();
+        let mut bytes = 0usize;
+        for item in it {
+            let (k, v) = item?;
+            if !k.starts_with(&prefix) || is_marker(cf_id, &k) {
+                continue;
+            }
+            let live = rekey(&k, uid.0);
+            record::open(cf_id.name(), &live, &v)?;
+            bytes += live.len() + v.len();
+            batch.put_cf(&cf, live, v);
+            if bytes >= COPY_BATCH_BYTES {
+                db.write(std::mem::take(&mut batch), false)?;
+                bytes = 0;
+            }
+        }
+        db.write(batch, false)?;
+    }
+    let mut batch = WriteBatch::default();
+    delete_sections(db, &mut batch, staging)?;
+    db.write(batch, true)
 }
 
 fn chunk_key(uid: u64, n: u64) -> Vec<u8> {
@@ -110,7 +211,7 @@ impl<'a> StreamSnapshotReader<'a> {
                 if self.after.as_deref() == Some(&k[..]) || !k.starts_with(&prefix) {
                     continue;
                 }
-                if cf_id == ColumnFamily::SmMeta && k.len() == 9 && k[8] == keys::META_INSTALL {
+                if is_marker(cf_id, &k) {
                     continue;
                 }
                 let size = k.len() + v.len() + 9;
@@ -147,17 +248,16 @@ pub struct StreamSnapshotInstaller {
 }
 
 impl StreamSnapshotInstaller {
-    /// Marks the install as started and drops the stream's old data (one synced batch). Any open
+    /// Finishes or abandons an earlier install of `uid`, then starts staging a new one (one
+    /// synced batch); the stream's data stays as it is until [`Self::finish`]. Any open
     /// [`crate::rocks::RocksStreamStore`] of `uid` must be dropped first and re-opened after
     /// [`Self::finish`].
     pub fn begin(db: Db, uid: StreamUid) -> Result<Self, StorageError> {
-        let u = uid.0;
-        let end = keys::id_range_end(u);
+        recover_install(&db, uid)?;
+        let staging = keys::staging_id(uid.0);
         let mut batch = WriteBatch::default();
-        for cf in SECTIONS {
-            batch.delete_range_cf(&db.cf(cf)?, &u.to_be_bytes()[..], &end[..]);
-        }
-        let marker = keys::kind_key(u, keys::META_INSTALL);
+        delete_sections(&db, &mut batch, staging)?;
+        let marker = keys::kind_key(staging, META_INSTALL);
         batch.put_cf(
             &db.cf(ColumnFamily::SmMeta)?,
             marker,
@@ -190,28 +290,34 @@ impl StreamSnapshotInstaller {
             };
             let k = r.bytes()?;
             let v = r.bytes()?;
-            if !k.starts_with(&u.to_be_bytes())
-                || (cf == ColumnFamily::SmMeta && k.len() == 9 && k[8] == keys::META_INSTALL)
-            {
+            if !k.starts_with(&u.to_be_bytes()) || is_marker(cf, k) {
                 return Err(StorageError::BadSnapshot {
                     detail: "key outside the stream".into(),
                 });
             }
             record::open(cf.name(), k, v)?;
-            batch.put_cf(&self.db.cf(cf)?, k, v);
+            batch.put_cf(&self.db.cf(cf)?, rekey(k, keys::staging_id(u)), v);
         }
         self.db.write(batch, false)?;
         self.chunk_no += 1;
         Ok(())
     }
 
-    /// Makes the installed data durable and removes the marker; the stream can be opened again.
+    /// Makes the staged data durable, commits the install and replaces the stream's data with
+    /// it (see the module docs); the stream can be opened again.
     pub fn finish(self) -> Result<(), StorageError> {
+        let uid = self.uid;
+        let db = self.commit()?;
+        roll_forward(&db, uid)
+    }
+
+    /// Step 3's first half: after this the install completes even if the process dies.
+    fn commit(self) -> Result<Db, StorageError> {
         self.db.sync_wal()?;
-        let marker = keys::kind_key(self.uid.0, keys::META_INSTALL);
-        let mut batch = WriteBatch::default();
-        batch.delete_cf(&self.db.cf(ColumnFamily::SmMeta)?, marker);
-        self.db.write(batch, true)
+        let marker = keys::kind_key(keys::staging_id(self.uid.0), META_INSTALL_COMMIT);
+        self.db
+            .put_synced(&[(ColumnFamily::SmMeta, &marker, &record::seal(&marker, &[]))])?;
+        Ok(self.db)
     }
 }
 
@@ -260,10 +366,6 @@ mod tests {
         // Writes after the reader was created are not part of the snapshot.
         s.store_msg(&msg(501, "late")).unwrap();
         let mut inst = StreamSnapshotInstaller::begin(dst.clone(), StreamUid(5)).unwrap();
-        assert!(matches!(
-            RocksStreamStore::open(dst.clone(), StreamUid(5)),
-            Err(StorageError::IncompleteInstall { .. })
-        ));
         let mut chunks = 0;
         while let Some(chunk) = reader.next_chunk(4096).unwrap() {
             assert!(chunk.len() <= 4096 + 512, "chunk of {}", chunk.len());
@@ -303,6 +405,103 @@ mod tests {
                 .state()
                 .msgs
                 == 0
+        );
+    }
+
+    /// Keys stored under `id` in every section.
+    fn keys_under(db: &Db, id: u64) -> usize {
+        SECTIONS
+            .iter()
+            .map(|cf| {
+                let cf = db.cf(*cf).unwrap();
+                let mut it = db.raw().raw_iterator_cf(&cf);
+                it.seek(id.to_be_bytes());
+                let mut n = 0;
+                while it.key().is_some_and(|k| k.starts_with(&id.to_be_bytes())) {
+                    n += 1;
+                    it.next();
+                }
+                n
+            })
+            .sum()
+    }
+
+    /// A source stream (uid 5, 300 messages) and a destination database where uid 5 holds 40
+    /// other messages; returns both databases (with their dirs) and the source's state.
+    fn source_and_destination() -> (
+        tempfile::TempDir,
+        Db,
+        tempfile::TempDir,
+        Db,
+        crate::stream::StreamState,
+    ) {
+        let src_dir = tempfile::tempdir().unwrap();
+        let src = Db::open(src_dir.path()).unwrap();
+        let want = fill(&src, 5, 300).state();
+        let dst_dir = tempfile::tempdir().unwrap();
+        let dst = Db::open(dst_dir.path()).unwrap();
+        let mut old = fill(&dst, 5, 0);
+        for seq in 1..=40 {
+            old.store_msg(&msg(seq, "old")).unwrap();
+        }
+        drop(old);
+        (src_dir, src, dst_dir, dst, want)
+    }
+
+    #[test]
+    fn the_old_data_stays_readable_until_finish_and_an_abandoned_install_leaves_it_whole() {
+        let (_s, src, _d, dst, _) = source_and_destination();
+        let old = RocksStreamStore::open(dst.clone(), StreamUid(5))
+            .unwrap()
+            .state();
+        let mut reader = StreamSnapshotReader::new(&src, StreamUid(5));
+        let mut inst = StreamSnapshotInstaller::begin(dst.clone(), StreamUid(5)).unwrap();
+        for _ in 0..3 {
+            let chunk = reader.next_chunk(2048).unwrap().unwrap();
+            inst.add_chunk(&chunk).unwrap();
+        }
+        assert!(keys_under(&dst, keys::staging_id(5)) > 0);
+        // The process dies mid-install: nothing more happens to the installer.
+        drop(inst);
+        let s = RocksStreamStore::open(dst.clone(), StreamUid(5)).unwrap();
+        assert_eq!(s.state(), old);
+        assert_eq!(
+            s.get(40).unwrap().map(|m| m.subject),
+            Some("old".to_string())
+        );
+        assert_eq!(
+            keys_under(&dst, keys::staging_id(5)),
+            0,
+            "staging left behind"
+        );
+    }
+
+    #[test]
+    fn a_committed_install_completes_when_the_stream_is_opened_after_a_crash() {
+        let (_s, src, _d, dst, want) = source_and_destination();
+        let mut reader = StreamSnapshotReader::new(&src, StreamUid(5));
+        let mut inst = StreamSnapshotInstaller::begin(dst.clone(), StreamUid(5)).unwrap();
+        while let Some(chunk) = reader.next_chunk(2048).unwrap() {
+            inst.add_chunk(&chunk).unwrap();
+        }
+        // The process dies right after the commit marker, before the old data is replaced.
+        let dst = inst.commit().unwrap();
+        let s = RocksStreamStore::open(dst.clone(), StreamUid(5)).unwrap();
+        assert_eq!(s.state(), want);
+        assert_eq!(
+            s.get(40).unwrap().map(|m| m.subject),
+            Some("s.5".to_string())
+        );
+        assert_eq!(
+            keys_under(&dst, keys::staging_id(5)),
+            0,
+            "staging left behind"
+        );
+        // A second open finds nothing more to do.
+        drop(s);
+        assert_eq!(
+            RocksStreamStore::open(dst, StreamUid(5)).unwrap().state(),
+            want
         );
     }
 

@@ -63,6 +63,8 @@ pub struct RocksStreamStore {
 impl RocksStreamStore {
     /// Opens (or creates, when nothing is stored yet) the stream `uid`.
     pub fn open(db: Db, uid: StreamUid) -> Result<Self, StorageError> {
+        // A snapshot install interrupted by a crash is finished or abandoned first.
+        super::snapshot::recover_install(&db, uid)?;
         let raw = db.raw();
         let meta = db.cf(ColumnFamily::SmMeta)?;
         if raw
@@ -133,16 +135,18 @@ impl RocksStreamStore {
     /// Deletes everything stored for this stream (messages, index, counters, meta records and
     /// its consumers' states) in one batch: the stream was deleted.
     pub fn destroy(self) -> Result<(), StorageError> {
-        let u = self.uid.0;
-        let (start, end) = (u.to_be_bytes(), keys::id_range_end(u));
         let mut batch = WriteBatch::default();
-        for cf in [
-            ColumnFamily::Msgs,
-            ColumnFamily::Subjects,
-            ColumnFamily::Consumers,
-            ColumnFamily::SmMeta,
-        ] {
-            batch.delete_range_cf(&self.db.cf(cf)?, &start[..], &end[..]);
+        // The stream's range, and its staging range should an install have been left there.
+        for u in [self.uid.0, keys::staging_id(self.uid.0)] {
+            let (start, end) = (u.to_be_bytes(), keys::id_range_end(u));
+            for cf in [
+                ColumnFamily::Msgs,
+                ColumnFamily::Subjects,
+                ColumnFamily::Consumers,
+                ColumnFamily::SmMeta,
+            ] {
+                batch.delete_range_cf(&self.db.cf(cf)?, &start[..], &end[..]);
+            }
         }
         self.db.write(batch, false)
     }
