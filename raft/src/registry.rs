@@ -65,6 +65,8 @@ pub struct Groups {
     /// Peers whose node link the cluster layer reports down (see
     /// [`GroupRegistry::set_peer_reachable`]).
     unreachable: Arc<RwLock<BTreeSet<u64>>>,
+    /// Notified whenever a group is added (see [`Groups::get_soon`]).
+    created: Arc<tokio::sync::Notify>,
 }
 
 impl Groups {
@@ -117,6 +119,26 @@ impl Groups {
     /// The Raft handle of `group`, if it runs here.
     pub fn get(&self, group: GroupId) -> Option<GroupRaft> {
         self.map.read().get(&group).map(|e| e.raft.clone())
+    }
+
+    /// The Raft handle of `group`, waiting up to `within` for it to be created. Every replica
+    /// of a new group creates it when it applies the same meta entry, within milliseconds of
+    /// the others; the first replica's vote request can still arrive before a peer created the
+    /// group, and refusing it would leave the group leaderless for an election timeout.
+    pub async fn get_soon(&self, group: GroupId, within: std::time::Duration) -> Option<GroupRaft> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let created = self.created.notified();
+            tokio::pin!(created);
+            // Registered before the look-up, so a creation in between is not missed.
+            created.as_mut().enable();
+            if let Some(raft) = self.get(group) {
+                return Some(raft);
+            }
+            if tokio::time::timeout_at(deadline, created).await.is_err() {
+                return None;
+            }
+        }
     }
 
     /// The Raft handle and quiet flag of `group`, if it runs here.
@@ -317,7 +339,9 @@ impl<T: Transport> GroupRegistry<T> {
                 true
             }
         };
-        if !inserted {
+        if inserted {
+            self.groups.created.notify_waiters();
+        } else {
             // Lost a race with a concurrent create: keep the first, stop ours.
             let _ = raft.shutdown().await;
             return Err(RaftError::GroupExists { group });

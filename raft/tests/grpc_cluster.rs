@@ -403,6 +403,56 @@ async fn unreachable_leader_is_replaced_without_waiting_for_timeouts() {
     c.shutdown().await;
 }
 
+/// A new group's first vote requests may reach a peer a moment before that peer created the
+/// group (every replica creates it when it applies the same meta entry). The peer waits for the
+/// group instead of refusing the vote, so the first election succeeds: with election timeouts
+/// of a minute, no later election could produce a leader within the test's bounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vote_that_arrives_before_the_group_is_created_still_counts() {
+    let timing = RaftTiming {
+        election_min: Duration::from_secs(60),
+        election_max: Duration::from_secs(120),
+        ..grpc_timing()
+    };
+    let c = Cluster::with_timing(3, timing).await;
+    let all = ids(3);
+    c.start_group(all[0], G).await;
+    let voters: BTreeMap<NodeId, PeerNode> =
+        all.iter().map(|&id| (id, c.node(id).peer())).collect();
+    let c = Arc::new(c);
+    let late = {
+        let c = c.clone();
+        let all = all.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            c.start_group(all[1], G).await;
+            c.start_group(all[2], G).await;
+        })
+    };
+    c.node(all[0])
+        .registry()
+        .initialize(G, voters)
+        .await
+        .unwrap();
+    c.node(all[0])
+        .registry()
+        .raft(G)
+        .unwrap()
+        .trigger()
+        .elect(false)
+        .await
+        .unwrap();
+    late.await.unwrap();
+    let leader = c.wait_for_leader(G, &all).await;
+    assert_eq!(leader, all[0]);
+    c.propose(G, &all, cmd(0)).await;
+    c.wait_for_items(G, &all, &[cmd(0)]).await;
+    match Arc::try_unwrap(c) {
+        Ok(mut c) => c.shutdown().await,
+        Err(_) => panic!("cluster still shared"),
+    }
+}
+
 /// Waits (bounded) until `cond` holds, panicking with `what` otherwise.
 async fn eventually(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + within;

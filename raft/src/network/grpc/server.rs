@@ -19,6 +19,8 @@ use crate::{GroupId, NodeId};
 
 /// Largest snapshot a node accepts over the wire.
 pub const MAX_SNAPSHOT_BYTES: usize = 4 << 30;
+/// How long a Raft message for a group that does not exist here waits for it to be created.
+const NEW_GROUP_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Serves the Raft RPCs of every group in a node's [`Groups`].
 #[derive(Clone)]
@@ -60,6 +62,15 @@ impl RaftGrpcService {
     fn raft(&self, group: u64) -> Result<GroupRaft, Status> {
         self.groups
             .get(GroupId(group))
+            .ok_or_else(|| Status::not_found(format!("raft group {group} is not on this node")))
+    }
+
+    /// [`Self::raft`], waiting up to [`NEW_GROUP_WAIT`] for a group that is not created yet
+    /// (the first vote requests of a brand-new group race with its creation on this node).
+    async fn raft_soon(&self, group: u64) -> Result<GroupRaft, Status> {
+        self.groups
+            .get_soon(GroupId(group), NEW_GROUP_WAIT)
+            .await
             .ok_or_else(|| Status::not_found(format!("raft group {group} is not on this node")))
     }
 }
@@ -127,7 +138,7 @@ impl RaftService for RaftGrpcService {
         self.check_target(&request)?;
         let req = request.into_inner();
         let group = req.group_id;
-        let raft = self.raft(group)?;
+        let raft = self.raft_soon(group).await?;
         let mut rpc = decoded(vote::request_from_pb(req))?;
         if !rpc.leadership_transfer
             && self
@@ -148,7 +159,7 @@ impl RaftService for RaftGrpcService {
         self.check_target(&request)?;
         let req = request.into_inner();
         let group = req.group_id;
-        let raft = self.raft(group)?;
+        let raft = self.raft_soon(group).await?;
         let rpc = decoded(vote::request_from_pb(req))?;
         let resp = raft.pre_vote(rpc).await.map_err(|e| stopped(group, e))?;
         self.groups.wake(GroupId(group));
