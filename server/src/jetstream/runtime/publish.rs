@@ -28,6 +28,26 @@ use crate::jetstream::api::validate::subjects_overlap;
 use crate::jetstream::stream::command;
 use crate::server::{FlushSet, Origin};
 
+/// Whether a publish whose outcome is unknown may be proposed again (see
+/// `JetStream::answer`): it has a `Nats-Msg-Id` and no `Nats-Expected-Last-*` condition.
+fn retry_is_safe(msg: &InternalMsg) -> bool {
+    use crate::jetstream::stream::headers;
+    let Some(block) = msg.hdrs.as_deref() else {
+        return false;
+    };
+    headers::get(block, headers::MSG_ID).is_some_and(|id| !id.is_empty())
+        && [
+            headers::EXPECTED_LAST_SEQ,
+            headers::EXPECTED_LAST_SUBJECT_SEQ,
+            headers::EXPECTED_LAST_MSG_ID,
+        ]
+        .iter()
+        .all(|h| headers::get(block, h).is_none())
+}
+
+/// A publish whose outcome is unknown is proposed again only while it has been forwarded or
+/// proposed fewer times than this (each try counts as a hop).
+const REPROPOSE_MAX_HOPS: u32 = 3;
 /// How long a publish waits for a stream group without a known leader.
 const LEADER_WAIT: Duration = Duration::from_secs(3);
 /// An ack task with nothing to do for this long stops (a new publish starts another).
@@ -256,7 +276,12 @@ impl JetStream {
     }
 
     /// Sends one publish's PubAck (or forwards the publish to the new leader).
-    fn answer(&self, result: Result<Bytes, RaftError>, p: &PendingAck, flush: &mut FlushSet) {
+    fn answer(
+        self: &Arc<Self>,
+        result: Result<Bytes, RaftError>,
+        p: &PendingAck,
+        flush: &mut FlushSet,
+    ) {
         match result {
             Ok(ack) => {
                 if let Some(reply) = &p.msg.reply
@@ -271,9 +296,60 @@ impl JetStream {
             }) => {
                 self.forward_to(l, p.hops, &p.msg);
             }
-            // Outcome unknown (timeout, leadership lost mid-way): no answer; the client
-            // retries and dedup (Nats-Msg-Id) makes the retry safe.
+            // The entry was logged, then dropped or overtaken by a leader change, so it may or
+            // may not be stored. With a Nats-Msg-Id (and no expected-sequence condition, which
+            // a stored first copy would fail) proposing it again is safe: the dedup window
+            // answers with the first copy's sequence if it was stored.
+            Err(RaftError::OutcomeUnknown { .. })
+                if p.hops < REPROPOSE_MAX_HOPS && retry_is_safe(&p.msg) =>
+            {
+                let js = self.clone();
+                let (msg, hops) = (p.msg.clone(), p.hops + 1);
+                tokio::spawn(async move { js.on_captured(None, msg, hops).await });
+            }
+            // Otherwise (or after a timeout) no answer: the client retries, and its
+            // Nats-Msg-Id, if it set one, makes the retry safe.
             Err(e) => debug!(error = %e, "publish not acknowledged"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(headers: &[(&str, &str)]) -> InternalMsg {
+        let hdrs = (!headers.is_empty()).then(|| {
+            let mut block = String::from("NATS/1.0\r\n");
+            for (k, v) in headers {
+                block.push_str(&format!("{k}: {v}\r\n"));
+            }
+            block.push_str("\r\n");
+            Bytes::from(block)
+        });
+        InternalMsg {
+            subject: "s".into(),
+            reply: Some("_INBOX.1".into()),
+            hdrs,
+            payload: Bytes::from_static(b"x"),
+        }
+    }
+
+    #[test]
+    fn only_a_msg_id_without_expectations_makes_a_repeat_proposal_safe() {
+        assert!(retry_is_safe(&msg(&[("Nats-Msg-Id", "a")])));
+        assert!(!retry_is_safe(&msg(&[])));
+        assert!(!retry_is_safe(&msg(&[("Nats-Msg-Id", "")])));
+        assert!(!retry_is_safe(&msg(&[("Other", "a")])));
+        for expectation in [
+            "Nats-Expected-Last-Sequence",
+            "Nats-Expected-Last-Subject-Sequence",
+            "Nats-Expected-Last-Msg-Id",
+        ] {
+            assert!(
+                !retry_is_safe(&msg(&[("Nats-Msg-Id", "a"), (expectation, "1")])),
+                "{expectation}"
+            );
         }
     }
 }

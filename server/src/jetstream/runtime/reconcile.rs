@@ -26,6 +26,9 @@ use crate::jetstream::stream::{StreamStateMachine, command};
 
 /// Retry period for replicas that failed to start.
 const RETRY: Duration = Duration::from_secs(2);
+/// How long a replica other than the first waits for the new group's leader before it
+/// initialises the group itself ([`JetStream::ensure_initialized`]).
+const INIT_FALLBACK: Duration = Duration::from_millis(1500);
 
 impl JetStream {
     pub(super) async fn reconcile_loop(self: Arc<Self>) {
@@ -124,6 +127,7 @@ impl JetStream {
             changes: ls.changes.clone(),
             engines: ls.engines.clone(),
             cancel: ls.cancel.clone(),
+            started: ls.started,
         });
         self.local.write().insert(ls.name.clone(), updated.clone());
         updated
@@ -205,6 +209,7 @@ impl JetStream {
             changes,
             engines: Arc::new(super::consumer::Engines::default()),
             cancel: self.cancel.child_token(),
+            started: std::time::Instant::now(),
         });
         self.local.write().insert(a.name.clone(), local.clone());
         let js = self.clone();
@@ -216,14 +221,29 @@ impl JetStream {
     }
 
     /// Initialises a new stream's Raft group with every replica once their addresses are known
-    /// (retried by the next reconcile until it happens). Every replica does it with the same
-    /// membership from the meta assignment, which openraft allows: each starts with the same
-    /// first entry and the group elects as soon as a majority runs it.
+    /// (retried by the next reconcile until it happens). The first replica of the assignment
+    /// does it at once; openraft then starts an election right away, and its vote requests
+    /// wait briefly on peers that have not created the group yet. The other replicas do it too,
+    /// with the same membership (openraft allows that: each starts with the same first entry),
+    /// but only once [`INIT_FALLBACK`] passed without a leader, as when the first replica is
+    /// down: had they all done it at once, each would have started an election at the same
+    /// moment and split the votes, leaving the new stream without a leader for an election
+    /// timeout.
     async fn ensure_initialized(&self, ls: &LocalStream) {
         let Ok(raft) = self.registry.raft(ls.group()) else {
             return;
         };
         if raft.is_initialized().await.unwrap_or(true) {
+            return;
+        }
+        let first = ls.replicas.first() == Some(&self.node.0);
+        if !first
+            && (ls.started.elapsed() < INIT_FALLBACK
+                || self
+                    .registry
+                    .leader(ls.group())
+                    .is_ok_and(|l| l.leader.is_some()))
+        {
             return;
         }
         let mut members = BTreeMap::new();

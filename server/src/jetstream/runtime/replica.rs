@@ -31,6 +31,9 @@ pub struct LocalStream {
     pub(crate) engines: Arc<super::consumer::Engines>,
     /// Cancelled when the replica is removed from this node.
     pub cancel: tokio_util::sync::CancellationToken,
+    /// When the replica started here (the first replica initialises the group at once, the
+    /// others only if it still has no leader a while later).
+    pub started: std::time::Instant,
 }
 
 impl LocalStream {
