@@ -46,6 +46,9 @@ use crate::{GroupId, NodeId};
 pub(crate) struct QuietFlag {
     quiet: AtomicBool,
     wakes: AtomicU64,
+    /// Set when the group woke here and a leader's lease may have run out meanwhile (see
+    /// [`GroupRegistry::ensure_lease`]); cleared once it was renewed.
+    lease_stale: AtomicBool,
 }
 
 impl QuietFlag {
@@ -59,8 +62,14 @@ impl QuietFlag {
     pub(crate) fn wake(&self, raft: &GroupRaft) {
         self.wakes.fetch_add(1, Ordering::SeqCst);
         if self.quiet.load(Ordering::SeqCst) && self.quiet.swap(false, Ordering::SeqCst) {
+            self.lease_stale.store(true, Ordering::SeqCst);
             raft.runtime_config().tick(true);
         }
+    }
+
+    /// Whether a leader's lease may have run out while the group was quiet.
+    pub(crate) fn lease_stale(&self) -> bool {
+        self.lease_stale.load(Ordering::SeqCst)
     }
 
     /// The wake-up count, read before deciding to go quiet.
@@ -76,6 +85,7 @@ impl QuietFlag {
         raft.runtime_config().tick(false);
         if self.wakes.load(Ordering::SeqCst) != seen {
             self.quiet.store(false, Ordering::SeqCst);
+            self.lease_stale.store(true, Ordering::SeqCst);
             raft.runtime_config().tick(true);
             return false;
         }
@@ -295,6 +305,38 @@ impl<T: Transport> GroupRegistry<T> {
             last_log,
         };
         Some((req, reachable))
+    }
+
+    /// Renews the leader lease of a group that was quiet, before a write: openraft refuses
+    /// writes on a leader that has not heard from a quorum within the lease (the largest
+    /// election timeout), and a quiet leader sent no heartbeats. Sends a heartbeat round at once
+    /// and waits (at most the proposal deadline) for a quorum to answer it. A follower or a
+    /// single-voter leader has nothing to renew.
+    pub(crate) async fn ensure_lease(&self, raft: &GroupRaft, flag: &QuietFlag) {
+        use openraft::async_runtime::Instant as _;
+        let me = self.node_id().0;
+        let needed = {
+            let rx = raft.metrics();
+            let m = rx.borrow_watched();
+            m.current_leader == Some(me) && m.membership_config.membership().voter_ids().count() > 1
+        };
+        if needed {
+            let fresh = self.timing().election_max / 2;
+            let _ = raft.trigger().heartbeat().await;
+            let _ = raft
+                .wait(Some(self.timing().propose_timeout))
+                .metrics(
+                    |m| {
+                        m.current_leader != Some(me)
+                            || m.last_quorum_acked
+                                .as_ref()
+                                .is_some_and(|at| at.elapsed() < fresh)
+                    },
+                    "leader lease renewed",
+                )
+                .await;
+        }
+        flag.lease_stale.store(false, Ordering::SeqCst);
     }
 
     /// `peer` restarted (its node came back with a new run while its links may never have

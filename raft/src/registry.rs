@@ -470,14 +470,18 @@ impl<T: Transport> GroupRegistry<T> {
             .ok_or(RaftError::GroupNotFound { group })
     }
 
-    /// The Raft handle of `group`, its timers started first if the group was quiet: for every
-    /// call that writes to the log or hands leadership on.
-    fn awake_raft(&self, group: GroupId) -> Result<GroupRaft, RaftError> {
+    /// The Raft handle of `group`, its timers started first if the group was quiet, and its
+    /// leader lease renewed if it may have run out meanwhile: for every call that writes to the
+    /// log or hands leadership on.
+    async fn awake_raft(&self, group: GroupId) -> Result<GroupRaft, RaftError> {
         let (raft, flag) = self
             .groups
             .flag(group)
             .ok_or(RaftError::GroupNotFound { group })?;
         flag.wake(&raft);
+        if flag.lease_stale() {
+            self.ensure_lease(&raft, &flag).await;
+        }
         Ok(raft)
     }
 
@@ -487,7 +491,7 @@ impl<T: Transport> GroupRegistry<T> {
         group: GroupId,
         members: BTreeMap<NodeId, PeerNode>,
     ) -> Result<(), RaftError> {
-        let raft = self.awake_raft(group)?;
+        let raft = self.awake_raft(group).await?;
         let members: BTreeMap<u64, PeerNode> =
             members.into_iter().map(|(id, node)| (id.0, node)).collect();
         self.deadline(group, raft.initialize(members))
@@ -501,7 +505,7 @@ impl<T: Transport> GroupRegistry<T> {
     /// Proposes `command` to `group` and returns the state machine's response once it is
     /// committed and applied here. Only the leader accepts proposals.
     pub async fn propose(&self, group: GroupId, command: Bytes) -> Result<Bytes, RaftError> {
-        let raft = self.awake_raft(group)?;
+        let raft = self.awake_raft(group).await?;
         let resp = self
             .deadline(group, raft.client_write(Command(command)))
             .await?
@@ -519,7 +523,7 @@ impl<T: Transport> GroupRegistry<T> {
         group: GroupId,
         command: Bytes,
     ) -> Result<impl Future<Output = Result<Bytes, RaftError>> + Send + 'static, RaftError> {
-        let raft = self.awake_raft(group)?;
+        let raft = self.awake_raft(group).await?;
         let (responder, rx) = ProgressResponder::<JetraftConfig, _>::complete_only();
         raft.client_write_ff(Command(command), Some(responder))
             .await
@@ -548,7 +552,7 @@ impl<T: Transport> GroupRegistry<T> {
         node: NodeId,
         peer: PeerNode,
     ) -> Result<(), RaftError> {
-        let raft = self.awake_raft(group)?;
+        let raft = self.awake_raft(group).await?;
         self.deadline(group, raft.add_learner(node.0, peer, true))
             .await?
             .map_err(|e| write_error(group, e))?;
@@ -563,7 +567,7 @@ impl<T: Transport> GroupRegistry<T> {
         voters: BTreeSet<NodeId>,
         removed: RemovedVoters,
     ) -> Result<(), RaftError> {
-        let raft = self.awake_raft(group)?;
+        let raft = self.awake_raft(group).await?;
         let voters: BTreeSet<u64> = voters.into_iter().map(|n| n.0).collect();
         let retain = removed == RemovedVoters::KeepAsLearners;
         self.deadline(group, raft.change_membership(voters, retain))
@@ -575,7 +579,7 @@ impl<T: Transport> GroupRegistry<T> {
     /// Hands leadership of `group` from this node (which must lead it) to `to`, and waits until
     /// this replica sees `to` as leader.
     pub async fn transfer_leadership(&self, group: GroupId, to: NodeId) -> Result<(), RaftError> {
-        let raft = self.awake_raft(group)?;
+        let raft = self.awake_raft(group).await?;
         let info = self.leader(group)?;
         if !info.is_self {
             return Err(RaftError::NotLeader {

@@ -516,6 +516,13 @@ async fn quiet_r3_stream_fails_over_and_the_restarted_node_catches_up() {
         assert_eq!(ack["seq"], i + 1, "{ack}");
     }
     all_quiet(&cluster, &[0, 1, 2], "every group quiet").await;
+    // Quiet for longer than the leader lease (3 s): the first publish is still acknowledged at
+    // the first try (the leader renews its lease before writing).
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let ack = nc_request_once(&c0, "q", "q-after-idle").await;
+    assert_eq!(ack["seq"], 21, "{ack}");
+    let c0_next = 21;
+    all_quiet(&cluster, &[0, 1, 2], "every group quiet before the kill").await;
 
     let info = info_with_leader(&c0, "Q").await;
     let leader = info["cluster"]["leader"]
@@ -526,7 +533,7 @@ async fn quiet_r3_stream_fails_over_and_the_restarted_node_catches_up() {
     cluster.kill(victim);
     let survivor = (0..3).find(|&i| i != victim).expect("a survivor");
     let nc = connect(cluster.node(survivor)).await;
-    for i in 20..30 {
+    for i in c0_next..c0_next + 10 {
         let ack = publish_acked(&nc, "q", &format!("q{i}"), "payload").await;
         assert_eq!(ack["seq"], i + 1, "{ack}");
     }
@@ -536,7 +543,7 @@ async fn quiet_r3_stream_fails_over_and_the_restarted_node_catches_up() {
         let back = back.clone();
         async move {
             let r = back
-                .request("$JS.API.DIRECT.GET.Q", Bytes::from_static(br#"{"seq":30}"#))
+                .request("$JS.API.DIRECT.GET.Q", Bytes::from_static(br#"{"seq":31}"#))
                 .await
                 .ok()?;
             let seq = r
@@ -545,11 +552,23 @@ async fn quiet_r3_stream_fails_over_and_the_restarted_node_catches_up() {
                 .get("Nats-Sequence")?
                 .as_str()
                 .to_string();
-            (seq == "30").then_some(())
+            (seq == "31").then_some(())
         }
     })
     .await;
     // Quiet again everywhere: the leader quiesces only once every reachable member holds its
     // whole log, so this also says the restarted replica caught up.
     all_quiet(&cluster, &[0, 1, 2], "every group quiet again").await;
+}
+
+/// One publish with a reply, no retry: the PubAck, or a panic after 3 s.
+async fn nc_request_once(nc: &async_nats::Client, subject: &str, id: &str) -> Value {
+    let mut h = async_nats::HeaderMap::new();
+    h.insert("Nats-Msg-Id", id);
+    let req = nc.request_with_headers(subject.to_string(), h, Bytes::from_static(b"payload"));
+    let msg = tokio::time::timeout(Duration::from_secs(3), req)
+        .await
+        .expect("a PubAck within 3 s")
+        .expect("a PubAck, not an error");
+    serde_json::from_slice(&msg.payload).expect("PubAck JSON")
 }
