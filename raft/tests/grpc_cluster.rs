@@ -465,6 +465,29 @@ async fn eventually(what: &str, within: Duration, mut cond: impl FnMut() -> bool
     }
 }
 
+/// Whether `G` is quiet on every node of `nodes`.
+fn quiet(c: &Cluster, nodes: &[NodeId]) -> bool {
+    nodes
+        .iter()
+        .all(|n| c.node(*n).registry().groups().is_quiet(G))
+}
+
+/// Three nodes with `timing` and group `G` holding `cmd(0)`, once every replica went quiet;
+/// returns the cluster, its node ids and the items written.
+async fn quiet_cluster(timing: RaftTiming) -> (Cluster, Vec<NodeId>, Vec<Bytes>) {
+    let c = Cluster::with_timing(3, timing).await;
+    let all = ids(3);
+    c.create_group(G, &all).await;
+    let want = vec![cmd(0)];
+    c.propose(G, &all, cmd(0)).await;
+    c.wait_for_items(G, &all, &want).await;
+    eventually("all replicas quiet", Duration::from_secs(10), || {
+        quiet(&c, &all)
+    })
+    .await;
+    (c, all, want)
+}
+
 /// Quiescence: an idle group stops its timers on every replica and stays led without
 /// heartbeats or elections, its followers still current; a write wakes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -473,21 +496,7 @@ async fn idle_group_goes_quiet_and_wakes_for_writes() {
         quiesce_after: Some(Duration::from_millis(600)),
         ..grpc_timing()
     };
-    let mut c = Cluster::with_timing(3, timing).await;
-    let all = ids(3);
-    c.create_group(G, &all).await;
-    let mut want = vec![cmd(0)];
-    c.propose(G, &all, cmd(0)).await;
-    c.wait_for_items(G, &all, &want).await;
-    let quiet = |c: &Cluster, nodes: &[NodeId]| {
-        nodes
-            .iter()
-            .all(|n| c.node(*n).registry().groups().is_quiet(G))
-    };
-    eventually("all replicas quiet", Duration::from_secs(10), || {
-        quiet(&c, &all)
-    })
-    .await;
+    let (mut c, all, mut want) = quiet_cluster(timing).await;
     let leader = c.wait_for_leader(G, &all).await;
     let term = c.node(leader).registry().leader(G).unwrap().term;
 
@@ -547,21 +556,7 @@ async fn quiet_group_fails_over_and_wakes_for_a_returning_node() {
         quiesce_after: Some(Duration::from_millis(600)),
         ..grpc_timing()
     };
-    let mut c = Cluster::with_timing(3, timing).await;
-    let all = ids(3);
-    c.create_group(G, &all).await;
-    let mut want = vec![cmd(0)];
-    c.propose(G, &all, cmd(0)).await;
-    c.wait_for_items(G, &all, &want).await;
-    let quiet = |c: &Cluster, nodes: &[NodeId]| {
-        nodes
-            .iter()
-            .all(|n| c.node(*n).registry().groups().is_quiet(G))
-    };
-    eventually("all replicas quiet", Duration::from_secs(10), || {
-        quiet(&c, &all)
-    })
-    .await;
+    let (mut c, all, mut want) = quiet_cluster(timing).await;
     let leader = c.wait_for_leader(G, &all).await;
 
     // The leader's node dies; the survivors are told, and only that can elect while quiet.

@@ -102,14 +102,7 @@ async fn acked_messages_survive_leader_kill_and_restart() {
             acked += 1;
             next_id += 1;
         }
-        let info = info_with_leader(&c0, "F").await;
-        let leader = info["cluster"]["leader"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let victim = index_of(&cluster, &leader);
-        cluster.kill(victim);
-        let survivor = (0..3).find(|&i| i != victim).expect("a survivor");
+        let (victim, survivor) = kill_stream_leader(&mut cluster, &c0, "F").await;
         let nc = connect(cluster.node(survivor)).await;
         for _ in 0..50 {
             let ack = publish_acked(&nc, "f", &format!("m{next_id}"), "payload").await;
@@ -524,14 +517,7 @@ async fn quiet_r3_stream_fails_over_and_the_restarted_node_catches_up() {
     let c0_next = 21;
     all_quiet(&cluster, &[0, 1, 2], "every group quiet before the kill").await;
 
-    let info = info_with_leader(&c0, "Q").await;
-    let leader = info["cluster"]["leader"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let victim = index_of(&cluster, &leader);
-    cluster.kill(victim);
-    let survivor = (0..3).find(|&i| i != victim).expect("a survivor");
+    let (victim, survivor) = kill_stream_leader(&mut cluster, &c0, "Q").await;
     let nc = connect(cluster.node(survivor)).await;
     for i in c0_next..c0_next + 10 {
         let ack = publish_acked(&nc, "q", &format!("q{i}"), "payload").await;
@@ -571,4 +557,24 @@ async fn nc_request_once(nc: &async_nats::Client, subject: &str, id: &str) -> Va
         .expect("a PubAck within 3 s")
         .expect("a PubAck, not an error");
     serde_json::from_slice(&msg.payload).expect("PubAck JSON")
+}
+
+/// Kills the node leading `stream` (as STREAM.INFO through `nc` names it); returns its index
+/// and that of a surviving node.
+async fn kill_stream_leader(
+    cluster: &mut Cluster,
+    nc: &async_nats::Client,
+    stream: &str,
+) -> (usize, usize) {
+    let info = info_with_leader(nc, stream).await;
+    let leader = info["cluster"]["leader"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let victim = index_of(cluster, &leader);
+    cluster.kill(victim);
+    let survivor = (0..cluster.len())
+        .find(|&i| i != victim)
+        .expect("a survivor");
+    (victim, survivor)
 }
