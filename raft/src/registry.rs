@@ -207,13 +207,16 @@ pub struct LeaderWatch {
 }
 
 impl LeaderWatch {
-    /// Leadership as last seen.
+    /// Leadership as last seen. openraft names the initialising node leader of term 0 for the
+    /// moment between initialising a group and starting its first election; that is no
+    /// leadership (it cannot commit anything), so it is reported as no leader.
     pub fn current(&self) -> LeaderInfo {
         let m = self.rx.borrow_watched();
+        let leader = m.current_leader.filter(|_| m.current_term > 0);
         LeaderInfo {
-            leader: m.current_leader.map(NodeId),
+            leader: leader.map(NodeId),
             term: m.current_term,
-            is_self: m.current_leader == Some(self.node.0),
+            is_self: leader == Some(self.node.0),
         }
     }
 
@@ -504,12 +507,29 @@ impl<T: Transport> GroupRegistry<T> {
 
     /// Proposes `command` to `group` and returns the state machine's response once it is
     /// committed and applied here. Only the leader accepts proposals.
+    ///
+    /// openraft refuses a write, without logging it and without naming a leader, on a leader
+    /// whose lease is not (or no longer) backed by a quorum's recent answers, as right after it
+    /// won an election; the proposal is then made once more after a heartbeat round.
     pub async fn propose(&self, group: GroupId, command: Bytes) -> Result<Bytes, RaftError> {
         let raft = self.awake_raft(group).await?;
-        let resp = self
-            .deadline(group, raft.client_write(Command(command)))
+        let first = self
+            .deadline(group, raft.client_write(Command(command.clone())))
             .await?
-            .map_err(|e| write_error(group, e))?;
+            .map_err(|e| write_error(group, e));
+        let resp = match first {
+            Err(RaftError::NotLeader { leader: None, .. }) if self.leader(group)?.is_self => {
+                let (_, flag) = self
+                    .groups
+                    .flag(group)
+                    .ok_or(RaftError::GroupNotFound { group })?;
+                self.ensure_lease(&raft, &flag).await;
+                self.deadline(group, raft.client_write(Command(command)))
+                    .await?
+                    .map_err(|e| write_error(group, e))?
+            }
+            other => other?,
+        };
         Ok(resp.data.0)
     }
 
