@@ -46,6 +46,16 @@ fn grpc_timing() -> RaftTiming {
     }
 }
 
+/// [`grpc_timing`] with election timeouts of a minute or more: no election by timeout can happen
+/// within a test's bounds, so a leader that appears came from the path under test.
+fn slow_elections() -> RaftTiming {
+    RaftTiming {
+        election_min: Duration::from_secs(60),
+        election_max: Duration::from_secs(120),
+        ..grpc_timing()
+    }
+}
+
 /// One running node: registry, transport, RocksDB logs and its gRPC server.
 struct Running {
     registry: GroupRegistry<GrpcTransport>,
@@ -371,11 +381,7 @@ async fn replicates_survives_leader_loss_and_a_restarted_node_catches_up() {
 /// starts an election at once and the other grants its vote despite the lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_leader_is_replaced_without_waiting_for_timeouts() {
-    let slow = RaftTiming {
-        election_min: Duration::from_secs(60),
-        election_max: Duration::from_secs(120),
-        ..grpc_timing()
-    };
+    let slow = slow_elections();
     let mut c = Cluster::with_timing(3, slow).await;
     let all = ids(3);
     c.create_group(G, &all).await;
@@ -409,11 +415,7 @@ async fn unreachable_leader_is_replaced_without_waiting_for_timeouts() {
 /// of a minute, no later election could produce a leader within the test's bounds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vote_that_arrives_before_the_group_is_created_still_counts() {
-    let timing = RaftTiming {
-        election_min: Duration::from_secs(60),
-        election_max: Duration::from_secs(120),
-        ..grpc_timing()
-    };
+    let timing = slow_elections();
     let c = Cluster::with_timing(3, timing).await;
     let all = ids(3);
     c.start_group(all[0], G).await;
@@ -551,10 +553,8 @@ async fn idle_group_goes_quiet_and_wakes_for_writes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quiet_group_fails_over_and_wakes_for_a_returning_node() {
     let timing = RaftTiming {
-        election_min: Duration::from_secs(60),
-        election_max: Duration::from_secs(120),
         quiesce_after: Some(Duration::from_millis(600)),
-        ..grpc_timing()
+        ..slow_elections()
     };
     let (mut c, all, mut want) = quiet_cluster(timing).await;
     let leader = c.wait_for_leader(G, &all).await;
