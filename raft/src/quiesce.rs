@@ -23,7 +23,8 @@
 //!
 //! Invariants: only the leader starts quiescence; a follower agrees only to the leader it
 //! follows, in its term, with exactly the leader's last log id committed and applied; a wake-up
-//! that races with a leader going quiet wins (the wake counter, [`QuietFlag::quiesce`]).
+//! that races with a leader going quiet wins (a wake-up counter is checked again after the
+//! timers stopped).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -47,7 +48,7 @@ pub(crate) struct QuietFlag {
     quiet: AtomicBool,
     wakes: AtomicU64,
     /// Set when the group woke here and a leader's lease may have run out meanwhile (see
-    /// [`GroupRegistry::ensure_lease`]); cleared once it was renewed.
+    /// [`GroupRegistry::renew_lease`]); cleared once it was renewed.
     lease_stale: AtomicBool,
 }
 
@@ -70,6 +71,11 @@ impl QuietFlag {
     /// Whether a leader's lease may have run out while the group was quiet.
     pub(crate) fn lease_stale(&self) -> bool {
         self.lease_stale.load(Ordering::SeqCst)
+    }
+
+    /// The lease was renewed (or there was none to renew) since the group woke.
+    pub(crate) fn lease_renewed(&self) {
+        self.lease_stale.store(false, Ordering::SeqCst);
     }
 
     /// The wake-up count, read before deciding to go quiet.
@@ -307,12 +313,12 @@ impl<T: Transport> GroupRegistry<T> {
         Some((req, reachable))
     }
 
-    /// Renews the leader lease of a group that was quiet, before a write: openraft refuses
-    /// writes on a leader that has not heard from a quorum within the lease (the largest
-    /// election timeout), and a quiet leader sent no heartbeats. Sends a heartbeat round at once
-    /// and waits (at most the proposal deadline) for a quorum to answer it. A follower or a
-    /// single-voter leader has nothing to renew.
-    pub(crate) async fn ensure_lease(&self, raft: &GroupRaft, flag: &QuietFlag) {
+    /// Renews the leader lease of a group before a write: openraft refuses writes on a leader
+    /// that has not heard from a quorum within the lease (the largest election timeout), as a
+    /// quiet leader that sent no heartbeats, or one that just won an election. Sends a heartbeat
+    /// round at once and waits (at most the proposal deadline) for a quorum to answer it. A
+    /// follower or a single-voter leader has nothing to renew.
+    pub(crate) async fn renew_lease(&self, raft: &GroupRaft) {
         use openraft::async_runtime::Instant as _;
         let me = self.node_id().0;
         let needed = {
@@ -336,7 +342,6 @@ impl<T: Transport> GroupRegistry<T> {
                 )
                 .await;
         }
-        flag.lease_stale.store(false, Ordering::SeqCst);
     }
 
     /// `peer` restarted (its node came back with a new run while its links may never have

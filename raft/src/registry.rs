@@ -483,7 +483,8 @@ impl<T: Transport> GroupRegistry<T> {
             .ok_or(RaftError::GroupNotFound { group })?;
         flag.wake(&raft);
         if flag.lease_stale() {
-            self.ensure_lease(&raft, &flag).await;
+            self.renew_lease(&raft).await;
+            flag.lease_renewed();
         }
         Ok(raft)
     }
@@ -519,11 +520,7 @@ impl<T: Transport> GroupRegistry<T> {
             .map_err(|e| write_error(group, e));
         let resp = match first {
             Err(RaftError::NotLeader { leader: None, .. }) if self.leader(group)?.is_self => {
-                let (_, flag) = self
-                    .groups
-                    .flag(group)
-                    .ok_or(RaftError::GroupNotFound { group })?;
-                self.ensure_lease(&raft, &flag).await;
+                self.renew_lease(&raft).await;
                 self.deadline(group, raft.client_write(Command(command)))
                     .await?
                     .map_err(|e| write_error(group, e))?

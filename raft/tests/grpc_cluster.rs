@@ -300,6 +300,31 @@ impl Cluster {
     }
 
     /// Waits until every node in `nodes` made exactly `want` durable for `group`.
+    /// Proposes `cmd(i)` to `G` for every `i` in `range` through `among`, adds them to `want`
+    /// and waits until every node of `among` holds `want`.
+    async fn write(&self, among: &[NodeId], range: std::ops::Range<usize>, want: &mut Vec<Bytes>) {
+        for i in range {
+            self.propose(G, among, cmd(i)).await;
+            want.push(cmd(i));
+        }
+        self.wait_for_items(G, among, want).await;
+    }
+
+    /// Kills the node leading `G` among `all`; returns it and the survivors.
+    async fn kill_leader(&mut self, all: &[NodeId]) -> (NodeId, Vec<NodeId>) {
+        let old = self.wait_for_leader(G, all).await;
+        self.kill(old).await;
+        let rest = all.iter().copied().filter(|&n| n != old).collect();
+        (old, rest)
+    }
+
+    /// Tells every node of `nodes` whether `peer`'s node link is up, as the cluster layer does.
+    fn report_reachable(&self, nodes: &[NodeId], peer: NodeId, reachable: bool) {
+        for &n in nodes {
+            self.node(n).registry().set_peer_reachable(peer, reachable);
+        }
+    }
+
     async fn wait_for_items(&self, group: GroupId, nodes: &[NodeId], want: &[Bytes]) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         loop {
@@ -343,23 +368,13 @@ async fn replicates_survives_leader_loss_and_a_restarted_node_catches_up() {
     let all = ids(3);
     c.create_group(G, &all).await;
     let mut want = Vec::new();
-    for i in 0..200 {
-        c.propose(G, &all, cmd(i)).await;
-        want.push(cmd(i));
-    }
-    c.wait_for_items(G, &all, &want).await;
+    c.write(&all, 0..200, &mut want).await;
 
     // Kill the leader: the other two elect a new one and keep accepting proposals.
-    let old = c.wait_for_leader(G, &all).await;
-    c.kill(old).await;
-    let rest: Vec<NodeId> = all.iter().copied().filter(|&n| n != old).collect();
+    let (old, rest) = c.kill_leader(&all).await;
     let new = c.wait_for_leader(G, &rest).await;
     assert_ne!(new, old);
-    for i in 200..250 {
-        c.propose(G, &rest, cmd(i)).await;
-        want.push(cmd(i));
-    }
-    c.wait_for_items(G, &rest, &want).await;
+    c.write(&rest, 200..250, &mut want).await;
 
     // Restart the old leader from its RocksDB dir: it resumes its log and catches up.
     c.restart(old, &[G]).await;
@@ -386,26 +401,14 @@ async fn unreachable_leader_is_replaced_without_waiting_for_timeouts() {
     let all = ids(3);
     c.create_group(G, &all).await;
     let mut want = Vec::new();
-    for i in 0..20 {
-        c.propose(G, &all, cmd(i)).await;
-        want.push(cmd(i));
-    }
-    c.wait_for_items(G, &all, &want).await;
+    c.write(&all, 0..20, &mut want).await;
 
-    let old = c.wait_for_leader(G, &all).await;
-    c.kill(old).await;
-    let rest: Vec<NodeId> = all.iter().copied().filter(|&n| n != old).collect();
-    for &n in &rest {
-        c.node(n).registry().set_peer_reachable(old, false);
-    }
+    let (old, rest) = c.kill_leader(&all).await;
+    c.report_reachable(&rest, old, false);
     // Bounded by 15 s, far below the 60 s election timeout.
     let new = c.wait_for_leader(G, &rest).await;
     assert_ne!(new, old);
-    for i in 20..30 {
-        c.propose(G, &rest, cmd(i)).await;
-        want.push(cmd(i));
-    }
-    c.wait_for_items(G, &rest, &want).await;
+    c.write(&rest, 20..30, &mut want).await;
     c.shutdown().await;
 }
 
@@ -557,19 +560,13 @@ async fn quiet_group_fails_over_and_wakes_for_a_returning_node() {
         ..slow_elections()
     };
     let (mut c, all, mut want) = quiet_cluster(timing).await;
-    let leader = c.wait_for_leader(G, &all).await;
 
     // The leader's node dies; the survivors are told, and only that can elect while quiet.
-    c.kill(leader).await;
-    let rest: Vec<NodeId> = all.iter().copied().filter(|&n| n != leader).collect();
-    for &n in &rest {
-        c.node(n).registry().set_peer_reachable(leader, false);
-    }
+    let (leader, rest) = c.kill_leader(&all).await;
+    c.report_reachable(&rest, leader, false);
     let new = c.wait_for_leader(G, &rest).await;
     assert_ne!(new, leader);
-    c.propose(G, &rest, cmd(2)).await;
-    want.push(cmd(2));
-    c.wait_for_items(G, &rest, &want).await;
+    c.write(&rest, 2..3, &mut want).await;
     eventually(
         "survivors quiet with one voter down",
         Duration::from_secs(10),
@@ -580,9 +577,7 @@ async fn quiet_group_fails_over_and_wakes_for_a_returning_node() {
     // The old leader comes back; once its link is reported up, the quiet leader wakes and
     // brings it up to date without any new write.
     c.restart(leader, &[G]).await;
-    for &n in &rest {
-        c.node(n).registry().set_peer_reachable(leader, true);
-    }
+    c.report_reachable(&rest, leader, true);
     c.wait_for_items(G, &[leader], &want).await;
     eventually(
         "all replicas quiet after the return",

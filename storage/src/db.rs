@@ -1,7 +1,7 @@
 //! Opening the node's RocksDB with the column families of DESIGN.md section 4.
 //!
 //! Invariants: one [`Db`] per node and data dir; every column family of [`ColumnFamily::ALL`]
-//! exists after [`Db::open`]. Writes through [`Db::write`] are atomic per batch; only a batch
+//! exists after [`Db::open`]. Writes through `Db::write` are atomic per batch; only a batch
 //! written with `sync` (or followed by a WAL sync, see [`crate::rocks::LogWriter`]) is durable.
 
 use std::path::Path;

@@ -448,6 +448,22 @@ mod tests {
         (src_dir, src, dst_dir, dst, want)
     }
 
+    /// Opens stream 5 of `db` (which finishes or abandons an interrupted install) and checks
+    /// that it has `state`, that message 40 has `subject_40`, and that no staging is left.
+    fn opened_with(db: &Db, state: &crate::stream::StreamState, subject_40: &str) {
+        let s = RocksStreamStore::open(db.clone(), StreamUid(5)).unwrap();
+        assert_eq!(&s.state(), state);
+        assert_eq!(
+            s.get(40).unwrap().map(|m| m.subject).as_deref(),
+            Some(subject_40)
+        );
+        assert_eq!(
+            keys_under(db, keys::staging_id(5)),
+            0,
+            "staging left behind"
+        );
+    }
+
     #[test]
     fn the_old_data_stays_readable_until_finish_and_an_abandoned_install_leaves_it_whole() {
         let (_s, src, _d, dst, _) = source_and_destination();
@@ -463,17 +479,7 @@ mod tests {
         assert!(keys_under(&dst, keys::staging_id(5)) > 0);
         // The process dies mid-install: nothing more happens to the installer.
         drop(inst);
-        let s = RocksStreamStore::open(dst.clone(), StreamUid(5)).unwrap();
-        assert_eq!(s.state(), old);
-        assert_eq!(
-            s.get(40).unwrap().map(|m| m.subject),
-            Some("old".to_string())
-        );
-        assert_eq!(
-            keys_under(&dst, keys::staging_id(5)),
-            0,
-            "staging left behind"
-        );
+        opened_with(&dst, &old, "old");
     }
 
     #[test]
@@ -486,19 +492,8 @@ mod tests {
         }
         // The process dies right after the commit marker, before the old data is replaced.
         let dst = inst.commit().unwrap();
-        let s = RocksStreamStore::open(dst.clone(), StreamUid(5)).unwrap();
-        assert_eq!(s.state(), want);
-        assert_eq!(
-            s.get(40).unwrap().map(|m| m.subject),
-            Some("s.5".to_string())
-        );
-        assert_eq!(
-            keys_under(&dst, keys::staging_id(5)),
-            0,
-            "staging left behind"
-        );
+        opened_with(&dst, &want, "s.5");
         // A second open finds nothing more to do.
-        drop(s);
         assert_eq!(
             RocksStreamStore::open(dst, StreamUid(5)).unwrap().state(),
             want

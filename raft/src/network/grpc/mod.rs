@@ -1,7 +1,7 @@
 //! The gRPC Raft transport: [`GrpcTransport`] (outbound, a
 //! [`GroupRouter`](openraft_multi::GroupRouter) with one connection per peer address shared by
 //! every group) and [`RaftGrpcService`] (inbound, dispatching by group id through
-//! [`Groups`](crate::Groups)).
+//! [`crate::Groups`]).
 //!
 //! A node hosts one tonic server on its cluster port; it adds [`service`] next to its own
 //! services, or uses [`serve`] when the Raft service is all it needs (tests, examples):
