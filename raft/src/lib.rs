@@ -35,6 +35,7 @@ use std::time::Duration;
 pub mod codec;
 pub mod convert;
 pub mod error;
+mod failover;
 pub mod health;
 pub mod mem_log;
 pub mod network;

@@ -9,13 +9,18 @@
 //! stop ticking ([`QuiesceRequest`]); once all agreed, it stops its own ticks. A quiet group
 //! costs nothing until one of these wakes it:
 //! - a proposal or membership change on the leader (the registry wakes the group first);
-//! - any Raft message reaching a replica: the inbound transports wake the group after handing
-//!   the message over, so the leader's first AppendEntries after a write (which refreshes the
-//!   follower's lease) wakes the followers;
+//! - any Raft message but a heartbeat reaching a replica: the inbound transports wake the group
+//!   after handing the message over, so the leader's first AppendEntries after a write (which
+//!   refreshes the follower's lease) wakes the followers, and so do votes and snapshots. A
+//!   heartbeat (an AppendEntries without entries) does not: one reaches a quiet follower when
+//!   its leader woke without a write (a member's link came back), or when one sent just before
+//!   the leader stopped arrives after the follower agreed to; the leader goes quiet again
+//!   without asking a follower that is already quiet, so waking it would leave it ticking under
+//!   a silent leader until its election timeout started a needless election;
 //! - a member's node link going down or coming back, or the member restarting (see
 //!   [`GroupRegistry::set_peer_reachable`] and [`GroupRegistry::peer_restarted`]): on a leader's
-//!   loss its followers wake and elect at once (the unreachable-leader election), and a leader
-//!   wakes when a member returns so that it hears heartbeats again.
+//!   loss its followers wake and elect at once (`crate::failover`), and a leader wakes when a
+//!   member returns so that it hears heartbeats again.
 //!
 //! Safety never depends on timers, only liveness does. What a quiet group gives up is failover
 //! by election timeout alone: its leader's failure is noticed through the node link (at once
@@ -38,7 +43,7 @@ use openraft::async_runtime::WatchReceiver;
 use crate::convert::{DecodeError, log_id, required};
 use crate::network::Transport;
 use crate::registry::{GroupRegistry, Groups};
-use crate::types::{GroupLogId, GroupRaft};
+use crate::types::{GroupLogId, GroupMetrics, GroupRaft};
 use crate::{GroupId, NodeId};
 
 /// Whether a group's timers are stopped on this node, with a count of wake-ups that tells a
@@ -175,6 +180,7 @@ impl Groups {
                 && m.last_applied.as_ref() == Some(&req.last_log)
         };
         if !agrees {
+            tracing::debug!(group = %req.group, leader = %req.leader, "quiesce refused: not in step with the leader");
             return false;
         }
         // Quiet counts as current for readiness: the replica was caught up when it agreed,
@@ -354,26 +360,43 @@ impl<T: Transport> GroupRegistry<T> {
     /// Wakes every quiet group here that `peer` leads, or that this node leads with `peer` as
     /// a member. Followers of other leaders stay quiet: their leader wakes them.
     pub(crate) fn wake_groups_of(&self, peer: NodeId) {
+        self.wake_where(|m, me| m.current_leader == Some(peer.0) || leads_with(m, me, peer.0));
+    }
+
+    /// Wakes every quiet group this node leads with `peer` as a member, so that the leader
+    /// heartbeats `peer` (and brings it up to date) when its link comes back. A follower of
+    /// `peer` stays quiet: the leader's messages reach it anyway, and a follower woken under
+    /// a quiet leader would only time out and start a needless election.
+    pub(crate) fn wake_groups_led_with(&self, peer: NodeId) {
+        self.wake_where(|m, me| leads_with(m, me, peer.0));
+    }
+
+    fn wake_where(&self, concerned: impl Fn(&GroupMetrics, u64) -> bool) {
         let me = self.node_id().0;
-        for (_, raft, flag) in self.groups().flags() {
+        for (group, raft, flag) in self.groups().flags() {
             if !flag.is_quiet() {
                 continue;
             }
-            let concerned = {
+            let wake = {
                 let rx = raft.metrics();
                 let m = rx.borrow_watched();
-                m.current_leader == Some(peer.0)
-                    || (m.current_leader == Some(me)
-                        && m.membership_config
-                            .membership()
-                            .nodes()
-                            .any(|(id, _)| *id == peer.0))
+                concerned(&m, me)
             };
-            if concerned {
+            if wake {
+                tracing::debug!(group = %group, "waking a quiet group for a peer's link change");
                 flag.wake(&raft);
             }
         }
     }
+}
+
+/// Whether `me` leads the group of `m` with `peer` as a member.
+fn leads_with(m: &GroupMetrics, me: u64, peer: u64) -> bool {
+    m.current_leader == Some(me)
+        && m.membership_config
+            .membership()
+            .nodes()
+            .any(|(id, _)| *id == peer)
 }
 
 /// The flags of every group, cloned out of the table (see [`Groups::flags`]).

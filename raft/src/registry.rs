@@ -33,16 +33,6 @@ use crate::sm::{ReplicatedStateMachine, StateMachineAdapter};
 use crate::types::{Command, GroupRaft, JetraftConfig, PeerNode};
 use crate::{GroupId, NodeId, RaftTiming};
 
-/// Upper bound of the random delay before a voter whose leader became unreachable starts an
-/// election: long enough for the first candidate's vote request to reach the other voters
-/// before they start their own.
-const ELECT_JITTER_MS: u64 = 200;
-/// Elections a voter starts for one unreachable leader before leaving the rest to the election
-/// timeout; a later one runs only if the previous left the group without a leader.
-const ELECT_ATTEMPTS: u32 = 3;
-/// How long a voter gives an election it started to produce a leader.
-const ELECT_SETTLE: Duration = Duration::from_millis(300);
-
 /// One running group: its Raft handle and whether its timers are stopped (see
 /// [`crate::quiesce`]).
 #[derive(Clone)]
@@ -405,13 +395,12 @@ impl<T: Transport> GroupRegistry<T> {
     }
 
     /// Records whether `peer`'s node link is up, as the cluster layer sees it. When a peer
-    /// becomes unreachable, every group here that it leads and this node votes in starts an
-    /// election after a short random delay (the surviving voters rarely split their votes),
-    /// instead of waiting out the election timeout and then the lease on the other voters
-    /// (up to twice `election_max`); see [`Groups::leader_unreachable`].
-    ///
-    /// Either change also wakes the quiet groups `peer` leads or that this node leads with
-    /// `peer` as a member ([`crate::quiesce`]).
+    /// becomes unreachable, the quiet groups it leads or that this node leads with it wake
+    /// ([`crate::quiesce`]), and the voters of every group it leads elect a successor at once,
+    /// staggered by rank (`crate::failover`), instead of waiting out the election timeout and
+    /// then the lease on the other voters (up to twice `election_max`); see
+    /// [`Groups::leader_unreachable`]. When it comes back, the quiet groups this node leads
+    /// with it wake, so that it hears heartbeats and catches up.
     pub fn set_peer_reachable(&self, peer: NodeId, reachable: bool) {
         if peer == self.node {
             return;
@@ -424,45 +413,11 @@ impl<T: Transport> GroupRegistry<T> {
         if !changed {
             return;
         }
-        self.wake_groups_of(peer);
         if reachable {
-            return;
-        }
-        let led: Vec<(GroupId, GroupRaft)> = self
-            .groups
-            .map
-            .read()
-            .iter()
-            .filter(|(_, e)| {
-                e.raft.metrics().borrow_watched().current_leader == Some(peer.0)
-                    && e.raft.voter_ids().any(|v| v == self.node.0)
-            })
-            .map(|(g, e)| (*g, e.raft.clone()))
-            .collect();
-        for (group, raft) in led {
-            let unreachable = self.groups.unreachable.clone();
-            tokio::spawn(async move {
-                for attempt in 0..ELECT_ATTEMPTS {
-                    let jitter = rand::random_range(0..ELECT_JITTER_MS);
-                    tokio::time::sleep(Duration::from_millis(jitter)).await;
-                    let leader = raft.metrics().borrow_watched().current_leader;
-                    // First: still following the lost leader (no other voter won meanwhile).
-                    // Then: still no leader (two candidates split the votes of one term).
-                    let wanted = if attempt == 0 {
-                        leader == Some(peer.0)
-                    } else {
-                        leader.is_none()
-                    };
-                    if !wanted || !unreachable.read().contains(&peer.0) {
-                        return;
-                    }
-                    tracing::info!(group = %group, leader = %peer, attempt, "leader unreachable: electing");
-                    if raft.trigger().elect(false).await.is_err() {
-                        return;
-                    }
-                    tokio::time::sleep(ELECT_SETTLE).await;
-                }
-            });
+            self.wake_groups_led_with(peer);
+        } else {
+            self.wake_groups_of(peer);
+            self.elect_successors(peer);
         }
     }
 

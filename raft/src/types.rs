@@ -85,3 +85,6 @@ impl fmt::Display for Response {
         write!(f, "Response({} bytes)", self.0.len())
     }
 }
+
+/// What one group's Raft reports about itself.
+pub type GroupMetrics = openraft::RaftMetrics<JetraftConfig>;

@@ -480,6 +480,7 @@ fn quiet(c: &Cluster, nodes: &[NodeId]) -> bool {
 /// Three nodes with `timing` and group `G` holding `cmd(0)`, once every replica went quiet;
 /// returns the cluster, its node ids and the items written.
 async fn quiet_cluster(timing: RaftTiming) -> (Cluster, Vec<NodeId>, Vec<Bytes>) {
+    support::init_log();
     let c = Cluster::with_timing(3, timing).await;
     let all = ids(3);
     c.create_group(G, &all).await;
@@ -521,6 +522,18 @@ async fn idle_group_goes_quiet_and_wakes_for_writes() {
             assert!(c.node(n).registry().currency(G).unwrap().is_current());
         }
     }
+
+    // A heartbeat (as one sent just before the leader stopped, arriving after a follower
+    // agreed to go quiet) reaches the followers but leaves them quiet.
+    let raft = c.node(leader).registry().raft(G).unwrap();
+    let acked_before = raft.metrics().borrow_watched().last_quorum_acked;
+    raft.trigger().heartbeat().await.unwrap();
+    raft.wait(Some(Duration::from_secs(5)))
+        .metrics(|m| m.last_quorum_acked > acked_before, "heartbeat answered")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(quiet(&c, &all), "a heartbeat woke a quiet replica");
 
     // A write wakes the group and commits everywhere at the first try (the leader renews the
     // lease that ran out while it sent no heartbeats); the followers hear the leader again.

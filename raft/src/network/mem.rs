@@ -191,12 +191,14 @@ pub struct MemTransport {
 }
 
 impl MemTransport {
-    /// Delivers one call to `(target, group)` within `ttl`, applying the link's faults.
+    /// Delivers one call to `(target, group)` within `ttl`, applying the link's faults; wakes
+    /// the target's group afterwards if `wakes` (every message but a heartbeat, as the gRPC
+    /// service does; see `crate::quiesce`).
     async fn call<T, F, Fut>(
         &self,
         target: u64,
         group: GroupId,
-        action: RPCTypes,
+        (action, wakes): (RPCTypes, bool),
         ttl: Duration,
         f: F,
     ) -> Result<T, RPCError<JetraftConfig>>
@@ -223,8 +225,9 @@ impl MemTransport {
             let answer = f(raft).await.map_err(|reason| {
                 RPCError::Unreachable(Unreachable::new(&LinkError::Remote { reason }))
             });
-            // As the gRPC service does: any Raft message wakes a quiet group.
-            groups.wake(group);
+            if wakes {
+                groups.wake(group);
+            }
             answer
         };
         match tokio::time::timeout(ttl, attempt).await {
@@ -287,7 +290,7 @@ impl GroupRouter<JetraftConfig, GroupId> for MemTransport {
         self.call(
             target,
             group,
-            RPCTypes::AppendEntries,
+            (RPCTypes::AppendEntries, !rpc.entries.is_empty()),
             option.hard_ttl(),
             |raft| async move { raft.append_entries(rpc).await.map_err(|e| e.to_string()) },
         )
@@ -304,7 +307,7 @@ impl GroupRouter<JetraftConfig, GroupId> for MemTransport {
         self.call(
             target,
             group,
-            RPCTypes::Vote,
+            (RPCTypes::Vote, true),
             option.hard_ttl(),
             |raft| async move { raft.vote(rpc).await.map_err(|e| e.to_string()) },
         )
@@ -321,7 +324,7 @@ impl GroupRouter<JetraftConfig, GroupId> for MemTransport {
         self.call(
             target,
             group,
-            RPCTypes::Vote,
+            (RPCTypes::Vote, true),
             option.hard_ttl(),
             |raft| async move { raft.pre_vote(rpc).await.map_err(|e| e.to_string()) },
         )
@@ -338,7 +341,7 @@ impl GroupRouter<JetraftConfig, GroupId> for MemTransport {
         self.call(
             target,
             group,
-            RPCTypes::TransferLeader,
+            (RPCTypes::TransferLeader, true),
             option.hard_ttl(),
             |raft| async move {
                 raft.handle_transfer_leader(req)
@@ -361,7 +364,7 @@ impl GroupRouter<JetraftConfig, GroupId> for MemTransport {
         let send = self.call(
             target,
             group,
-            RPCTypes::InstallSnapshot,
+            (RPCTypes::InstallSnapshot, true),
             option.hard_ttl(),
             |raft| async move {
                 raft.install_full_snapshot(vote, snapshot)

@@ -19,6 +19,17 @@ use jetraft_raft::{
 use openraft::async_runtime::WatchReceiver;
 use parking_lot::Mutex;
 
+/// Sends tracing output to the test's captured output when `RUST_LOG` is set (nextest shows
+/// it for failing tests only); a no-op otherwise or when already installed.
+pub fn init_log() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+    }
+}
+
 /// Test timing: fast enough for tests, slow enough for a busy 2-core debug build.
 pub fn test_timing() -> RaftTiming {
     RaftTiming {

@@ -120,6 +120,8 @@ impl RaftService for RaftGrpcService {
         let group = req.group_id;
         let raft = self.raft(group)?;
         let rpc = decoded(append::request_from_pb(req))?;
+        // A heartbeat leaves a quiet follower quiet (see `crate::quiesce`).
+        let heartbeat = rpc.entries.is_empty();
         let resp = raft
             .append_entries(rpc)
             .await
@@ -127,7 +129,9 @@ impl RaftService for RaftGrpcService {
         if !matches!(resp, openraft::raft::AppendEntriesResponse::HigherVote(_)) {
             self.groups.note_leader_contact(GroupId(group));
         }
-        self.groups.wake(GroupId(group));
+        if !heartbeat {
+            self.groups.wake(GroupId(group));
+        }
         Ok(Response::new(append::response_to_pb(&resp)))
     }
 
