@@ -43,6 +43,7 @@ pub mod quiesce;
 pub mod registry;
 pub mod rocks_log;
 pub mod sm;
+mod stopping;
 pub mod types;
 
 pub use error::RaftError;

@@ -13,7 +13,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -30,8 +29,13 @@ use crate::error::RaftError;
 use crate::network::{GroupNetwork, Transport};
 use crate::quiesce::{GroupFlags, QuietFlag};
 use crate::sm::{ReplicatedStateMachine, StateMachineAdapter};
+use crate::stopping::Stopping;
 use crate::types::{Command, GroupRaft, JetraftConfig, PeerNode};
 use crate::{GroupId, NodeId, RaftTiming};
+
+/// How long shutdown waits for the calls waiting on a group to give up before stopping the
+/// groups (they give up at once; this only bounds a call stuck outside an await point).
+const SHUTDOWN_DRAIN: Duration = Duration::from_secs(1);
 
 /// One running group: its Raft handle and whether its timers are stopped (see
 /// [`crate::quiesce`]).
@@ -254,8 +258,9 @@ pub struct GroupRegistry<T: Transport> {
     config: openraft::Config,
     /// The running groups.
     groups: Groups,
-    /// Set by [`shutdown`](Self::shutdown); stops the background tasks.
-    shut_down: Arc<AtomicBool>,
+    /// Set by [`shutdown`](Self::shutdown); stops the background tasks and the calls still
+    /// waiting on a group.
+    stopping: Stopping,
 }
 
 impl<T: Transport> GroupRegistry<T> {
@@ -268,7 +273,7 @@ impl<T: Transport> GroupRegistry<T> {
             timing,
             config,
             groups: Groups::default(),
-            shut_down: Arc::new(AtomicBool::new(false)),
+            stopping: Stopping::default(),
         })
     }
 
@@ -294,7 +299,7 @@ impl<T: Transport> GroupRegistry<T> {
 
     /// Whether [`shutdown`](Self::shutdown) ran.
     pub(crate) fn is_shut_down(&self) -> bool {
-        self.shut_down.load(Ordering::SeqCst)
+        self.stopping.is_stopped()
     }
 
     /// Starts `group` on this node over `log` and `sm`. The group is not initialised: either
@@ -375,7 +380,7 @@ impl<T: Transport> GroupRegistry<T> {
 
     /// Stops every group (node shutdown).
     pub async fn shutdown(&self) {
-        self.shut_down.store(true, Ordering::SeqCst);
+        self.stopping.stop(SHUTDOWN_DRAIN).await;
         let all: Vec<(GroupId, GroupRaft)> = self
             .groups
             .map
@@ -384,7 +389,11 @@ impl<T: Transport> GroupRegistry<T> {
             .map(|(g, e)| (g, e.raft))
             .collect();
         for (group, raft) in all {
-            match self.deadline(group, raft.shutdown()).await {
+            let after = self.timing.propose_timeout;
+            match tokio::time::timeout(after, raft.shutdown())
+                .await
+                .map_err(|_elapsed| RaftError::Timeout { group, after })
+            {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
                     tracing::warn!(group = %group, error = %e, "raft group did not stop cleanly");
@@ -517,6 +526,13 @@ impl<T: Transport> GroupRegistry<T> {
         })
     }
 
+    /// Whether `group` was initialised (here or by a leader that reached this replica); `None`
+    /// if that is unknown: the group is not here, stopped, or the node is shutting down.
+    pub async fn is_initialized(&self, group: GroupId) -> Option<bool> {
+        let raft = self.groups.get(group)?;
+        self.deadline(group, raft.is_initialized()).await.ok()?.ok()
+    }
+
     /// Adds `node` (reachable at `peer`) to `group` as a learner and waits until it caught up.
     pub async fn add_learner(
         &self,
@@ -635,11 +651,17 @@ impl<T: Transport> GroupRegistry<T> {
         Ok(watch)
     }
 
+    /// Runs a call on `group` within the proposal deadline; it gives up early, with
+    /// [`RaftError::Stopped`], if the node starts shutting down meanwhile.
     async fn deadline<F: Future>(&self, group: GroupId, fut: F) -> Result<F::Output, RaftError> {
         let after = self.timing.propose_timeout;
-        tokio::time::timeout(after, fut)
-            .await
-            .map_err(|_elapsed| RaftError::Timeout { group, after })
+        match self.stopping.run(tokio::time::timeout(after, fut)).await {
+            None => Err(RaftError::Stopped {
+                group,
+                reason: "the node is shutting down".to_string(),
+            }),
+            Some(out) => out.map_err(|_elapsed| RaftError::Timeout { group, after }),
+        }
     }
 }
 

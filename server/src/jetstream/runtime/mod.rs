@@ -271,10 +271,12 @@ impl JetStream {
     /// Initialises the meta group with `voters` (formation). Idempotent: an initialised group
     /// is left alone.
     pub async fn initialize_meta(&self, voters: BTreeMap<NodeId, PeerNode>) {
-        let Ok(raft) = self.registry.raft(GroupId::META) else {
-            return;
-        };
-        if raft.is_initialized().await.unwrap_or(true) {
+        if self
+            .registry
+            .is_initialized(GroupId::META)
+            .await
+            .unwrap_or(true)
+        {
             return;
         }
         match self.registry.initialize(GroupId::META, voters).await {
@@ -300,10 +302,10 @@ impl JetStream {
 
     /// Whether the meta group has state here (this node has been part of a cluster).
     pub async fn has_meta_state(&self) -> bool {
-        match self.registry.raft(GroupId::META) {
-            Ok(raft) => raft.is_initialized().await.unwrap_or(false),
-            Err(_) => false,
-        }
+        self.registry
+            .is_initialized(GroupId::META)
+            .await
+            .unwrap_or(false)
     }
 
     /// The node's Raft groups (for the cluster listener's Raft service).

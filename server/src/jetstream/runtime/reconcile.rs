@@ -230,10 +230,12 @@ impl JetStream {
     /// moment and split the votes, leaving the new stream without a leader for an election
     /// timeout.
     async fn ensure_initialized(&self, ls: &LocalStream) {
-        let Ok(raft) = self.registry.raft(ls.group()) else {
-            return;
-        };
-        if raft.is_initialized().await.unwrap_or(true) {
+        if self
+            .registry
+            .is_initialized(ls.group())
+            .await
+            .unwrap_or(true)
+        {
             return;
         }
         let first = ls.replicas.first() == Some(&self.node.0);
