@@ -350,6 +350,25 @@ impl<T: Transport> GroupRegistry<T> {
         }
     }
 
+    /// Whether this node leads `raft`'s group with other voters but heard no quorum answer
+    /// recently enough for openraft to accept writes, as right after it won an election: a
+    /// write now would be refused (and a refused publish would get no answer).
+    pub(crate) fn lease_unbacked(&self, raft: &GroupRaft) -> bool {
+        use openraft::async_runtime::Instant as _;
+        let rx = raft.metrics();
+        let m = rx.borrow_watched();
+        m.current_leader == Some(self.node_id().0)
+            && !m
+                .last_quorum_acked
+                .as_ref()
+                .is_some_and(|at| at.elapsed() < self.timing().election_max / 2)
+            && m.membership_config
+                .membership()
+                .voter_ids()
+                .nth(1)
+                .is_some()
+    }
+
     /// `peer` restarted (its node came back with a new run while its links may never have
     /// looked down): wakes the groups here that it leads or that this node leads with it as a
     /// member, as when its link comes back.

@@ -449,6 +449,8 @@ impl<T: Transport> GroupRegistry<T> {
         if flag.lease_stale() {
             self.renew_lease(&raft).await;
             flag.lease_renewed();
+        } else if self.lease_unbacked(&raft) {
+            self.renew_lease(&raft).await;
         }
         Ok(raft)
     }

@@ -296,6 +296,13 @@ impl JetStream {
             }) => {
                 self.forward_to(l, p.hops, &p.msg);
             }
+            // Refused before it was logged (a leader whose lease no quorum backed yet, or one
+            // stepping down): proposing it again cannot store it twice.
+            Err(RaftError::NotLeader { leader: None, .. }) if p.hops < REPROPOSE_MAX_HOPS => {
+                let js = self.clone();
+                let (msg, hops) = (p.msg.clone(), p.hops + 1);
+                tokio::spawn(async move { js.on_captured(None, msg, hops).await });
+            }
             // The entry was logged, then dropped or overtaken by a leader change, so it may or
             // may not be stored. With a Nats-Msg-Id (and no expected-sequence condition, which
             // a stored first copy would fail) proposing it again is safe: the dedup window
