@@ -358,10 +358,9 @@ impl<T: Transport> GroupRegistry<T> {
         let rx = raft.metrics();
         let m = rx.borrow_watched();
         m.current_leader == Some(self.node_id().0)
-            && !m
-                .last_quorum_acked
+            && m.last_quorum_acked
                 .as_ref()
-                .is_some_and(|at| at.elapsed() < self.timing().election_max / 2)
+                .is_none_or(|at| at.elapsed() >= self.timing().election_max / 2)
             && m.membership_config
                 .membership()
                 .voter_ids()
