@@ -6,6 +6,12 @@ use anyhow::Context;
 use jetraft_server::Server;
 use jetraft_server::config::cli::{self, CliOutcome};
 
+/// mimalloc instead of the system allocator: the delivery and publish paths allocate and free
+/// many small buffers per message, and glibc's malloc spent about a quarter of the server's CPU
+/// on them in a replay profile (BENCHMARKS.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let config = match cli::parse(&args) {

@@ -36,7 +36,14 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
         })
         .await
         .context("creating the benchmark stream")?;
+    let filling = Instant::now();
     fill(&js, &subject, args).await?;
+    // On stderr, so that a profiler can start on the consuming phase alone.
+    eprintln!(
+        "filled {} messages in {:.3} s",
+        args.msgs,
+        filling.elapsed().as_secs_f64()
+    );
     let start = Instant::now();
     let received = match args.consumer.as_str() {
         "ordered" => ordered(&stream, args.msgs).await?,
