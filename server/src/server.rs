@@ -721,9 +721,11 @@ impl Server {
         let Some(cluster) = &self.cluster else {
             return;
         };
-        let urls = connect_urls(cluster);
         {
+            // Computed under the lock: two links changing at once must not let the older
+            // view be stored last (a node would advertise a stale list until the next change).
             let mut last = self.connect_urls.lock();
+            let urls = connect_urls(cluster);
             if *last == urls {
                 return;
             }

@@ -6,6 +6,7 @@
 //! "Formed" is judged from the outside, the way a client sees it: every running node's INFO
 //! `connect_urls` lists the client URL of every other running node.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -15,6 +16,9 @@ use tokio::time::{Instant, sleep, timeout};
 
 use super::ports::free_port;
 use super::process::{ServerOptions, ServerProcess};
+
+/// Clusters started (on fresh ports each time) before a lost port race fails the test.
+const START_ATTEMPTS: usize = 3;
 
 /// Bound on cluster formation (and re-formation after a restart).
 pub const FORM_TIMEOUT: Duration = Duration::from_secs(30);
@@ -28,6 +32,31 @@ pub struct Cluster {
 impl Cluster {
     /// Starts `n` nodes named `n1..nN` in cluster `name` and waits until they are linked.
     pub async fn start(n: usize, name: &str) -> anyhow::Result<Cluster> {
+        // A name of its own: nodes of a test still running keep dialing the cluster port of a
+        // member they lost, and another test's node may bind that port later; with one name
+        // per cluster, such a stray link is refused instead of joining the two clusters.
+        static STARTED: AtomicUsize = AtomicUsize::new(0);
+        let name = format!(
+            "{name}-{}-{}",
+            std::process::id(),
+            STARTED.fetch_add(1, Ordering::Relaxed)
+        );
+        // A cluster port is drawn before the nodes start, one after another; another test may
+        // bind it meanwhile (the node then cannot start, whatever client port it tries), so
+        // the whole cluster starts again on fresh ports.
+        let mut attempt = 1;
+        loop {
+            match Self::start_on_fresh_ports(n, &name).await {
+                Ok(nodes) => return Self::formed(nodes).await,
+                Err(e) if attempt < START_ATTEMPTS && format!("{e:#}").contains("in use") => {
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn start_on_fresh_ports(n: usize, name: &str) -> anyhow::Result<Vec<ServerProcess>> {
         // Distinct ports: two draws can land on the same free port (seen in CI: the third node
         // could not bind the first one's cluster port).
         let mut cluster_ports: Vec<u16> = Vec::with_capacity(n);
@@ -57,8 +86,25 @@ impl Cluster {
                 .with_context(|| format!("start n{}", i + 1))?;
             nodes.push(node);
         }
+        Ok(nodes)
+    }
+
+    /// Waits until `nodes` formed a cluster, printing their log tails if they did not.
+    async fn formed(nodes: Vec<ServerProcess>) -> anyhow::Result<Cluster> {
         let mut cluster = Cluster { nodes };
-        cluster.wait_formed().await?;
+        if let Err(e) = cluster.wait_formed().await {
+            for node in &cluster.nodes {
+                let log = node.log();
+                let lines: Vec<&str> = log.lines().collect();
+                let tail = &lines[lines.len().saturating_sub(40)..];
+                eprintln!(
+                    "--- log tail of {} ---\n{}\n---",
+                    node.name(),
+                    tail.join("\n")
+                );
+            }
+            return Err(e);
+        }
         Ok(cluster)
     }
 
