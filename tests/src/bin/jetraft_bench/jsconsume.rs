@@ -38,8 +38,8 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
         .context("creating the benchmark stream")?;
     let filling = Instant::now();
     fill(&js, &subject, args).await?;
-    // On stderr, so that a profiler can start on the consuming phase alone.
-    eprintln!(
+    // So that a profiler can start on the consuming phase alone (scripts read RESULT lines).
+    println!(
         "filled {} messages in {:.3} s",
         args.msgs,
         filling.elapsed().as_secs_f64()

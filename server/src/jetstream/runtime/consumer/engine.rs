@@ -952,14 +952,15 @@ impl Engine {
             self.num_pending,
         );
         let (hdrs, payload) = deliver::body(&msg, self.cfg.headers_only);
+        let timestamp_ns = msg.timestamp_ns;
         let size;
         if self.cfg.is_push() {
             size = (msg.subject.len() + ack_subject.len() + payload.len()) as u64
                 + hdrs.as_ref().map_or(0, |h| h.len() as u64);
             self.out.push(OutMsg {
                 subject: self.cfg.deliver_subject.clone(),
-                shown: Some(msg.subject.clone()),
-                reply: Some(ack_subject.clone()),
+                shown: Some(msg.subject),
+                reply: Some(ack_subject),
                 hdrs,
                 payload,
             });
@@ -979,7 +980,7 @@ impl Engine {
             size = deliver::pull_size(&msg, &self.stream, &self.name);
             self.out.push(OutMsg {
                 subject: req.reply.clone(),
-                shown: Some(msg.subject.clone()),
+                shown: Some(msg.subject),
                 reply: Some(ack_subject),
                 hdrs,
                 payload,
@@ -1002,7 +1003,7 @@ impl Engine {
         }
         if self.pacer.active() {
             self.pacer
-                .sent(msg.timestamp_ns, size, redelivery, Instant::now());
+                .sent(timestamp_ns, size, redelivery, Instant::now());
         }
         self.state.record_delivery(seq, dseq, now);
         self.last_delivered_ns = now;
