@@ -115,8 +115,13 @@ pub fn msg(
 }
 
 /// Appends `n` in decimal without allocating.
-fn put_decimal(buf: &mut BytesMut, mut n: usize) {
+fn put_decimal(buf: &mut BytesMut, n: usize) {
     let mut tmp = [0u8; 20];
+    buf.put_slice(decimal(u64::try_from(n).unwrap_or(u64::MAX), &mut tmp));
+}
+
+/// `n`'s decimal digits, written at the end of `tmp` (20 bytes hold any `u64`).
+pub(crate) fn decimal(mut n: u64, tmp: &mut [u8; 20]) -> &[u8] {
     let mut i = tmp.len();
     loop {
         i -= 1;
@@ -126,7 +131,7 @@ fn put_decimal(buf: &mut BytesMut, mut n: usize) {
             break;
         }
     }
-    buf.put_slice(&tmp[i..]);
+    &tmp[i..]
 }
 
 #[cfg(test)]

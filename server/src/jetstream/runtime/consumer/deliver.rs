@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::jetstream::api::types::{go_time, to_go_json};
 use crate::jetstream::runtime::{JetStream, now_ns};
+use crate::protocol::encode::decimal;
 use crate::protocol::headers::{push_header, status_block};
 use crate::server::FlushSet;
 
@@ -130,18 +131,9 @@ pub(crate) fn ack_subject(
 }
 
 /// Appends `n` in decimal.
-fn push_decimal(s: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for &d in &digits[at..] {
+fn push_decimal(s: &mut String, n: u64) {
+    let mut tmp = [0u8; 20];
+    for &d in decimal(n, &mut tmp) {
         s.push(char::from(d));
     }
 }
