@@ -7,10 +7,10 @@
 //! for themselves leave the group leaderless, and a candidate that starts a new term while
 //! another's election is still being counted unseats the winner. So they stagger by rank: the
 //! voters still reachable, ordered by node id, wait [`STAGGER`] per rank before their first
-//! election, and after an election each waits for it to produce a leader before the next
-//! voter tries. A voter skips its turn whenever the term moved while it waited (someone else's
-//! election is in flight) and gives up as soon as any leader other than the lost one is known,
-//! or the lost leader is reachable again.
+//! election, and after an election each waits a round (every voter's turn) for it to produce a
+//! leader before trying again. A voter skips its turn when its vote went to another candidate
+//! while it waited (that election may still be counted), and gives up as soon as any leader
+//! other than the lost one is known, or the lost leader is reachable again.
 
 use std::time::Duration;
 

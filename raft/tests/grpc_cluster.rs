@@ -477,6 +477,14 @@ fn quiet(c: &Cluster, nodes: &[NodeId]) -> bool {
         .all(|n| c.node(*n).registry().groups().is_quiet(G))
 }
 
+/// `base` with idle groups going quiet after 600 ms.
+fn quiescing(base: RaftTiming) -> RaftTiming {
+    RaftTiming {
+        quiesce_after: Some(Duration::from_millis(600)),
+        ..base
+    }
+}
+
 /// Three nodes with `timing` and group `G` holding `cmd(0)`, once every replica went quiet;
 /// returns the cluster, its node ids and the items written.
 async fn quiet_cluster(timing: RaftTiming) -> (Cluster, Vec<NodeId>, Vec<Bytes>) {
@@ -498,10 +506,7 @@ async fn quiet_cluster(timing: RaftTiming) -> (Cluster, Vec<NodeId>, Vec<Bytes>)
 /// heartbeats or elections, its followers still current; a write wakes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_group_goes_quiet_and_wakes_for_writes() {
-    let timing = RaftTiming {
-        quiesce_after: Some(Duration::from_millis(600)),
-        ..grpc_timing()
-    };
+    let timing = quiescing(grpc_timing());
     let (mut c, all, mut want) = quiet_cluster(timing).await;
     let leader = c.wait_for_leader(G, &all).await;
     let term = c.node(leader).registry().leader(G).unwrap().term;
@@ -568,10 +573,7 @@ async fn idle_group_goes_quiet_and_wakes_for_writes() {
 /// to date once its link is reported up. Election timeouts of a minute leave only these paths.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quiet_group_fails_over_and_wakes_for_a_returning_node() {
-    let timing = RaftTiming {
-        quiesce_after: Some(Duration::from_millis(600)),
-        ..slow_elections()
-    };
+    let timing = quiescing(slow_elections());
     let (mut c, all, mut want) = quiet_cluster(timing).await;
 
     // The leader's node dies; the survivors are told, and only that can elect while quiet.
