@@ -48,11 +48,25 @@ impl JetStream {
         )
     }
 
-    /// Handles messages other nodes forwarded here.
+    /// Handles messages other nodes forwarded here. Publishes waiting one after another for the
+    /// same stream (with the same hop count) are proposed as one batch, in order, like local
+    /// captures: forwarded publishes keep their sequence.
     pub(super) async fn forward_loop(self: Arc<Self>, mut sub: InternalSub) {
+        let mut batch = PublishBatch::default();
         loop {
-            let Some(msg) = next_msg(&mut sub, &self.cancel).await else {
-                break;
+            let msg = match sub.rx.try_recv() {
+                Ok(msg) if batch.len() < super::publish::BATCH_MAX_PUBLISHES => msg,
+                Ok(msg) => {
+                    self.propose(&mut batch).await;
+                    msg
+                }
+                Err(_) => {
+                    self.propose(&mut batch).await;
+                    let Some(msg) = next_msg(&mut sub, &self.cancel).await else {
+                        break;
+                    };
+                    msg
+                }
             };
             let Some((hops, original)) = parse(&msg.subject) else {
                 continue;
@@ -62,19 +76,78 @@ impl JetStream {
                 ..msg
             };
             debug!(subject = %inner.subject, hops, "forwarded message");
+            let publish = !(super::remote::is_answer(&inner.subject)
+                || inner.subject.starts_with("$JS.ACK.")
+                || inner.subject.starts_with("$JS.FC.")
+                || inner.subject.starts_with(crate::jetstream::op::API_PREFIX));
+            if publish {
+                let Some((stream, _)) = self.stream_for_subject(&inner.subject) else {
+                    continue;
+                };
+                if !batch.fits(&stream, hops) {
+                    self.propose(&mut batch).await;
+                }
+                batch.push(stream, hops, inner);
+                continue;
+            }
+            // Anything else keeps its place after the publishes before it.
+            self.propose(&mut batch).await;
             if self.deliver_answer(&inner.subject, inner.payload.clone()) {
                 continue;
             }
             if inner.subject.starts_with("$JS.ACK.") || inner.subject.starts_with("$JS.FC.") {
                 self.on_ack_msg(inner, hops);
-            } else if inner.subject.starts_with(crate::jetstream::op::API_PREFIX) {
+            } else {
                 let js = self.clone();
                 tokio::spawn(async move { js.handle_api(inner, hops).await });
-            } else {
-                // In order, like local captures: forwarded publishes keep their sequence.
-                self.on_captured(None, inner, hops).await;
             }
         }
+    }
+
+    /// Proposes the forwarded publishes gathered so far (if any) and empties `batch`.
+    async fn propose(self: &Arc<Self>, batch: &mut PublishBatch) {
+        if let Some((stream, hops, msgs)) = batch.take() {
+            self.on_captured(Some(stream), msgs, hops).await;
+        }
+    }
+}
+
+/// Forwarded publishes to one stream with one hop count, in arrival order.
+#[derive(Default)]
+struct PublishBatch {
+    /// Stream and hop count of `msgs`.
+    key: Option<(String, u32)>,
+    /// The publishes.
+    msgs: Vec<InternalMsg>,
+    /// Subject, header and payload bytes in `msgs`.
+    bytes: usize,
+}
+
+impl PublishBatch {
+    fn len(&self) -> usize {
+        self.msgs.len()
+    }
+
+    /// Whether a publish to `stream` with `hops` may join (an empty batch takes anything).
+    fn fits(&self, stream: &str, hops: u32) -> bool {
+        match &self.key {
+            None => true,
+            Some((s, h)) => {
+                s == stream && *h == hops && self.bytes < super::publish::BATCH_MAX_BYTES
+            }
+        }
+    }
+
+    fn push(&mut self, stream: String, hops: u32, msg: InternalMsg) {
+        self.bytes += super::publish::msg_bytes(&msg);
+        self.key.get_or_insert((stream, hops));
+        self.msgs.push(msg);
+    }
+
+    fn take(&mut self) -> Option<(String, u32, Vec<InternalMsg>)> {
+        let (stream, hops) = self.key.take()?;
+        self.bytes = 0;
+        Some((stream, hops, std::mem::take(&mut self.msgs)))
     }
 }
 

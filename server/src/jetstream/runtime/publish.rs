@@ -5,6 +5,11 @@
 //! so each publish is captured exactly once cluster-wide, then proposed locally or forwarded to
 //! the stream leader.
 //!
+//! Batching: a capture task takes every publish already waiting for it (up to
+//! [`BATCH_MAX_PUBLISHES`] and [`BATCH_MAX_BYTES`]) and proposes them as one `AppendBatch`
+//! entry, applied exactly as that many `Append` entries would be. Raft, log and apply work is
+//! then paid per batch rather than per publish, and a lone publish waits for nothing.
+//!
 //! Answers: one ack task per stream group ([`AckQueue`]) awaits the proposals' answers in
 //! submission order, which is log order and so the order they complete in, and publishes every
 //! PubAck that is ready before waking the receivers' writers once, instead of one task and one
@@ -52,16 +57,20 @@ const REPROPOSE_MAX_HOPS: u32 = 3;
 const LEADER_WAIT: Duration = Duration::from_secs(3);
 /// An ack task with nothing to do for this long stops (a new publish starts another).
 const ACK_IDLE: Duration = Duration::from_secs(30);
+/// Most publishes proposed as one entry.
+pub(super) const BATCH_MAX_PUBLISHES: usize = 1024;
+/// A batch stops growing once its subjects, headers and payloads reach this many bytes.
+pub(super) const BATCH_MAX_BYTES: usize = 1 << 20;
 
 /// The answer of one proposal, resolving within the proposal deadline.
 type Answer = Pin<Box<dyn Future<Output = Result<Bytes, RaftError>> + Send>>;
 
-/// A proposed publish waiting for its answer.
+/// A proposed batch of publishes waiting for its answer.
 pub(super) struct PendingAck {
-    /// The state machine's answer (the PubAck JSON).
+    /// The state machine's answer (the batch's PubAck JSONs, framed).
     answer: Answer,
-    /// The publish, for its reply subject or to forward it to a new leader.
-    msg: InternalMsg,
+    /// The publishes, for their reply subjects or to forward them to a new leader.
+    msgs: Vec<InternalMsg>,
     /// Forwarding hops so far.
     hops: u32,
 }
@@ -121,16 +130,17 @@ impl JetStream {
         cancel: CancellationToken,
     ) {
         loop {
-            let Some(msg) = next_msg(&mut sub, &cancel).await else {
+            let Some(first) = next_msg(&mut sub, &cancel).await else {
                 break;
             };
-            // One at a time: a connection's publishes are logged in the order they came.
-            self.on_captured(Some(name.clone()), msg, 0).await;
+            // One batch at a time: a connection's publishes are logged in the order they came.
+            let batch = take_batch(first, &mut sub);
+            self.on_captured(Some(name.clone()), batch, 0).await;
         }
     }
 
     /// The stream capturing `subject`, per the meta state.
-    fn stream_for_subject(&self, subject: &str) -> Option<(String, Vec<u64>)> {
+    pub(super) fn stream_for_subject(&self, subject: &str) -> Option<(String, Vec<u64>)> {
         self.meta.read(|m| {
             m.streams()
                 .find(|s| s.subjects.iter().any(|f| subjects_overlap(f, subject)))
@@ -138,45 +148,45 @@ impl JetStream {
         })
     }
 
-    /// A publish captured here (`stream` known) or forwarded here (`stream` looked up). Returns
-    /// once the append is queued (or forwarded); the PubAck goes out from a task of its own.
+    /// Publishes to one stream captured here (`stream` known) or forwarded here (`stream`
+    /// looked up from the first one's subject). Returns once they are proposed (or forwarded);
+    /// the PubAcks go out from a task of their own.
     pub(super) async fn on_captured(
         self: &Arc<Self>,
         stream: Option<String>,
-        msg: InternalMsg,
+        msgs: Vec<InternalMsg>,
         hops: u32,
     ) {
+        let Some(subject) = msgs.first().map(|m| m.subject.as_str()) else {
+            return;
+        };
         let Some((name, replicas)) = (match stream {
             Some(name) => self
                 .meta
                 .read(|m| m.stream(&name).map(|s| s.replicas.clone()))
                 .map(|r| (name, r)),
-            None => self.stream_for_subject(&msg.subject),
+            None => self.stream_for_subject(subject),
         }) else {
             return;
         };
         let Some(local) = self.local_stream(&name) else {
             // Not a replica here: the first replica knows (or finds) the leader.
             if let Some(first) = replicas.first() {
-                self.forward_to(NodeId(*first), hops, &msg);
+                self.forward_all(NodeId(*first), hops, &msgs);
             }
             return;
         };
         let group = local.group();
         match self.registry.leader(group).ok().and_then(|l| l.leader) {
-            Some(l) if l == self.node => self.submit_append(group, msg, hops).await,
-            Some(l) => {
-                self.forward_to(l, hops, &msg);
-            }
+            Some(l) if l == self.node => self.submit_append(group, msgs, hops).await,
+            Some(l) => self.forward_all(l, hops, &msgs),
             None => {
                 // An election is running: wait for it off the capture path.
                 let js = self.clone();
                 tokio::spawn(async move {
                     match js.wait_group_leader(group, LEADER_WAIT).await {
-                        Some(l) if l == js.node => js.submit_append(group, msg, hops).await,
-                        Some(l) => {
-                            js.forward_to(l, hops, &msg);
-                        }
+                        Some(l) if l == js.node => js.submit_append(group, msgs, hops).await,
+                        Some(l) => js.forward_all(l, hops, &msgs),
                         None => debug!(stream = %name, "publish dropped: stream has no leader"),
                     }
                 });
@@ -184,17 +194,28 @@ impl JetStream {
         }
     }
 
-    async fn submit_append(self: &Arc<Self>, group: GroupId, msg: InternalMsg, hops: u32) {
-        let cmd = command::append(
-            &msg.subject,
-            msg.hdrs.clone().unwrap_or_default(),
-            msg.payload.clone(),
+    /// Forwards each publish to `node`, in order.
+    fn forward_all(&self, node: NodeId, hops: u32, msgs: &[InternalMsg]) {
+        for msg in msgs {
+            self.forward_to(node, hops, msg);
+        }
+    }
+
+    async fn submit_append(self: &Arc<Self>, group: GroupId, msgs: Vec<InternalMsg>, hops: u32) {
+        let cmd = command::append_batch(
+            msgs.iter().map(|m| {
+                (
+                    m.subject.as_str(),
+                    m.hdrs.clone().unwrap_or_default(),
+                    m.payload.clone(),
+                )
+            }),
             now_ns(),
         );
         let pending = match self.registry.submit(group, cmd).await {
             Ok(p) => p,
             Err(e) => {
-                debug!(group = %group, error = %e, "publish not queued");
+                debug!(group = %group, error = %e, "publishes not queued");
                 return;
             }
         };
@@ -202,7 +223,7 @@ impl JetStream {
             group,
             PendingAck {
                 answer: Box::pin(pending),
-                msg,
+                msgs,
                 hops,
             },
         );
@@ -265,7 +286,7 @@ impl JetStream {
                         next.answer.as_mut().await
                     }
                 };
-                self.answer(result, &next, &mut flush);
+                self.answer(result, next, &mut flush);
                 match rx.try_recv() {
                     Ok(p) => next = p,
                     Err(_) => break,
@@ -275,50 +296,71 @@ impl JetStream {
         }
     }
 
-    /// Sends one publish's PubAck (or forwards the publish to the new leader).
+    /// Sends the PubAcks of one batch (or forwards its publishes to the new leader).
     fn answer(
         self: &Arc<Self>,
         result: Result<Bytes, RaftError>,
-        p: &PendingAck,
+        p: PendingAck,
         flush: &mut FlushSet,
     ) {
         match result {
-            Ok(ack) => {
-                if let Some(reply) = &p.msg.reply
-                    && !ack.is_empty()
-                {
-                    self.server
-                        .route(Origin::Server, reply, None, None, &ack, flush);
+            Ok(framed) => {
+                for (msg, ack) in p.msgs.iter().zip(command::split_answers(&framed)) {
+                    if let Some(reply) = &msg.reply
+                        && !ack.is_empty()
+                    {
+                        self.server
+                            .route(Origin::Server, reply, None, None, &ack, flush);
+                    }
                 }
             }
             Err(RaftError::NotLeader {
                 leader: Some(l), ..
-            }) => {
-                self.forward_to(l, p.hops, &p.msg);
-            }
+            }) => self.forward_all(l, p.hops, &p.msgs),
             // Refused before it was logged (a leader whose lease no quorum backed yet, or one
             // stepping down): proposing it again cannot store it twice.
             Err(RaftError::NotLeader { leader: None, .. }) if p.hops < REPROPOSE_MAX_HOPS => {
                 let js = self.clone();
-                let (msg, hops) = (p.msg.clone(), p.hops + 1);
-                tokio::spawn(async move { js.on_captured(None, msg, hops).await });
+                tokio::spawn(async move { js.on_captured(None, p.msgs, p.hops + 1).await });
             }
-            // The entry was logged, then dropped or overtaken by a leader change, so it may or
-            // may not be stored. With a Nats-Msg-Id (and no expected-sequence condition, which
-            // a stored first copy would fail) proposing it again is safe: the dedup window
-            // answers with the first copy's sequence if it was stored.
-            Err(RaftError::OutcomeUnknown { .. })
-                if p.hops < REPROPOSE_MAX_HOPS && retry_is_safe(&p.msg) =>
-            {
-                let js = self.clone();
-                let (msg, hops) = (p.msg.clone(), p.hops + 1);
-                tokio::spawn(async move { js.on_captured(None, msg, hops).await });
+            // The entry was logged, then dropped or overtaken by a leader change, so its
+            // publishes may or may not be stored. Those with a Nats-Msg-Id (and no
+            // expected-sequence condition, which a stored first copy would fail) are proposed
+            // again safely: the dedup window answers with the first copy's sequence if it was
+            // stored. The others get no answer.
+            Err(RaftError::OutcomeUnknown { .. }) if p.hops < REPROPOSE_MAX_HOPS => {
+                let again: Vec<InternalMsg> = p.msgs.into_iter().filter(retry_is_safe).collect();
+                if !again.is_empty() {
+                    let js = self.clone();
+                    tokio::spawn(async move { js.on_captured(None, again, p.hops + 1).await });
+                }
             }
             // Otherwise (or after a timeout) no answer: the client retries, and its
             // Nats-Msg-Id, if it set one, makes the retry safe.
-            Err(e) => debug!(error = %e, "publish not acknowledged"),
+            Err(e) => debug!(error = %e, publishes = p.msgs.len(), "publishes not acknowledged"),
         }
     }
+}
+
+/// `first` and the publishes already waiting behind it on `sub`, within the batch limits.
+fn take_batch(first: InternalMsg, sub: &mut InternalSub) -> Vec<InternalMsg> {
+    let mut bytes = msg_bytes(&first);
+    let mut batch = vec![first];
+    while batch.len() < BATCH_MAX_PUBLISHES && bytes < BATCH_MAX_BYTES {
+        match sub.rx.try_recv() {
+            Ok(msg) => {
+                bytes += msg_bytes(&msg);
+                batch.push(msg);
+            }
+            Err(_) => break,
+        }
+    }
+    batch
+}
+
+/// What a publish adds to an entry: subject, headers and payload bytes.
+pub(super) fn msg_bytes(msg: &InternalMsg) -> usize {
+    msg.subject.len() + msg.hdrs.as_ref().map_or(0, Bytes::len) + msg.payload.len()
 }
 
 #[cfg(test)]

@@ -64,7 +64,14 @@ impl JetStream {
         self.waiting.lock().remove(&token);
         answer
     }
+}
 
+/// Whether `subject` is an answer to a request this node forwarded (see `deliver_answer`).
+pub(super) fn is_answer(subject: &str) -> bool {
+    subject.starts_with(ANSWER_PREFIX)
+}
+
+impl JetStream {
     /// Hands an answer that came back to this node's inbox to its waiting request; false if
     /// `subject` is not such an answer.
     pub(super) fn deliver_answer(&self, subject: &str, payload: Bytes) -> bool {

@@ -51,6 +51,37 @@ impl StreamStateMachine {
         .to_json())
     }
 
+    /// Applies the publishes of an `AppendBatch` entry at `index` in order, each as its own
+    /// `Append` would be; returns their answers in the same order. `resume` is the position to
+    /// complete after a crash (see `recovery`): publishes before it are skipped.
+    pub(super) fn apply_append_batch(
+        &mut self,
+        index: u64,
+        appends: &[Append],
+        resume: Option<usize>,
+    ) -> Result<Vec<String>, StorageError> {
+        let mut answers = Vec::with_capacity(appends.len());
+        for (position, a) in appends.iter().enumerate() {
+            self.store
+                .set_write_tag(super::recovery::write_tag(index, position));
+            let answer = match resume {
+                Some(at) if position < at => {
+                    self.note_source_position(a);
+                    self.advance_clock(a.timestamp_ns);
+                    String::new()
+                }
+                Some(at) if position == at => {
+                    self.note_source_position(a);
+                    self.finish_append(a)?;
+                    String::new()
+                }
+                _ => self.apply_append(a)?,
+            };
+            answers.push(answer);
+        }
+        Ok(answers)
+    }
+
     /// Moves a source's recorded position to a copy's origin sequence (never backwards).
     pub(super) fn note_source_position(&mut self, a: &Append) {
         if a.origin_seq > 0 && !a.source_key.is_empty() {

@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 use jetraft_proto::stream::{
-    Append, DeleteMsg, Expire, Purge, StreamCommand, UpdateConfig, stream_command::Cmd,
+    Append, AppendBatch, DeleteMsg, Expire, Purge, StreamCommand, UpdateConfig, stream_command::Cmd,
 };
 use prost::Message;
 
@@ -21,6 +21,54 @@ pub fn append(subject: &str, headers: Bytes, payload: Bytes, timestamp_ns: u64) 
         timestamp_ns,
         ..Append::default()
     }))
+}
+
+/// One publish of an [`append_batch`]: subject, header block (empty when none), payload.
+pub type Publish<'a> = (&'a str, Bytes, Bytes);
+
+/// An `AppendBatch` of publishes received together, all stamped with the leader's receive time.
+pub fn append_batch<'a>(
+    publishes: impl IntoIterator<Item = Publish<'a>>,
+    timestamp_ns: u64,
+) -> Bytes {
+    let appends = publishes
+        .into_iter()
+        .map(|(subject, headers, payload)| Append {
+            subject: subject.to_string(),
+            headers,
+            payload,
+            timestamp_ns,
+            ..Append::default()
+        })
+        .collect();
+    encode(Cmd::AppendBatch(AppendBatch { appends }))
+}
+
+/// The answer of an `AppendBatch`: each publish's answer (PubAck JSON, or empty when it has
+/// none), each prefixed with its length as a big-endian `u32`.
+pub fn frame_answers(answers: &[String]) -> Bytes {
+    let mut out = Vec::with_capacity(answers.iter().map(|a| a.len() + 4).sum());
+    for a in answers {
+        let len = u32::try_from(a.len()).unwrap_or(u32::MAX);
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(&a.as_bytes()[..len as usize]);
+    }
+    Bytes::from(out)
+}
+
+/// Splits an `AppendBatch` answer made by [`frame_answers`]; stops at a truncated frame.
+pub fn split_answers(framed: &Bytes) -> Vec<Bytes> {
+    let mut answers = Vec::new();
+    let mut at = 0;
+    while let Some(len) = framed.get(at..at + 4) {
+        let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+        let Some(end) = (at + 4).checked_add(len).filter(|e| *e <= framed.len()) else {
+            break;
+        };
+        answers.push(framed.slice(at + 4..end));
+        at = end;
+    }
+    answers
 }
 
 /// An `Append` copying origin message `origin_seq` into a mirror (`source_key` empty: stored
@@ -93,4 +141,54 @@ pub fn consumer_delete(name: &str) -> Bytes {
 /// A `ConsumerProgress` batch.
 pub fn consumer_progress(batch: jetraft_proto::stream::ConsumerProgress) -> Bytes {
     encode(Cmd::ConsumerProgress(batch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_answers_split_back_into_the_framed_answers() {
+        let answers = vec![
+            r#"{"stream":"S","seq":1}"#.to_string(),
+            String::new(),
+            r#"{"stream":"S","seq":2}"#.to_string(),
+        ];
+        let framed = frame_answers(&answers);
+        let split: Vec<String> = split_answers(&framed)
+            .iter()
+            .map(|b| String::from_utf8(b.to_vec()).unwrap())
+            .collect();
+        assert_eq!(split, answers);
+        assert!(split_answers(&Bytes::new()).is_empty());
+        // A truncated frame ends the list instead of reading past the end.
+        let cut = framed.slice(..framed.len() - 3);
+        assert_eq!(split_answers(&cut).len(), 2);
+    }
+
+    #[test]
+    fn a_batch_decodes_into_appends_in_order_with_one_timestamp() {
+        let bytes = append_batch(
+            [
+                ("a", Bytes::new(), Bytes::from_static(b"1")),
+                (
+                    "b",
+                    Bytes::from_static(b"NATS/1.0\r\n\r\n"),
+                    Bytes::from_static(b"2"),
+                ),
+            ],
+            7,
+        );
+        let Some(Cmd::AppendBatch(b)) = StreamCommand::decode(bytes).unwrap().cmd else {
+            panic!("not a batch");
+        };
+        let subjects: Vec<_> = b.appends.iter().map(|a| a.subject.as_str()).collect();
+        assert_eq!(subjects, ["a", "b"]);
+        assert!(
+            b.appends
+                .iter()
+                .all(|a| a.timestamp_ns == 7 && a.origin_seq == 0)
+        );
+        assert_eq!(&b.appends[1].payload[..], b"2");
+    }
 }

@@ -181,6 +181,20 @@ fn io_err(e: StorageError) -> StateMachineError {
 }
 
 impl StreamStateMachine {
+    /// Counts a removal when an entry left fewer messages than sequences it added (limits,
+    /// purge, delete, expiry). Consumer commands only remove what every consumer is past.
+    fn count_removals(&mut self, before: &StreamState, consumer_cmd: bool) {
+        if consumer_cmd {
+            return;
+        }
+        let after = self.store.state();
+        let added = i128::from(after.last_seq) - i128::from(before.last_seq);
+        let grew = i128::from(after.msgs) - i128::from(before.msgs);
+        if grew < added {
+            self.removals += 1;
+        }
+    }
+
     /// Opens the state machine of a stream over its store.
     ///
     /// A store that already holds a config record (a restart) resumes from it and rebuilds the
@@ -387,10 +401,12 @@ impl ReplicatedStateMachine for StreamStateMachine {
             reason: format!("undecodable stream command: {e}"),
         })?;
         let err = storage_err(index);
-        if let recovery::Replay::Done(answer) = self.replay(index, &cmd).map_err(&err)? {
-            return Ok(Bytes::from(answer));
-        }
-        self.store.set_write_tag(index.0);
+        let resume = match self.replay(index, &cmd).map_err(&err)? {
+            recovery::Replay::Done(answer) => return Ok(Bytes::from(answer)),
+            recovery::Replay::Apply => None,
+            recovery::Replay::ResumeBatch(position) => Some(position),
+        };
+        self.store.set_write_tag(recovery::write_tag(index.0, 0));
         let consumer_cmd = matches!(
             cmd.cmd,
             Some(Cmd::ConsumerCreate(_) | Cmd::ConsumerDelete(_) | Cmd::ConsumerProgress(_))
@@ -398,6 +414,13 @@ impl ReplicatedStateMachine for StreamStateMachine {
         let before = self.store.state();
         let answer = match cmd.cmd {
             Some(Cmd::Append(a)) => self.apply_append(&a).map_err(&err)?,
+            Some(Cmd::AppendBatch(b)) => {
+                let answers = self
+                    .apply_append_batch(index.0, &b.appends, resume)
+                    .map_err(&err)?;
+                self.count_removals(&before, consumer_cmd);
+                return Ok(command::frame_answers(&answers));
+            }
             Some(Cmd::Purge(p)) => self.apply_purge(&p).map_err(&err)?,
             Some(Cmd::DeleteMsg(d)) => self.apply_delete(&d).map_err(&err)?,
             Some(Cmd::UpdateConfig(u)) => self.apply_update(index, &u)?,
@@ -424,16 +447,7 @@ impl ReplicatedStateMachine for StreamStateMachine {
                 });
             }
         };
-        if !consumer_cmd {
-            // Fewer messages than sequences added: something was removed (limits, purge,
-            // delete, expiry). Consumer commands only remove what every consumer is past.
-            let after = self.store.state();
-            let added = i128::from(after.last_seq) - i128::from(before.last_seq);
-            let grew = i128::from(after.msgs) - i128::from(before.msgs);
-            if grew < added {
-                self.removals += 1;
-            }
-        }
+        self.count_removals(&before, consumer_cmd);
         Ok(Bytes::from(answer))
     }
 

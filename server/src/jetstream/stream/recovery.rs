@@ -18,6 +18,11 @@
 //!   idempotent; every other command is idempotent as a whole and runs again;
 //! - entries after `M` apply normally.
 //!
+//! An `AppendBatch` entry holds several publishes, and a crash can fall between two of them, so
+//! the write tag also names the publish being applied ([`write_tag`]): at `(M, p)` the batch's
+//! publishes before `p` are complete and are skipped, publish `p` is completed as above, and the
+//! rest apply normally.
+//!
 //! Replayed entries have no proposer waiting (the node restarted), so skipped entries answer
 //! nothing.
 //!
@@ -32,12 +37,35 @@ use jetraft_storage::stream::limits;
 use super::{StreamStateMachine, headers, io_err};
 use crate::jetstream::api::types::RetentionPolicy;
 
+/// Bits of a write tag that hold the position of the publish within an `AppendBatch`.
+const TAG_POSITION_BITS: u32 = 16;
+
+/// Most publishes an `AppendBatch` may hold (the positions a write tag can name).
+pub(crate) const MAX_BATCH_PUBLISHES: usize = 1 << TAG_POSITION_BITS;
+
+/// The store's write tag while applying publish `position` of the entry at `index` (0 for an
+/// entry that is not a batch).
+pub(super) fn write_tag(index: u64, position: usize) -> u64 {
+    (index << TAG_POSITION_BITS) | (position as u64 & (MAX_BATCH_PUBLISHES as u64 - 1))
+}
+
+/// The entry index and batch position of a write tag.
+fn split_tag(tag: u64) -> (u64, usize) {
+    (
+        tag >> TAG_POSITION_BITS,
+        (tag & (MAX_BATCH_PUBLISHES as u64 - 1)) as usize,
+    )
+}
+
 /// What to do with an entry applied while recovering.
 pub(super) enum Replay {
     /// Apply it normally.
     Apply,
     /// Its effects are in the store: answer this and do nothing else.
     Done(String),
+    /// An `AppendBatch` whose publishes before this position are complete and whose publish at
+    /// this position is complete up to storing its message.
+    ResumeBatch(usize),
 }
 
 impl StreamStateMachine {
@@ -45,14 +73,14 @@ impl StreamStateMachine {
     /// an entry's effects and the applied record), else `None`.
     pub(super) fn recovery_point(&self) -> Result<Option<u64>, StateMachineError> {
         let tag = self.store.write_tag();
-        if tag == 0 {
+        if split_tag(tag).0 == 0 {
             return Ok(None);
         }
         let applied = self
             .load_applied()?
             .and_then(|a| a.last_applied)
             .map_or(0, |id| id.index);
-        Ok((tag > applied).then_some(tag))
+        Ok((split_tag(tag).0 > applied).then_some(tag))
     }
 
     /// After a crash ahead of the applied record: the Nats-Msg-Id of the newest stored message
@@ -73,7 +101,7 @@ impl StreamStateMachine {
         index: LogIndex,
         cmd: &StreamCommand,
     ) -> Result<Replay, StorageError> {
-        let Some(point) = self.recover_until else {
+        let Some((point, position)) = self.recover_until.map(split_tag) else {
             return Ok(Replay::Apply);
         };
         if index.0 > point {
@@ -96,6 +124,10 @@ impl StreamStateMachine {
                     self.note_source_position(a);
                     a.timestamp_ns
                 }
+                Some(Cmd::AppendBatch(b)) => {
+                    b.appends.iter().for_each(|a| self.note_source_position(a));
+                    b.appends.iter().map(|a| a.timestamp_ns).max().unwrap_or(0)
+                }
                 Some(Cmd::UpdateConfig(u)) => u.timestamp_ns,
                 Some(Cmd::Expire(e)) => e.now_ns,
                 _ => 0,
@@ -104,19 +136,20 @@ impl StreamStateMachine {
             return Ok(Replay::Done(String::new()));
         }
         self.recover_until = None;
-        self.store.set_write_tag(index.0);
         match &cmd.cmd {
             Some(Cmd::Append(a)) => {
+                self.store.set_write_tag(write_tag(index.0, 0));
                 self.note_source_position(a);
                 self.finish_append(a)?;
                 Ok(Replay::Done(String::new()))
             }
+            Some(Cmd::AppendBatch(_)) => Ok(Replay::ResumeBatch(position)),
             _ => Ok(Replay::Apply),
         }
     }
 
     /// Runs again the steps of an `Append` that follow storing its message (the newest one).
-    fn finish_append(&mut self, a: &Append) -> Result<(), StorageError> {
+    pub(super) fn finish_append(&mut self, a: &Append) -> Result<(), StorageError> {
         self.advance_clock(a.timestamp_ns);
         let seq = self.store.state().last_seq;
         limits::enforce(self.store.as_mut(), &self.limits, Some(&a.subject))?;
