@@ -150,7 +150,14 @@ impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStore<C, K> {
         K::decode_entry(body).map_err(|e| corrupt(LOG, e))
     }
 
-    fn entries(&self, start: u64, end: Option<u64>) -> Result<Vec<C::Entry>, io::Error> {
+    /// Entries from `start` up to `end` (exclusive, `None` = the last). With `max_bytes`, stops
+    /// after the entry that brings the stored bytes read to that many (at least one entry).
+    fn entries(
+        &self,
+        start: u64,
+        end: Option<u64>,
+        max_bytes: Option<usize>,
+    ) -> Result<Vec<C::Entry>, io::Error> {
         let cf = self.db.cf(ColumnFamily::RaftLog)?;
         let mut ro = ReadOptions::default();
         ro.set_iterate_upper_bound(match end {
@@ -161,7 +168,12 @@ impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStore<C, K> {
         it.seek(keys::prefixed_u64(self.group.0, start));
         let mut out = Vec::new();
         let mut expect: Option<u64> = None;
+        let mut bytes = 0usize;
         while let Some((k, v)) = it.item() {
+            if max_bytes.is_some_and(|max| bytes >= max) {
+                break;
+            }
+            bytes += v.len();
             let Some((g, index)) = keys::decode_prefixed_u64(k) else {
                 return Err(corrupt(LOG, "bad log key".into()));
             };
@@ -209,6 +221,11 @@ impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStore<C, K> {
     }
 }
 
+/// Most stored entry bytes read for one AppendEntries request (one entry is always sent, and
+/// entries hold at most about 2 MiB: a publish batch stops growing at 1 MiB, plus one message).
+/// Well under the Raft transport's 64 MiB message limit.
+const REPLICATION_MAX_BYTES: usize = 8 << 20;
+
 impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogReader<C> for RaftLogStore<C, K> {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,
@@ -224,7 +241,17 @@ impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogReader<C> for RaftLogStore<C, K> 
             Bound::Excluded(e) => Some(*e),
             Bound::Unbounded => None,
         };
-        self.entries(start, end)
+        self.entries(start, end, None)
+    }
+
+    /// Replication reads: at most [`REPLICATION_MAX_BYTES`] of entries per AppendEntries, so
+    /// a follower catching up on large entries never gets a request over the transport's limit.
+    async fn limited_get_log_entries(
+        &mut self,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<C::Entry>, io::Error> {
+        self.entries(start, Some(end), Some(REPLICATION_MAX_BYTES))
     }
 
     async fn read_vote(&mut self) -> Result<Option<VoteOf<C>>, io::Error> {

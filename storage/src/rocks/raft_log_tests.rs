@@ -253,3 +253,37 @@ async fn corrupt_entry_is_an_error_not_data() {
     let err = log.try_get_log_entries(1..4).await.expect_err("corrupt");
     assert!(err.to_string().contains("corrupt"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replication_reads_stop_at_their_byte_limit_but_return_at_least_one_entry() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path()).expect("open");
+    let writer = LogWriter::start(db.clone()).expect("writer");
+    let mut log = TestLog::new(db.clone(), writer, GroupId(1));
+    log.append((1..=10).map(|i| blank(1, i)), IOFlushed::noop())
+        .await
+        .expect("append");
+    let one = db
+        .get(ColumnFamily::RaftLog, &keys::prefixed_u64(1, 1))
+        .expect("get")
+        .expect("present")
+        .len();
+    let read = |max| log.entries(2, Some(11), max).expect("read");
+    assert_eq!(
+        read(Some(1)).len(),
+        1,
+        "one entry even when it is over the limit"
+    );
+    assert_eq!(read(Some(3 * one)).len(), 3);
+    assert_eq!(read(None).len(), 9);
+    let first = read(Some(3 * one))[0].log_id.index;
+    assert_eq!(first, 2);
+    // The replication read is bounded by REPLICATION_MAX_BYTES, which small entries never reach.
+    assert_eq!(
+        log.limited_get_log_entries(1, 11)
+            .await
+            .expect("read")
+            .len(),
+        10
+    );
+}
