@@ -1,9 +1,12 @@
-//! AppendEntries requests and all four responses (success, partial success, conflict, higher
-//! vote).
+//! AppendEntries requests, all four responses (success, partial success, conflict, higher
+//! vote) and the answers of a pipelined StreamAppend.
 
 use jetraft_proto::raft as pb;
 use jetraft_proto::raft::append_entries_response::Result as PbResult;
-use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse};
+use jetraft_proto::raft::stream_append_response::Result as StreamResult;
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, StreamAppendError, StreamAppendResult,
+};
 
 use super::{DecodeError, entry, log_id, required, vote};
 use crate::types::JetraftConfig;
@@ -69,6 +72,31 @@ pub fn response_from_pb(
     })
 }
 
+/// Encodes one answer of a StreamAppend stream.
+pub fn stream_result_to_pb(r: &StreamAppendResult<JetraftConfig>) -> pb::StreamAppendResponse {
+    let result = match r {
+        Ok(m) => StreamResult::Matching(pb::PartialSuccess {
+            matching: log_id::opt_to_pb(m.as_ref()),
+        }),
+        Err(StreamAppendError::Conflict(l)) => StreamResult::Conflict(log_id::to_pb(l)),
+        Err(StreamAppendError::HigherVote(v)) => StreamResult::HigherVote(vote::to_pb(v)),
+    };
+    pb::StreamAppendResponse {
+        result: Some(result),
+    }
+}
+
+/// Decodes one answer of a StreamAppend stream.
+pub fn stream_result_from_pb(
+    r: pb::StreamAppendResponse,
+) -> Result<StreamAppendResult<JetraftConfig>, DecodeError> {
+    Ok(match required(r.result, "StreamAppendResponse.result")? {
+        StreamResult::Matching(m) => Ok(log_id::opt_from_pb(m.matching)),
+        StreamResult::Conflict(l) => Err(StreamAppendError::Conflict(log_id::from_pb(l))),
+        StreamResult::HigherVote(v) => Err(StreamAppendError::HigherVote(vote::from_pb(v))),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -84,6 +112,14 @@ mod tests {
             strategies::opt_log_id().prop_map(AppendEntriesResponse::PartialSuccess),
             Just(AppendEntriesResponse::Conflict),
             strategies::vote().prop_map(AppendEntriesResponse::HigherVote),
+        ]
+    }
+
+    fn stream_result() -> impl Strategy<Value = StreamAppendResult<JetraftConfig>> {
+        prop_oneof![
+            strategies::opt_log_id().prop_map(Ok),
+            strategies::log_id().prop_map(|l| Err(StreamAppendError::Conflict(l))),
+            strategies::vote().prop_map(|v| Err(StreamAppendError::HigherVote(v))),
         ]
     }
 
@@ -110,6 +146,13 @@ mod tests {
             prop_assert_eq!(back.prev_log_id, req.prev_log_id);
             prop_assert_eq!(back.entries, req.entries);
             prop_assert_eq!(back.leader_commit, req.leader_commit);
+        }
+
+        #[test]
+        fn every_stream_answer_round_trips_through_bytes(r in stream_result()) {
+            let bytes = stream_result_to_pb(&r).encode_to_vec();
+            let pb = pb::StreamAppendResponse::decode(bytes.as_slice()).unwrap();
+            prop_assert_eq!(stream_result_from_pb(pb).unwrap(), r);
         }
 
         #[test]

@@ -11,7 +11,13 @@
 //! [`Transport::note_peer`], which [`GroupNetwork`] calls with the [`PeerNode`] openraft takes
 //! from the group's membership whenever it opens a client to a peer.
 //!
-//! Invariant: every transport call is bounded by the `RPCOption::hard_ttl` openraft passes in.
+//! Replication: a transport that [`Transport::pipelines_appends`] carries a group's
+//! AppendEntries to a follower as one ordered stream with many requests in flight (openraft's
+//! `stream_append`); otherwise openraft sends one request and waits for its answer before the
+//! next. The gRPC transport pipelines, the in-memory one does not.
+//!
+//! Invariant: every transport call is bounded by the `RPCOption::hard_ttl` openraft passes in
+//! (for an append stream: no request stays unanswered for longer).
 
 pub mod grpc;
 pub mod mem;
@@ -19,12 +25,25 @@ pub mod mem;
 use std::future::Future;
 use std::time::Duration;
 
-use openraft::RaftNetworkFactory;
+use openraft::base::{BoxFuture, BoxStream};
+use openraft::error::{RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::network::{Backoff, RPCOption, RaftNetworkV2, stream_append_sequential};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult,
+    TransferLeaderRequest, TransferLeaderResponse, VoteRequest, VoteResponse,
+};
+use openraft::{OptionalSend, RaftNetworkFactory};
 use openraft_multi::{GroupNetworkAdapter, GroupRouter};
 
 use crate::GroupId;
 use crate::quiesce::QuiesceRequest;
-use crate::types::{JetraftConfig, PeerNode, SnapshotData};
+use crate::types::{GroupSnapshot, GroupVote, JetraftConfig, PeerNode, SnapshotData};
+
+/// A stream of AppendEntries requests of one group to one follower, in log order.
+pub type AppendRequests = BoxStream<'static, AppendEntriesRequest<JetraftConfig>>;
+/// The answers of an append stream, one per request in the same order; ends after an error.
+pub type AppendAnswers =
+    BoxStream<'static, Result<StreamAppendResult<JetraftConfig>, RPCError<JetraftConfig>>>;
 
 /// A node's shared outbound transport for all its groups.
 pub trait Transport: GroupRouter<JetraftConfig, GroupId, SnapshotData = SnapshotData> {
@@ -42,6 +61,29 @@ pub trait Transport: GroupRouter<JetraftConfig, GroupId, SnapshotData = Snapshot
         req: QuiesceRequest,
         ttl: Duration,
     ) -> impl Future<Output = Result<bool, String>> + Send;
+
+    /// Whether [`stream_append`](Self::stream_append) pipelines; the default does not.
+    fn pipelines_appends(&self) -> bool {
+        false
+    }
+
+    /// Opens a pipelined append stream to `target` for `group` (only called when
+    /// [`pipelines_appends`](Self::pipelines_appends)). Each answer must come within
+    /// `option.hard_ttl()` of its request, or the stream ends with a timeout.
+    fn stream_append(
+        &self,
+        target: u64,
+        group: GroupId,
+        requests: AppendRequests,
+        option: RPCOption,
+    ) -> BoxFuture<'static, Result<AppendAnswers, RPCError<JetraftConfig>>> {
+        let _ = (target, group, requests, option);
+        Box::pin(async {
+            Err(RPCError::Unreachable(Unreachable::from_string(
+                "this transport has no append streams",
+            )))
+        })
+    }
 }
 
 /// openraft network factory for one group: clients are the shared transport bound to a target.
@@ -61,10 +103,106 @@ impl<T: Transport> GroupNetwork<T> {
 }
 
 impl<T: Transport> RaftNetworkFactory<JetraftConfig> for GroupNetwork<T> {
-    type Network = GroupNetworkAdapter<JetraftConfig, GroupId, T>;
+    type Network = GroupClient<T>;
 
     async fn new_client(&mut self, target: u64, node: &PeerNode) -> Self::Network {
         self.transport.note_peer(target, node);
-        GroupNetworkAdapter::new(self.transport.clone(), target, self.group)
+        GroupClient {
+            unary: GroupNetworkAdapter::new(self.transport.clone(), target, self.group),
+            transport: self.transport.clone(),
+            target,
+            group: self.group,
+        }
     }
 }
+
+/// openraft's client of one group to one target: openraft-multi's adapter for single calls,
+/// plus the transport's append streams when it has them.
+pub struct GroupClient<T: Transport> {
+    /// Single calls, bound to (target, group).
+    unary: GroupNetworkAdapter<JetraftConfig, GroupId, T>,
+    /// The node's shared transport, for append streams.
+    transport: T,
+    /// The peer this client talks to.
+    target: u64,
+    /// The group it speaks for.
+    group: GroupId,
+}
+
+impl<T: Transport> RaftNetworkV2<JetraftConfig> for GroupClient<T> {
+    type SnapshotData = SnapshotData;
+
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<JetraftConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<JetraftConfig>, RPCError<JetraftConfig>> {
+        self.unary.append_entries(rpc, option).await
+    }
+
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> BoxFuture<'s, Result<BoxStream<'s, StreamItem>, RPCError<JetraftConfig>>>
+    where
+        S: futures_util::Stream<Item = AppendEntriesRequest<JetraftConfig>>
+            + OptionalSend
+            + Unpin
+            + 'static,
+    {
+        if !self.transport.pipelines_appends() {
+            return stream_append_sequential(&mut self.unary, input, option);
+        }
+        let opened = self
+            .transport
+            .stream_append(self.target, self.group, Box::pin(input), option);
+        Box::pin(async move {
+            let answers: BoxStream<'s, StreamItem> = opened.await?;
+            Ok(answers)
+        })
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<JetraftConfig>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<JetraftConfig>, RPCError<JetraftConfig>> {
+        self.unary.vote(rpc, option).await
+    }
+
+    async fn pre_vote(
+        &mut self,
+        rpc: VoteRequest<JetraftConfig>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<JetraftConfig>, RPCError<JetraftConfig>> {
+        self.unary.pre_vote(rpc, option).await
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: GroupVote,
+        snapshot: GroupSnapshot,
+        cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<JetraftConfig>, StreamingError<JetraftConfig>> {
+        self.unary
+            .full_snapshot(vote, snapshot, cancel, option)
+            .await
+    }
+
+    async fn transfer_leader(
+        &mut self,
+        req: TransferLeaderRequest<JetraftConfig>,
+        option: RPCOption,
+    ) -> Result<TransferLeaderResponse<JetraftConfig>, RPCError<JetraftConfig>> {
+        self.unary.transfer_leader(req, option).await
+    }
+
+    fn backoff(&self) -> Option<Backoff> {
+        self.unary.backoff()
+    }
+}
+
+/// One answer of an append stream.
+type StreamItem = Result<StreamAppendResult<JetraftConfig>, RPCError<JetraftConfig>>;

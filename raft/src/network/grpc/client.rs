@@ -10,16 +10,20 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
+
 use jetraft_proto::raft::raft_service_client::RaftServiceClient;
+use openraft::base::BoxFuture;
 use openraft::error::{
     NetworkError, RPCError, ReplicationClosed, StreamingError, Timeout, Unreachable,
 };
 use openraft::network::RPCOption;
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
-    TransferLeaderResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult,
+    TransferLeaderRequest, TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 use openraft::{OptionalSend, RPCTypes};
 use openraft_multi::GroupRouter;
@@ -29,7 +33,7 @@ use tonic::transport::Channel;
 use super::peers::{GrpcSettings, Peer, Peers};
 use crate::convert::snapshot::CHUNK_SIZE;
 use crate::convert::{DecodeError, append, snapshot, transfer, vote};
-use crate::network::Transport;
+use crate::network::{AppendAnswers, AppendRequests, Transport};
 use crate::quiesce::QuiesceRequest;
 use crate::types::{GroupSnapshot, GroupVote, JetraftConfig, PeerNode, SnapshotData};
 use crate::{GroupId, NodeId};
@@ -227,6 +231,172 @@ impl GrpcTransport {
 /// Names the node a request is meant for ([`super::TARGET_NODE_HEADER`]): after a node lost
 /// its data, a new node with a new id listens at the old address, and must refuse what was
 /// sent to the old id.
+impl GrpcTransport {
+    async fn open_append_stream(
+        self,
+        target: u64,
+        group: GroupId,
+        requests: AppendRequests,
+        ttl: Duration,
+    ) -> Result<AppendAnswers, RPCError<JetraftConfig>> {
+        let peer = self
+            .peer(target)
+            .map_err(|f| self.rpc_error(f, target, RPCTypes::AppendEntries, ttl))?;
+        let from = self.inner.node.0;
+        let sent = Arc::new(AtomicU64::new(0));
+        let more = Arc::new(tokio::sync::Notify::new());
+        let (counted, told) = (sent.clone(), more.clone());
+        // The requests reach tonic through a channel fed by a task of their own: handing
+        // tonic the boxed stream itself defeats the compiler's `Send` proof (a higher-ranked
+        // lifetime error). The task ends when the input ends, and is aborted when the answers
+        // are dropped: it may be waiting inside openraft's request stream, holding the lock
+        // the next replication session needs.
+        let (tx, mut rx) = tokio::sync::mpsc::channel(APPEND_STREAM_BUFFER);
+        let pump = AbortOnDrop(tokio::spawn(async move {
+            let mut requests = requests;
+            while let Some(r) = requests.next().await {
+                counted.fetch_add(1, Ordering::Relaxed);
+                told.notify_one();
+                if tx
+                    .send(append::request_to_pb(group.0, from, &r))
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        }));
+        let outbound = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
+        let mut request = tonic::Request::new(outbound);
+        address_to(&mut request, target);
+        let mut rpc = peer.rpc.clone();
+        let opened = tokio::time::timeout(ttl, rpc.stream_append(request)).await;
+        let answers = match opened {
+            Err(_elapsed) => Err(Failure::Timeout),
+            Ok(Err(status)) => Err(self.status_failure(&peer, target, &status)),
+            Ok(Ok(resp)) => Ok(resp.into_inner()),
+        }
+        .map_err(|f| self.rpc_error(f, target, RPCTypes::AppendEntries, ttl))?;
+        peer.succeeded();
+        let stream = AppendStream {
+            _pump: pump,
+            answers,
+            transport: self,
+            peer,
+            target,
+            ttl,
+            sent,
+            more,
+            received: 0,
+        };
+        Ok(Box::pin(futures_util::stream::unfold(
+            Some(stream),
+            AppendStream::step,
+        )))
+    }
+}
+
+/// Requests converted ahead of the gRPC call's sending (openraft's own pipeline holds 64).
+const APPEND_STREAM_BUFFER: usize = 16;
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The receiving half of an open append stream.
+struct AppendStream {
+    /// The task feeding the call its requests.
+    _pump: AbortOnDrop,
+    answers: tonic::Streaming<jetraft_proto::raft::StreamAppendResponse>,
+    transport: GrpcTransport,
+    peer: Arc<Peer>,
+    target: u64,
+    /// Longest a request may wait for its answer.
+    ttl: Duration,
+    /// Requests taken from openraft so far.
+    sent: Arc<AtomicU64>,
+    /// Signalled after each request taken, so an idle stream waits without a timer.
+    more: Arc<tokio::sync::Notify>,
+    /// Answers received so far.
+    received: u64,
+}
+
+impl AppendStream {
+    /// `unfold` step: the next answer, and the stream again unless it ended or failed.
+    async fn step(stream: Option<Self>) -> Option<(StreamItem, Option<Self>)> {
+        let mut stream = stream?;
+        let answer = stream.next_answer().await?;
+        let go_on = answer.as_ref().is_ok_and(Result::is_ok);
+        Some((answer, go_on.then_some(stream)))
+    }
+
+    /// The next answer; `None` once the call ended with every request answered. A request
+    /// left unanswered for a whole `ttl` (checked every `ttl` while requests are outstanding,
+    /// so found within two), an error status, an undecodable answer or an end with requests
+    /// unanswered is an error.
+    async fn next_answer(&mut self) -> Option<StreamItem> {
+        let mut waiting_since: Option<u64> = None;
+        loop {
+            let outstanding = self.sent.load(Ordering::Relaxed) > self.received;
+            let next = if outstanding {
+                tokio::time::timeout(self.ttl, self.answers.message()).await
+            } else {
+                // Nothing to wait for: no timer until the next request goes out.
+                tokio::select! {
+                    next = self.answers.message() => Ok(next),
+                    () = self.more.notified() => {
+                        waiting_since = None;
+                        continue;
+                    }
+                }
+            };
+            let failure = match next {
+                Ok(Ok(Some(pb))) => {
+                    self.received += 1;
+                    self.peer.succeeded();
+                    return Some(append::stream_result_from_pb(pb).map_err(|source| {
+                        RPCError::Network(NetworkError::new(&LinkError::Decode {
+                            node: NodeId(self.target),
+                            source,
+                        }))
+                    }));
+                }
+                Ok(Ok(None)) if !outstanding => return None,
+                Ok(Ok(None)) => Failure::Network(LinkError::Status {
+                    node: NodeId(self.target),
+                    code: Code::Aborted,
+                    message: "append stream ended with requests unanswered".to_string(),
+                }),
+                Ok(Err(status)) => self
+                    .transport
+                    .status_failure(&self.peer, self.target, &status),
+                // Outstanding at two checks in a row without an answer in between: the oldest
+                // request has waited at least `ttl`.
+                Err(_elapsed) if waiting_since == Some(self.received) => Failure::Timeout,
+                Err(_elapsed) => {
+                    waiting_since = Some(self.received);
+                    continue;
+                }
+            };
+            let ttl = self.ttl;
+            return Some(Err(self.transport.rpc_error(
+                failure,
+                self.target,
+                RPCTypes::AppendEntries,
+                ttl,
+            )));
+        }
+    }
+}
+
+/// One answer of an append stream.
+type StreamItem = Result<StreamAppendResult<JetraftConfig>, RPCError<JetraftConfig>>;
+
 fn address_to<T>(request: &mut tonic::Request<T>, target: u64) {
     if let Ok(v) = tonic::metadata::MetadataValue::try_from(target.to_string()) {
         request.metadata_mut().insert(super::TARGET_NODE_HEADER, v);
@@ -236,6 +406,26 @@ fn address_to<T>(request: &mut tonic::Request<T>, target: u64) {
 impl Transport for GrpcTransport {
     fn note_peer(&self, target: u64, node: &PeerNode) {
         self.add_peer(NodeId(target), &node.addr);
+    }
+
+    fn pipelines_appends(&self) -> bool {
+        true
+    }
+
+    /// One bidirectional `StreamAppend` call carries the requests as openraft produces them;
+    /// the answers come back in order (see [`AppendStream`]). No `grpc-timeout` is set: the
+    /// call lives as long as the replication session.
+    fn stream_append(
+        &self,
+        target: u64,
+        group: GroupId,
+        requests: AppendRequests,
+        option: RPCOption,
+    ) -> BoxFuture<'static, Result<AppendAnswers, RPCError<JetraftConfig>>> {
+        Box::pin(
+            self.clone()
+                .open_append_stream(target, group, requests, option.hard_ttl()),
+        )
     }
 
     async fn quiesce(

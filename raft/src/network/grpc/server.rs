@@ -6,8 +6,15 @@
 //! group stopped `FailedPrecondition`, malformed request or snapshot stream `InvalidArgument`.
 //! `Unavailable` is left to tonic for link problems.
 
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::{FutureExt, Stream, StreamExt};
 use jetraft_proto::raft as pb;
 use jetraft_proto::raft::raft_service_server::{RaftService, RaftServiceServer};
+use openraft::raft::StreamAppendError;
+use parking_lot::Mutex;
 use tonic::{Request, Response, Status};
 
 use crate::convert::snapshot::Assembler;
@@ -109,8 +116,76 @@ fn decoded<T>(r: Result<T, DecodeError>) -> Result<T, Status> {
     r.map_err(bad_request)
 }
 
+impl RaftGrpcService {
+    /// The answers to an append stream, once its first request named the group.
+    async fn append_answers(
+        self,
+        mut inbound: tonic::Streaming<pb::AppendEntriesRequest>,
+    ) -> AnswerStream {
+        let first = match inbound.message().await {
+            Ok(Some(first)) => first,
+            Ok(None) => return Box::pin(futures_util::stream::empty()),
+            Err(status) => return Box::pin(futures_util::stream::once(async { Err(status) })),
+        };
+        let group = first.group_id;
+        let raft = match self.raft(group) {
+            Ok(raft) => raft,
+            Err(status) => return Box::pin(futures_util::stream::once(async { Err(status) })),
+        };
+        // Whether each request handed to Raft was a heartbeat, in order; answers pop them.
+        let heartbeats = Arc::new(Mutex::new(VecDeque::new()));
+        let pushed = heartbeats.clone();
+        let requests = futures_util::stream::once(futures_util::future::ready(Ok(first)))
+            .chain(inbound)
+            .scan((), move |(), next| {
+                let rpc = match next {
+                    Ok(req) if req.group_id == group => append::request_from_pb(req).ok(),
+                    _ => None,
+                };
+                if let Some(rpc) = &rpc {
+                    pushed.lock().push_back(rpc.entries.is_empty());
+                }
+                futures_util::future::ready(rpc)
+            });
+        let groups = self.groups;
+        Box::pin(raft.stream_append(requests).map(move |answer| {
+            let heartbeat = heartbeats.lock().pop_front().unwrap_or(true);
+            let result = answer.map_err(|e| stopped(group, e))?;
+            if !matches!(result, Err(StreamAppendError::HigherVote(_))) {
+                groups.note_leader_contact(GroupId(group));
+            }
+            if !heartbeat {
+                groups.wake(GroupId(group));
+            }
+            Ok(append::stream_result_to_pb(&result))
+        }))
+    }
+}
+
+/// The answers of an append stream, as tonic sends them.
+type AnswerStream = Pin<Box<dyn Stream<Item = Result<pb::StreamAppendResponse, Status>> + Send>>;
+
 #[tonic::async_trait]
 impl RaftService for RaftGrpcService {
+    type StreamAppendStream = AnswerStream;
+
+    /// A pipelined append stream of one group: the requests go to the group's Raft in order and
+    /// each answer comes back once its entries are flushed here. The stream ends at the first
+    /// request for another group or that cannot be decoded (the sender then sees its requests
+    /// unanswered and opens a new stream). As for single calls, an answer other than a higher
+    /// vote counts as leader contact, and a request with entries wakes a quiet group.
+    async fn stream_append(
+        &self,
+        request: Request<tonic::Streaming<pb::AppendEntriesRequest>>,
+    ) -> Result<Response<AnswerStream>, Status> {
+        self.check_target(&request)?;
+        let inbound = request.into_inner();
+        // Answer the call at once: the first request may be a while coming (openraft opens the
+        // stream before it has entries to send), and the sender times out the call's setup.
+        let answers = self.clone().append_answers(inbound).flatten_stream();
+        Ok(Response::new(Box::pin(answers)))
+    }
+
     async fn append_entries(
         &self,
         request: Request<pb::AppendEntriesRequest>,
