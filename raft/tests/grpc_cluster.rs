@@ -797,3 +797,59 @@ async fn removing_a_group_deletes_its_log_and_keeps_the_others() {
     assert!(kept.last_log_id.is_some_and(|id| id.index >= 2), "{kept:?}");
     c.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn append_stream_answers_pipelined_requests_in_order() {
+    use jetraft_raft::convert::{append, log_id};
+    use openraft::raft::StreamAppendError;
+
+    let mut c = Cluster::new(1).await;
+    c.create_group(G, &ids(1)).await;
+    let addr = c.node(NodeId(1)).addr;
+    let mut client = RaftServiceClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap();
+    let request = |group: u64, prev: Option<pb::LogId>| pb::AppendEntriesRequest {
+        group_id: group,
+        from: 2,
+        // A higher, committed vote: node 2 leads term 5, so node 1 follows it.
+        vote: Some(pb::Vote {
+            term: 5,
+            node_id: 2,
+            committed: true,
+        }),
+        prev_log_id: prev,
+        entries: Vec::new(),
+        leader_commit: None,
+    };
+    // Three requests sent before any answer: two that match, then one whose prev_log_id the
+    // follower does not have.
+    let beyond = log_id::new(5, 2, 50);
+    let requests = vec![
+        request(G.0, None),
+        request(G.0, None),
+        request(G.0, Some(log_id::to_pb(&beyond))),
+    ];
+    let mut answers = client
+        .stream_append(futures_util::stream::iter(requests))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut got = Vec::new();
+    while let Some(a) = answers.message().await.unwrap() {
+        got.push(append::stream_result_from_pb(a).unwrap());
+    }
+    assert_eq!(got.len(), 3, "one answer per request: {got:?}");
+    assert!(got[0].is_ok() && got[1].is_ok(), "{got:?}");
+    assert_eq!(got[2], Err(StreamAppendError::Conflict(beyond)));
+
+    // A group that is not on the node: the stream fails with NotFound, as single calls do.
+    let mut answers = client
+        .stream_append(futures_util::stream::iter(vec![request(99, None)]))
+        .await
+        .unwrap()
+        .into_inner();
+    let err = answers.message().await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::NotFound, "{err:?}");
+    c.shutdown().await;
+}
