@@ -39,6 +39,7 @@ pub async fn serve(listener: TcpListener, routes: Routes, shutdown: Cancellation
         .initial_connection_window_size(CONNECTION_WINDOW)
         .http2_keepalive_interval(Some(super::link::KEEPALIVE_INTERVAL))
         .http2_keepalive_timeout(Some(super::link::KEEPALIVE_TIMEOUT))
+        .max_concurrent_streams(jetraft_raft::network::grpc::MAX_CONCURRENT_STREAMS)
         .add_routes(routes)
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
         .await;

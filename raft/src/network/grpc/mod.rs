@@ -20,6 +20,11 @@ mod client;
 mod peers;
 mod server;
 
+/// HTTP/2 streams a peer may hold open on one connection. Every group this node follows keeps
+/// an append stream open from its leader's node for as long as the leader leads, on the one
+/// connection per peer, so the common server default of 200 would stall the 201st group's
+/// replication and every call queued behind it (heartbeats, votes).
+pub const MAX_CONCURRENT_STREAMS: u32 = 1 << 20;
 use std::future::Future;
 
 use futures_util::Stream;
@@ -48,6 +53,8 @@ pub fn incoming(listener: TcpListener) -> impl Stream<Item = std::io::Result<Tcp
 
 /// Serves only the Raft service of node `node` for `groups` on `listener` until `shutdown`
 /// resolves.
+///
+/// Servers of the Raft service must allow [`MAX_CONCURRENT_STREAMS`].
 pub async fn serve(
     listener: TcpListener,
     node: crate::NodeId,
@@ -55,6 +62,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), tonic::transport::Error> {
     tonic::transport::Server::builder()
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
         .add_service(service(node, groups))
         .serve_with_incoming_shutdown(incoming(listener), shutdown)
         .await
