@@ -134,6 +134,14 @@ pub(crate) fn decimal(mut n: u64, tmp: &mut [u8; 20]) -> &[u8] {
     &tmp[i..]
 }
 
+/// Appends `n` in decimal.
+pub(crate) fn push_decimal(s: &mut String, n: u64) {
+    let mut tmp = [0u8; 20];
+    for &d in decimal(n, &mut tmp) {
+        s.push(char::from(d));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

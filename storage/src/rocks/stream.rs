@@ -702,18 +702,17 @@ impl RocksStreamStore {
         let cf = self.db.cf(ColumnFamily::Msgs)?;
         let mut ro = ReadOptions::default();
         ro.set_iterate_upper_bound(keys::id_range_end(self.uid.0));
-        let from = self.msg_key(start);
-        let it =
-            self.db
-                .raw()
-                .iterator_cf_opt(&cf, ro, IteratorMode::From(&from, Direction::Forward));
+        // The raw iterator lends key and value slices: no copy per message before decoding.
+        let mut it = self.db.raw().raw_iterator_cf_opt(&cf, ro);
+        it.seek(self.msg_key(start));
         let mut bytes: usize = out.iter().map(batch_bytes).sum();
-        for (n, item) in it.enumerate() {
+        let mut n = 0;
+        while let Some((k, v)) = it.item() {
             if !all && n >= LINEAR_SCAN {
                 return Ok(ScanEnd::Limit);
             }
-            let (k, v) = item?;
-            let m = decode_msg(&k, &v)?;
+            n += 1;
+            let m = decode_msg(k, v)?;
             if hit(&m.subject) {
                 bytes += batch_bytes(&m);
                 out.push(m);
@@ -721,7 +720,9 @@ impl RocksStreamStore {
                     return Ok(ScanEnd::Full);
                 }
             }
+            it.next();
         }
+        it.status()?;
         Ok(ScanEnd::End)
     }
 

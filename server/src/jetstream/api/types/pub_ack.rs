@@ -55,6 +55,26 @@ impl PubAck {
 
     /// The exact JSON nats-server sends.
     pub fn to_json(&self) -> String {
+        // The common case, by hand: a stored message, a stream name JSON takes as it is.
+        if self.error.is_none()
+            && self.domain.is_none()
+            && self
+                .stream
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            let mut json = String::with_capacity(40 + self.stream.len());
+            json.push_str("{\"stream\":\"");
+            json.push_str(&self.stream);
+            json.push_str("\",\"seq\":");
+            crate::protocol::encode::push_decimal(&mut json, self.seq);
+            json.push_str(if self.duplicate {
+                ",\"duplicate\": true}"
+            } else {
+                "}"
+            });
+            return json;
+        }
         #[derive(Serialize)]
         struct Body<'a> {
             #[serde(skip_serializing_if = "Option::is_none")]
@@ -103,6 +123,20 @@ mod tests {
         assert_eq!(
             PubAck::error("ORDERS", ApiError::wrong_last_sequence(2)).to_json(),
             r#"{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 2"},"stream":"ORDERS","seq":0}"#
+        );
+    }
+
+    #[test]
+    fn names_that_need_escaping_take_the_serde_path_with_the_same_shape() {
+        // The hand-written path only takes names made of [A-Za-z0-9_-]; the others go through
+        // Go's escaping (`<` and `&` become \u003c and \u0026).
+        assert_eq!(
+            PubAck::stored("A<B&C", 7).to_json(),
+            r#"{"stream":"A\u003cB\u0026C","seq":7}"#
+        );
+        assert_eq!(
+            PubAck::stored("KV_config-1", u64::MAX).to_json(),
+            format!(r#"{{"stream":"KV_config-1","seq":{}}}"#, u64::MAX)
         );
     }
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::jetstream::api::types::{go_time, to_go_json};
 use crate::jetstream::runtime::{JetStream, now_ns};
-use crate::protocol::encode::decimal;
+use crate::protocol::encode::push_decimal;
 use crate::protocol::headers::{push_header, status_block};
 use crate::server::FlushSet;
 
@@ -128,14 +128,6 @@ pub(crate) fn ack_subject(
         push_decimal(&mut s, n);
     }
     s
-}
-
-/// Appends `n` in decimal.
-fn push_decimal(s: &mut String, n: u64) {
-    let mut tmp = [0u8; 20];
-    for &d in decimal(n, &mut tmp) {
-        s.push(char::from(d));
-    }
 }
 
 /// Header block and payload as delivered (`headers_only` strips the body and adds
