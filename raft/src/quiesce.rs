@@ -55,6 +55,9 @@ pub(crate) struct QuietFlag {
     /// Set when the group woke here and a leader's lease may have run out meanwhile (see
     /// [`GroupRegistry::renew_lease`]); cleared once it was renewed.
     lease_stale: AtomicBool,
+    /// Streamed AppendEntries with entries handed to Raft whose answer (and the wake that goes
+    /// with it) is not out yet; the group does not agree to go quiet meanwhile.
+    deliveries: AtomicU64,
 }
 
 impl QuietFlag {
@@ -161,6 +164,27 @@ impl Groups {
         }
     }
 
+    /// A streamed AppendEntries with entries was handed to `group`'s Raft; its answer will
+    /// [`wake`](Self::wake) the group and call [`end_delivery`](Self::end_delivery). Until
+    /// then the group refuses to go quiet: that wake, coming after the entries were applied and
+    /// the leader asked for quiet, would otherwise leave a follower ticking under a quiet
+    /// leader.
+    pub fn begin_delivery(&self, group: GroupId) {
+        if let Some((_, flag)) = self.flag(group) {
+            flag.deliveries.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// The answer of a delivery counted by [`begin_delivery`](Self::begin_delivery) went out
+    /// (or never will: its stream ended).
+    pub fn end_delivery(&self, group: GroupId) {
+        if let Some((_, flag)) = self.flag(group) {
+            let _ = flag
+                .deliveries
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        }
+    }
+
     /// A follower's answer to [`QuiesceRequest`]: stops the group's timers and returns true
     /// only if this replica follows the asking leader in its term and has exactly its last
     /// log id as last logged, committed and applied entry.
@@ -169,6 +193,10 @@ impl Groups {
             return false;
         };
         let seen = flag.wakes();
+        if flag.deliveries.load(Ordering::SeqCst) > 0 {
+            tracing::debug!(group = %req.group, "quiesce refused: entries still being delivered");
+            return false;
+        }
         let agrees = {
             let rx = raft.metrics();
             let m = rx.borrow_watched();

@@ -42,8 +42,9 @@ use crate::types::{GroupSnapshot, GroupVote, JetraftConfig, PeerNode, SnapshotDa
 /// A stream of AppendEntries requests of one group to one follower, in log order.
 pub type AppendRequests = BoxStream<'static, AppendEntriesRequest<JetraftConfig>>;
 /// The answers of an append stream, one per request in the same order; ends after an error.
-pub type AppendAnswers =
-    BoxStream<'static, Result<StreamAppendResult<JetraftConfig>, RPCError<JetraftConfig>>>;
+pub type AppendAnswers = BoxStream<'static, AppendAnswer>;
+/// One answer of an append stream.
+pub type AppendAnswer = Result<StreamAppendResult<JetraftConfig>, RPCError<JetraftConfig>>;
 
 /// A node's shared outbound transport for all its groups.
 pub trait Transport: GroupRouter<JetraftConfig, GroupId, SnapshotData = SnapshotData> {
@@ -144,7 +145,7 @@ impl<T: Transport> RaftNetworkV2<JetraftConfig> for GroupClient<T> {
         &'s mut self,
         input: S,
         option: RPCOption,
-    ) -> BoxFuture<'s, Result<BoxStream<'s, StreamItem>, RPCError<JetraftConfig>>>
+    ) -> BoxFuture<'s, Result<BoxStream<'s, AppendAnswer>, RPCError<JetraftConfig>>>
     where
         S: futures_util::Stream<Item = AppendEntriesRequest<JetraftConfig>>
             + OptionalSend
@@ -158,7 +159,7 @@ impl<T: Transport> RaftNetworkV2<JetraftConfig> for GroupClient<T> {
             .transport
             .stream_append(self.target, self.group, Box::pin(input), option);
         Box::pin(async move {
-            let answers: BoxStream<'s, StreamItem> = opened.await?;
+            let answers: BoxStream<'s, AppendAnswer> = opened.await?;
             Ok(answers)
         })
     }
@@ -203,6 +204,3 @@ impl<T: Transport> RaftNetworkV2<JetraftConfig> for GroupClient<T> {
         self.unary.backoff()
     }
 }
-
-/// One answer of an append stream.
-type StreamItem = Result<StreamAppendResult<JetraftConfig>, RPCError<JetraftConfig>>;

@@ -22,8 +22,8 @@ use openraft::error::{
 };
 use openraft::network::RPCOption;
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult,
-    TransferLeaderRequest, TransferLeaderResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 use openraft::{OptionalSend, RPCTypes};
 use openraft_multi::GroupRouter;
@@ -33,7 +33,7 @@ use tonic::transport::Channel;
 use super::peers::{GrpcSettings, Peer, Peers};
 use crate::convert::snapshot::CHUNK_SIZE;
 use crate::convert::{DecodeError, append, snapshot, transfer, vote};
-use crate::network::{AppendAnswers, AppendRequests, Transport};
+use crate::network::{AppendAnswer, AppendAnswers, AppendRequests, Transport};
 use crate::quiesce::QuiesceRequest;
 use crate::types::{GroupSnapshot, GroupVote, JetraftConfig, PeerNode, SnapshotData};
 use crate::{GroupId, NodeId};
@@ -328,7 +328,7 @@ struct AppendStream {
 
 impl AppendStream {
     /// `unfold` step: the next answer, and the stream again unless it ended or failed.
-    async fn step(stream: Option<Self>) -> Option<(StreamItem, Option<Self>)> {
+    async fn step(stream: Option<Self>) -> Option<(AppendAnswer, Option<Self>)> {
         let mut stream = stream?;
         let answer = stream.next_answer().await?;
         let go_on = answer.as_ref().is_ok_and(Result::is_ok);
@@ -339,7 +339,7 @@ impl AppendStream {
     /// left unanswered for a whole `ttl` (checked every `ttl` while requests are outstanding,
     /// so found within two), an error status, an undecodable answer or an end with requests
     /// unanswered is an error.
-    async fn next_answer(&mut self) -> Option<StreamItem> {
+    async fn next_answer(&mut self) -> Option<AppendAnswer> {
         let mut waiting_since: Option<u64> = None;
         loop {
             let outstanding = self.sent.load(Ordering::Relaxed) > self.received;
@@ -393,9 +393,6 @@ impl AppendStream {
         }
     }
 }
-
-/// One answer of an append stream.
-type StreamItem = Result<StreamAppendResult<JetraftConfig>, RPCError<JetraftConfig>>;
 
 fn address_to<T>(request: &mut tonic::Request<T>, target: u64) {
     if let Ok(v) = tonic::metadata::MetadataValue::try_from(target.to_string()) {

@@ -132,9 +132,12 @@ impl RaftGrpcService {
             Ok(raft) => raft,
             Err(status) => return Box::pin(futures_util::stream::once(async { Err(status) })),
         };
-        // Whether each request handed to Raft was a heartbeat, in order; answers pop them.
-        let heartbeats = Arc::new(Mutex::new(VecDeque::new()));
-        let pushed = heartbeats.clone();
+        let deliveries = Arc::new(Deliveries {
+            groups: self.groups.clone(),
+            group: GroupId(group),
+            state: Mutex::new((VecDeque::new(), false)),
+        });
+        let delivered = deliveries.clone();
         let requests = futures_util::stream::once(futures_util::future::ready(Ok(first)))
             .chain(inbound)
             .scan((), move |(), next| {
@@ -143,22 +146,70 @@ impl RaftGrpcService {
                     _ => None,
                 };
                 if let Some(rpc) = &rpc {
-                    pushed.lock().push_back(rpc.entries.is_empty());
+                    delivered.handed(rpc.entries.is_empty());
                 }
                 futures_util::future::ready(rpc)
             });
-        let groups = self.groups;
+        let answered = CloseOnDrop(deliveries);
         Box::pin(raft.stream_append(requests).map(move |answer| {
-            let heartbeat = heartbeats.lock().pop_front().unwrap_or(true);
             let result = answer.map_err(|e| stopped(group, e))?;
-            if !matches!(result, Err(StreamAppendError::HigherVote(_))) {
-                groups.note_leader_contact(GroupId(group));
-            }
-            if !heartbeat {
-                groups.wake(GroupId(group));
-            }
+            answered
+                .0
+                .answered(!matches!(result, Err(StreamAppendError::HigherVote(_))));
             Ok(append::stream_result_to_pb(&result))
         }))
+    }
+}
+
+/// The requests of one append stream handed to Raft and not answered yet, in order: whether
+/// each was a heartbeat. A request with entries counts as a delivery in progress for the
+/// group's quiescence ([`Groups::begin_delivery`]) until its answer wakes the group.
+struct Deliveries {
+    groups: Groups,
+    group: GroupId,
+    /// Heartbeat flags of the unanswered requests, and whether the stream's answers are gone.
+    state: Mutex<(VecDeque<bool>, bool)>,
+}
+
+impl Deliveries {
+    /// A request was handed to Raft.
+    fn handed(&self, heartbeat: bool) {
+        let mut st = self.state.lock();
+        if st.1 {
+            return;
+        }
+        if !heartbeat {
+            self.groups.begin_delivery(self.group);
+        }
+        st.0.push_back(heartbeat);
+    }
+
+    /// The oldest request was answered; `contact` when the answer was not a higher vote. As
+    /// for single calls: leader contact is noted, and a request with entries wakes the group.
+    fn answered(&self, contact: bool) {
+        let heartbeat = self.state.lock().0.pop_front().unwrap_or(true);
+        if contact {
+            self.groups.note_leader_contact(self.group);
+        }
+        if !heartbeat {
+            self.groups.wake(self.group);
+            self.groups.end_delivery(self.group);
+        }
+    }
+}
+
+/// Ends the deliveries of a stream whose answers were dropped (the sender went away).
+struct CloseOnDrop(Arc<Deliveries>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        let mut st = self.0.state.lock();
+        st.1 = true;
+        for heartbeat in st.0.drain(..) {
+            if !heartbeat {
+                self.0.groups.end_delivery(self.0.group);
+            }
+        }
     }
 }
 
