@@ -51,7 +51,7 @@ pub use health::Currency;
 pub use registry::{
     FollowerProgress, GroupRegistry, Groups, LeaderInfo, LeaderWatch, RemovedVoters,
 };
-pub use sm::{AppliedState, ReplicatedStateMachine, StateMachineError};
+pub use sm::{AppliedState, DurabilityBarrier, ReplicatedStateMachine, StateMachineError};
 pub use types::{GroupRaft, JetraftConfig, PeerNode};
 
 /// A node's Raft id: random, 64-bit, never reused after data loss.

@@ -20,6 +20,11 @@
 //! - The mutex around the state machine is a `parking_lot` mutex and is never held across
 //!   `.await`.
 //!
+//! Durability barriers: a state machine whose saved state becomes durable only with a later flush
+//! (stream stores write without RocksDB's WAL) hands out a barrier. A built snapshot is reported
+//! to openraft, which then purges the log behind it, only after the barrier passed; so the log
+//! always holds every entry after the durable applied id, and a restart applies them again.
+//!
 //! Snapshots are lazy. A jetraft state machine is durable by itself (its applied log id is saved
 //! with its effects), so a snapshot is only needed to send to a replica that is behind the purged
 //! log. Building one (openraft asks every `snapshot_policy` entries, to purge the log) therefore
@@ -67,6 +72,10 @@ pub enum StateMachineError {
     Storage(#[source] io::Error),
 }
 
+/// A blocking call that makes a state machine's saved state durable (see
+/// [`ReplicatedStateMachine::durability_barrier`]).
+pub type DurabilityBarrier = Box<dyn FnOnce() -> Result<(), StateMachineError> + Send>;
+
 /// Raft bookkeeping that must be stored atomically with a state machine's data.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AppliedState {
@@ -101,6 +110,15 @@ pub trait ReplicatedStateMachine: Send + Sync + 'static {
     fn save_applied(&mut self, state: &AppliedState) -> Result<(), StateMachineError> {
         let _ = state;
         Ok(())
+    }
+
+    /// For state machines whose saved state becomes durable only later (writes that skip the
+    /// WAL, made durable by the next flush): a blocking call that makes everything saved so far
+    /// durable. The adapter runs it (off the runtime) before it reports a snapshot built, since
+    /// openraft then purges the log up to that snapshot, and after installing one. `None` (the
+    /// default) when [`save_applied`](Self::save_applied) is durable by itself or nothing is kept.
+    fn durability_barrier(&self) -> Option<DurabilityBarrier> {
+        None
     }
 
     /// The state last passed to [`save_applied`](Self::save_applied) that is durable, read once
@@ -165,17 +183,25 @@ impl StateMachineAdapter {
     }
 
     /// Records a snapshot at the last applied entry without exporting anything: openraft only
-    /// keeps the meta of a built snapshot (to purge the log behind it).
-    fn build(&self) -> GroupSnapshot {
+    /// keeps the meta of a built snapshot (to purge the log behind it). Also returns the state
+    /// machine's durability barrier, after saving everything applied so far, when it has one:
+    /// the snapshot may be reported only once that barrier passed.
+    fn build(&self) -> Result<(GroupSnapshot, Option<DurabilityBarrier>), io::Error> {
         let mut st = self.state.lock();
+        let barrier = st.sm.durability_barrier();
+        if barrier.is_some() {
+            // An apply batch may be half-way: its entries are applied but not yet saved.
+            st.save_applied()?;
+        }
         st.built = true;
-        GroupSnapshot {
+        let snapshot = GroupSnapshot {
             meta: SnapshotMetaOf::<JetraftConfig> {
                 last_log_id: st.last_applied,
                 last_membership: st.membership.clone(),
             },
             snapshot: SnapshotData::new(),
-        }
+        };
+        Ok((snapshot, barrier))
     }
 
     /// The snapshot to send or restore: the state as of the last applied entry, exported now
@@ -213,8 +239,21 @@ impl RaftSnapshotBuilder<JetraftConfig> for SnapshotBuilder {
     type SnapshotData = SnapshotData;
 
     async fn build_snapshot(&mut self) -> Result<GroupSnapshot, io::Error> {
-        Ok(self.adapter.build())
+        let (snapshot, barrier) = self.adapter.build()?;
+        pass_barrier(barrier).await?;
+        Ok(snapshot)
     }
+}
+
+/// Runs a durability barrier on a blocking thread (it waits on the disk).
+async fn pass_barrier(barrier: Option<DurabilityBarrier>) -> Result<(), io::Error> {
+    let Some(barrier) = barrier else {
+        return Ok(());
+    };
+    tokio::task::spawn_blocking(barrier)
+        .await
+        .map_err(io::Error::other)?
+        .map_err(io::Error::other)
 }
 
 impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
@@ -271,19 +310,95 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
         meta: &SnapshotMetaOf<JetraftConfig>,
         snapshot: Self::SnapshotData,
     ) -> Result<(), io::Error> {
-        let mut st = self.state.lock();
-        st.sm.restore(&snapshot).map_err(io::Error::other)?;
-        st.last_applied = meta.last_log_id;
-        st.membership = meta.last_membership.clone();
-        st.built = true;
-        st.current = Some(GroupSnapshot {
-            meta: meta.clone(),
-            snapshot,
-        });
-        st.save_applied()
+        let barrier = {
+            let mut st = self.state.lock();
+            st.sm.restore(&snapshot).map_err(io::Error::other)?;
+            st.last_applied = meta.last_log_id;
+            st.membership = meta.last_membership.clone();
+            st.built = true;
+            st.current = Some(GroupSnapshot {
+                meta: meta.clone(),
+                snapshot,
+            });
+            st.save_applied()?;
+            st.sm.durability_barrier()
+        };
+        // openraft purges the log up to the snapshot next: the installed state must be durable.
+        pass_barrier(barrier).await
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<GroupSnapshot>, io::Error> {
         self.current()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records the calls a durable state machine gets, in order.
+    struct Recorder(Arc<Mutex<Vec<&'static str>>>, bool);
+
+    impl ReplicatedStateMachine for Recorder {
+        fn apply(&mut self, _: LogIndex, _: &[u8]) -> Result<Bytes, StateMachineError> {
+            Ok(Bytes::new())
+        }
+        fn snapshot(&self) -> Result<Bytes, StateMachineError> {
+            Ok(Bytes::new())
+        }
+        fn restore(&mut self, _: &[u8]) -> Result<(), StateMachineError> {
+            self.0.lock().push("restore");
+            Ok(())
+        }
+        fn save_applied(&mut self, _: &AppliedState) -> Result<(), StateMachineError> {
+            self.0.lock().push("save");
+            Ok(())
+        }
+        fn durability_barrier(&self) -> Option<DurabilityBarrier> {
+            if !self.1 {
+                return None;
+            }
+            let calls = self.0.clone();
+            Some(Box::new(move || {
+                calls.lock().push("barrier");
+                Ok(())
+            }))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_built_snapshot_waits_for_the_barrier_after_saving() {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let mut adapter =
+            StateMachineAdapter::new(Box::new(Recorder(calls.clone(), true))).unwrap();
+        adapter
+            .get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .unwrap();
+        assert_eq!(*calls.lock(), ["save", "barrier"]);
+
+        calls.lock().clear();
+        let meta = SnapshotMetaOf::<JetraftConfig>::default();
+        adapter
+            .install_snapshot(&meta, SnapshotData::new())
+            .await
+            .unwrap();
+        assert_eq!(*calls.lock(), ["restore", "save", "barrier"]);
+    }
+
+    #[tokio::test]
+    async fn without_a_barrier_a_build_writes_nothing() {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let mut adapter =
+            StateMachineAdapter::new(Box::new(Recorder(calls.clone(), false))).unwrap();
+        adapter
+            .get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .unwrap();
+        assert!(calls.lock().is_empty(), "{:?}", calls.lock());
     }
 }

@@ -3,11 +3,22 @@
 //! Invariants: one [`Db`] per node and data dir; every column family of [`ColumnFamily::ALL`]
 //! exists after [`Db::open`]. Writes through `Db::write` are atomic per batch; only a batch
 //! written with `sync` (or followed by a WAL sync, see [`crate::rocks::LogWriter`]) is durable.
+//!
+//! State-machine writes (stream messages, subject index, consumer states and the stream's meta
+//! records, all derived from committed Raft entries) skip the WAL ([`Db::write_unlogged`]): the
+//! Raft log already holds them durably, and after a crash the entries are applied again from the
+//! state's last durable applied id. Such writes become durable only when their memtables are
+//! flushed, so the database flushes all column families atomically (`atomic_flush`): the state on
+//! disk is always the result of a prefix of the writes, like a WAL replay would give, and the
+//! write tags and applied ids written beside the data still describe it. [`Db::flush_state`] is
+//! the barrier a Raft group passes before it lets its log be purged behind that state.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use rocksdb::{BoundColumnFamily, ColumnFamilyDescriptor, DB, Options, WriteBatch, WriteOptions};
+use rocksdb::{
+    BoundColumnFamily, ColumnFamilyDescriptor, DB, FlushOptions, Options, WriteBatch, WriteOptions,
+};
 
 use crate::StorageError;
 
@@ -81,12 +92,16 @@ impl Db {
         // acknowledged Raft entries (the default point-in-time mode would).
         opts.set_wal_recovery_mode(rocksdb::DBRecoveryMode::TolerateCorruptedTailRecords);
         opts.set_max_background_jobs(2);
-        // Concurrent writers (stream applies, log appends) share one WAL write group.
-        opts.set_enable_pipelined_write(true);
         // A WAL file is deleted only once every column family's memtable holding its writes
         // is flushed; RocksDB's default bound (4x all write buffers, gigabytes here) let the
         // WAL of deleted streams grow past 1 GB and made a restart replay all of it.
         opts.set_max_total_wal_size(MAX_TOTAL_WAL_BYTES);
+        // Writes without the WAL are recovered only from flushed memtables: every flush must
+        // cover all column families at the same point, or a crash could keep a stream's messages
+        // without its counters (or the reverse).
+        // (RocksDB refuses atomic flush with pipelined writes; the state writes that shared WAL
+        // write groups with the log appends no longer write the WAL at all.)
+        opts.set_atomic_flush(true);
         let cfs = ColumnFamily::ALL.iter().map(|cf| {
             let mut cf_opts = Options::default();
             cf_opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
@@ -129,17 +144,34 @@ impl Db {
         Ok(())
     }
 
-    /// Fsyncs everything written to the WAL so far.
-    pub(crate) fn sync_wal(&self) -> Result<(), StorageError> {
-        self.inner.flush_wal(true)?;
+    /// Writes a batch atomically without the WAL: it is readable at once and durable only after
+    /// the next flush of the memtables (see [`Db::flush_state`]). Only for state that can be
+    /// computed again from the Raft log after a crash.
+    pub(crate) fn write_unlogged(&self, batch: WriteBatch) -> Result<(), StorageError> {
+        let mut wo = WriteOptions::default();
+        wo.disable_wal(true);
+        self.inner.write_opt(batch, &wo)?;
         Ok(())
     }
 
-    /// Flushes every column family's memtable to SST files (tests, shutdown).
-    pub fn flush_all(&self) -> Result<(), StorageError> {
-        for cf in ColumnFamily::ALL {
-            self.inner.flush_cf(&self.cf(cf)?)?;
-        }
+    /// Flushes every column family's memtable in one atomic flush and waits for it: every write
+    /// made before the call, with or without the WAL, is durable when this returns. Blocking
+    /// (disk I/O); call it off the async runtime.
+    pub fn flush_state(&self) -> Result<(), StorageError> {
+        let handles = ColumnFamily::ALL
+            .iter()
+            .map(|cf| self.cf(*cf))
+            .collect::<Result<Vec<_>, _>>()?;
+        let refs: Vec<&Arc<BoundColumnFamily<'_>>> = handles.iter().collect();
+        let mut fo = FlushOptions::default();
+        fo.set_wait(true);
+        self.inner.flush_cfs_opt(&refs, &fo)?;
+        Ok(())
+    }
+
+    /// Fsyncs everything written to the WAL so far.
+    pub(crate) fn sync_wal(&self) -> Result<(), StorageError> {
+        self.inner.flush_wal(true)?;
         Ok(())
     }
 

@@ -459,6 +459,57 @@ async fn streams_and_messages_survive_restart() {
     assert_eq!(next["seq"], 21);
 }
 
+/// More entries than the Raft snapshot policy (every 5,000 entries, keeping 1,000 behind), one
+/// publish per entry, so the stream's log is purged behind a snapshot before the SIGKILL. The
+/// stream store writes without RocksDB's WAL; the purge must wait for those writes to be flushed,
+/// or the restarted node finds neither the messages nor the log entries to apply them again.
+#[tokio::test]
+async fn messages_survive_kill_9_after_the_log_was_purged_behind_a_snapshot() {
+    const N: u64 = 6_200;
+    let mut srv = start_server().await;
+    let nc = connect(&srv).await;
+    create(&nc, json!({"name": "KP", "subjects": ["kp.*"]})).await;
+    for i in 1..=N {
+        let id = format!("id{i}");
+        let ack = publish(
+            &nc,
+            &format!("kp.{}", i % 7),
+            &[("Nats-Msg-Id", &id)],
+            "body",
+        )
+        .await;
+        assert_eq!(ack["seq"], i, "{ack}");
+    }
+    drop(nc);
+    srv.kill();
+    srv.start_again().await.expect("start again after kill -9");
+    let nc = connect(&srv).await;
+    let info = jetraft_tests::harness::wait_for("stream back", OP, || {
+        let nc = nc.clone();
+        async move {
+            let info = api(&nc, "$JS.API.STREAM.INFO.KP", Value::Null).await;
+            (info["state"]["messages"] == N).then_some(info)
+        }
+    })
+    .await;
+    assert_eq!(info["state"]["first_seq"], 1, "{info}");
+    assert_eq!(info["state"]["last_seq"], N, "{info}");
+    for seq in [1, 999, 4_321, N] {
+        let got = api(&nc, "$JS.API.STREAM.MSG.GET.KP", json!({"seq": seq})).await;
+        assert_eq!(
+            got["message"]["subject"],
+            format!("kp.{}", seq % 7),
+            "{got}"
+        );
+    }
+    // Dedup state came back with the messages: from before and after the snapshot.
+    for i in [10, N - 5] {
+        let dup = publish(&nc, "kp.0", &[("Nats-Msg-Id", &format!("id{i}"))], "x").await;
+        assert_eq!(dup["duplicate"], true, "{dup}");
+        assert_eq!(dup["seq"], i, "{dup}");
+    }
+}
+
 #[tokio::test]
 async fn a_stream_deleted_and_recreated_at_once_starts_empty() {
     let srv = start_server().await;

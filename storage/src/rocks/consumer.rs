@@ -1,7 +1,9 @@
 //! [`RocksConsumerStore`]: consumer states in the `consumers` column family,
 //! `consumers[uid|name] = record(codec::encode(state))`.
 //!
-//! Invariant: a save is one put, atomic; a corrupt record is reported, never decoded as a state.
+//! Invariants: a save is one put, atomic; a corrupt record is reported, never decoded as a state.
+//! Saves skip the WAL like the stream's own writes (see [`crate::db`]): consumer states are
+//! applied Raft state, recovered from the log after a crash.
 
 use rocksdb::WriteBatch;
 
@@ -36,7 +38,7 @@ impl ConsumerStore for RocksConsumerStore {
         let mut batch = WriteBatch::default();
         let value = record::seal(&key, &codec::encode(state));
         batch.put_cf(&self.db.cf(ColumnFamily::Consumers)?, key, value);
-        self.db.write(batch, false)
+        self.db.write_unlogged(batch)
     }
 
     fn load(&self, stream: StreamUid, name: &str) -> Result<Option<ConsumerState>, StorageError> {
@@ -56,7 +58,7 @@ impl ConsumerStore for RocksConsumerStore {
                 &self.db.cf(ColumnFamily::Consumers)?,
                 keys::consumer(stream.0, name),
             );
-            self.db.write(batch, false)?;
+            self.db.write_unlogged(batch)?;
         }
         Ok(existed)
     }

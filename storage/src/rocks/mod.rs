@@ -1,9 +1,9 @@
 //! RocksDB implementations of the storage traits, all sharing the node's one [`crate::Db`].
 //!
 //! Every value goes through [`crate::record`] (version + CRC over key and body) and every read
-//! checks it. Stream and consumer writes are atomic batches written without fsync: the Raft log
-//! ([`RaftLogStore`], fsynced through the node-wide [`LogWriter`]) is the durable source they are
-//! re-applied from. Only this module and `db.rs` name `rocksdb`.
+//! checks it. Stream and consumer writes are atomic batches written without the WAL (durable with
+//! the next atomic flush, see [`crate::db`]): the Raft log ([`RaftLogStore`], fsynced through the
+//! node-wide [`LogWriter`]) is the durable source they are re-applied from. Only this module and `db.rs` name `rocksdb`.
 
 mod consumer;
 #[cfg(test)]
@@ -13,6 +13,8 @@ mod raft_log;
 mod snapshot;
 mod stream;
 mod stream_records;
+#[cfg(test)]
+mod unlogged_crash_tests;
 
 pub use consumer::RocksConsumerStore;
 pub use log_writer::{LogWriter, LogWriterStats};

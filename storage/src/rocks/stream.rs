@@ -26,8 +26,8 @@ use crate::db::{ColumnFamily, Db};
 use crate::record;
 use crate::rocks::stream_records::{Counters, decode_msg, encode_msg};
 use crate::stream::{
-    PurgePlan, PurgeRequest, StoredMsg, StreamState, StreamStore, StreamUid, check_subject,
-    purge_filter,
+    DurabilityBarrier, PurgePlan, PurgeRequest, StoredMsg, StreamState, StreamStore, StreamUid,
+    check_subject, purge_filter,
 };
 use crate::{StorageError, keys, subject};
 
@@ -191,7 +191,7 @@ impl RocksStreamStore {
                 batch.put_cf(&meta_cf, key, record::seal(&key, body));
             }
         }
-        self.db.write(batch, false)?;
+        self.db.write_unlogged(batch)?;
         self.staged.clear();
         self.staged_bytes = 0;
         Ok(())
@@ -277,7 +277,7 @@ impl RocksStreamStore {
         }
         drop((msgs_cf, subj_cf));
         self.put_counters(&mut batch, &c)?;
-        self.db.write(batch, false)?;
+        self.db.write_unlogged(batch)?;
         self.counters = c;
         for (_, subj, _) in victims {
             if let Some(n) = self.subjects.get_mut(subj) {
@@ -290,7 +290,11 @@ impl RocksStreamStore {
         Ok(())
     }
 
-    fn purge_everything(&mut self) -> Result<u64, StorageError> {
+    /// Removes every message. On the apply path (`durable == false`) the write skips the WAL
+    /// like every other state write and the space comes back with compaction. For a stream that
+    /// left the node (`durable`), the write goes through the WAL and the SST files wholly inside
+    /// the stream's range are dropped at once.
+    fn purge_everything(&mut self, durable: bool) -> Result<u64, StorageError> {
         let removed = self.counters.msgs;
         let uid = self.uid.0;
         let mut batch = WriteBatch::default();
@@ -306,13 +310,21 @@ impl RocksStreamStore {
             ..self.counters
         };
         self.put_counters(&mut batch, &c)?;
+        if !durable {
+            self.db.write_unlogged(batch)?;
+            self.counters = c;
+            self.subjects.clear();
+            return Ok(removed);
+        }
         self.db.write(batch, false)?;
         self.counters = c;
         self.subjects.clear();
-        // Give the disk space back now rather than at the next compaction of the range (a
-        // deleted stream is a purge-all). Safe here: under `&mut self` nothing new is stored in
-        // the range until this returns, so every SST file that lies wholly inside it holds only
-        // keys the range tombstone just written (still in the memtable) covers.
+        // Give the disk space back now rather than at the next compaction of the range. Safe
+        // here: under `&mut self` nothing new is stored in the range until this returns, so
+        // every SST file that lies wholly inside it holds only keys the range tombstone just
+        // written (still in the memtable, and in the WAL) covers. Not on the apply path: there
+        // the tombstone skips the WAL, and a crash before the next flush would lose it while
+        // the dropped files stay gone, leaving part of the stream without its counters.
         for cf in [ColumnFamily::Msgs, ColumnFamily::Subjects] {
             self.db
                 .raw()
@@ -409,7 +421,7 @@ impl StreamStore for RocksStreamStore {
         let ival = record::seal(&ikey, &[]);
         batch.put_cf(&self.db.cf(ColumnFamily::Subjects)?, ikey, ival);
         self.put_counters(&mut batch, &c)?;
-        self.db.write(batch, false)?;
+        self.db.write_unlogged(batch)?;
         self.counters = c;
         *self.subjects.entry(msg.subject.clone()).or_default() += 1;
         Ok(())
@@ -427,7 +439,7 @@ impl StreamStore for RocksStreamStore {
         };
         let mut batch = WriteBatch::default();
         self.put_counters(&mut batch, &c)?;
-        self.db.write(batch, false)?;
+        self.db.write_unlogged(batch)?;
         self.counters = c;
         Ok(())
     }
@@ -550,7 +562,7 @@ impl StreamStore for RocksStreamStore {
         };
         let plan = PurgePlan::new(req, matching)?;
         let removed = if plan.is_everything(self.counters.last_seq) {
-            self.purge_everything()?
+            self.purge_everything(false)?
         } else {
             self.purge_planned(&plan)?
         };
@@ -627,6 +639,16 @@ impl StreamStore for RocksStreamStore {
             .map(|m| m.seq))
     }
 
+    fn drop_all(&mut self) -> Result<u64, StorageError> {
+        self.write_staged(&[])?;
+        self.purge_everything(true)
+    }
+
+    fn durability_barrier(&self) -> Option<DurabilityBarrier> {
+        let db = self.db.clone();
+        Some(Box::new(move || db.flush_state()))
+    }
+
     fn reset(&mut self) -> Result<(), StorageError> {
         self.staged.clear();
         self.staged_bytes = 0;
@@ -638,7 +660,7 @@ impl StreamStore for RocksStreamStore {
         batch.delete_range_cf(&self.db.cf(ColumnFamily::Subjects)?, &start[..], &end[..]);
         let c = Counters::default();
         self.put_counters(&mut batch, &c)?;
-        self.db.write(batch, false)?;
+        self.db.write_unlogged(batch)?;
         self.counters = c;
         self.subjects.clear();
         Ok(())

@@ -163,7 +163,7 @@ fn msgs_sst_bytes(db: &Db) -> u64 {
 }
 
 #[test]
-fn purge_all_drops_the_streams_sst_files_at_once() {
+fn drop_all_drops_the_streams_sst_files_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path()).unwrap();
     let mut a = RocksStreamStore::open(db.clone(), StreamUid(1)).unwrap();
@@ -171,7 +171,7 @@ fn purge_all_drops_the_streams_sst_files_at_once() {
     for seq in 1..=2000 {
         a.store_msg(&msg(seq, "x")).unwrap();
     }
-    db.flush_all().unwrap();
+    db.flush_state().unwrap();
     // Into level 1 (files of level 0 may overlap, so RocksDB never drops them by range; a big
     // stream's older data lives in the lower levels).
     let cf = db.cf(ColumnFamily::Msgs).unwrap();
@@ -180,10 +180,10 @@ fn purge_all_drops_the_streams_sst_files_at_once() {
     for seq in 1..=10 {
         b.store_msg(&msg(seq, "y")).unwrap();
     }
-    db.flush_all().unwrap();
+    db.flush_state().unwrap();
     let before = msgs_sst_bytes(&db);
     assert!(before > 0);
-    assert_eq!(a.purge(&PurgeRequest::default()).unwrap(), 2000);
+    assert_eq!(a.drop_all().unwrap(), 2000);
     // A's file went without a compaction; B's (another uid) stays and still serves.
     let after = msgs_sst_bytes(&db);
     assert!(after < before / 4, "SST bytes {before} -> {after}");
@@ -192,7 +192,7 @@ fn purge_all_drops_the_streams_sst_files_at_once() {
     // The purged stream keeps working: new messages after the purge are stored and survive
     // a flush.
     a.store_msg(&msg(2001, "x")).unwrap();
-    db.flush_all().unwrap();
+    db.flush_state().unwrap();
     assert_eq!(a.get(2001).unwrap().unwrap().subject, "x");
     assert_eq!(a.get(5).unwrap(), None);
     let a = RocksStreamStore::open(db.clone(), StreamUid(1)).unwrap();

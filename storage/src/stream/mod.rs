@@ -39,6 +39,10 @@ use crate::StorageError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StreamUid(pub u64);
 
+/// A blocking call that makes a store's writes so far durable (see
+/// [`StreamStore::durability_barrier`]).
+pub type DurabilityBarrier = Box<dyn FnOnce() -> Result<(), StorageError> + Send>;
+
 /// One stored message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredMsg {
@@ -162,6 +166,20 @@ pub trait StreamStore: Send {
 
     /// The oldest present sequence on one literal subject.
     fn first_seq_for_subject(&self, subject: &str) -> Result<Option<u64>, StorageError>;
+
+    /// Removes every message for good because the stream left this node (not an applied
+    /// command): unlike [`StreamStore::purge`], durable when it returns as far as the store can
+    /// make it, and a file store gives the space back at once. Returns the number removed.
+    fn drop_all(&mut self) -> Result<u64, StorageError> {
+        self.purge(&PurgeRequest::default())
+    }
+
+    /// A blocking call that makes every write of this store so far durable, for stores whose
+    /// writes skip the WAL (the Raft log is what makes applied state durable; see
+    /// `jetraft_storage::db`). `None` when writes are durable by themselves or nothing is kept.
+    fn durability_barrier(&self) -> Option<DurabilityBarrier> {
+        None
+    }
 
     /// Removes every message and forgets the sequences: afterwards the stream is brand-new
     /// (`first_seq == last_seq == 0`). Used to install a state machine snapshot whose

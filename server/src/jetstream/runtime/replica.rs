@@ -9,7 +9,9 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use jetraft_raft::{AppliedState, GroupId, LogIndex, ReplicatedStateMachine, StateMachineError};
+use jetraft_raft::{
+    AppliedState, DurabilityBarrier, GroupId, LogIndex, ReplicatedStateMachine, StateMachineError,
+};
 use parking_lot::Mutex;
 
 use crate::jetstream::stream::StreamStateMachine;
@@ -73,5 +75,9 @@ impl ReplicatedStateMachine for SharedStream {
 
     fn load_applied(&self) -> Result<Option<AppliedState>, StateMachineError> {
         self.0.lock().load_applied()
+    }
+
+    fn durability_barrier(&self) -> Option<DurabilityBarrier> {
+        self.0.lock().durability_barrier()
     }
 }

@@ -29,6 +29,11 @@
 //! assembled around it, so a batch of appends costs one store write, not one per message plus
 //! a JSON encoding of the whole config.
 //!
+//! The store's writes skip RocksDB's WAL (the Raft log holds every entry durably): they become
+//! durable with the next atomic flush of the database, and the state after a crash is the
+//! result of a prefix of them, exactly as a WAL replay would give. [`Self::durability_barrier`]
+//! forces that flush; the Raft adapter passes it before letting its log be purged.
+//!
 //! Crash recovery ([`recovery`]): every store mutation also records the index of the entry that
 //! made it (the store's write tag), so a replica restarted after a crash that left the store ahead
 //! of the applied id skips the entries already in the store when they are applied again.
@@ -57,7 +62,9 @@ pub mod ttl;
 
 use bytes::Bytes;
 use jetraft_proto::stream::{StreamCommand, stream_command::Cmd};
-use jetraft_raft::{AppliedState, LogIndex, ReplicatedStateMachine, StateMachineError};
+use jetraft_raft::{
+    AppliedState, DurabilityBarrier, LogIndex, ReplicatedStateMachine, StateMachineError,
+};
 use jetraft_storage::StorageError;
 use jetraft_storage::consumer::ConsumerStore;
 use jetraft_storage::keys::META_USER_MIN;
@@ -278,8 +285,7 @@ impl StreamStateMachine {
 
     /// Deletes every message (the stream was removed from this node).
     pub fn purge_all(&mut self) -> Result<u64, StorageError> {
-        self.store
-            .purge(&jetraft_storage::stream::PurgeRequest::default())
+        self.store.drop_all()
     }
 
     /// The stored config.
@@ -469,6 +475,11 @@ impl ReplicatedStateMachine for StreamStateMachine {
         self.store
             .put_metas(&[(META_CONFIG, &meta), (META_APPLIED, &applied)])
             .map_err(io_err)
+    }
+
+    fn durability_barrier(&self) -> Option<DurabilityBarrier> {
+        let barrier = self.store.durability_barrier()?;
+        Some(Box::new(move || barrier().map_err(io_err)))
     }
 
     fn load_applied(&self) -> Result<Option<AppliedState>, StateMachineError> {
