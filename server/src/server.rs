@@ -859,15 +859,43 @@ async fn start_jetstream(server: &Arc<Server>) -> Result<Arc<JetStream>, StartEr
     )
     .await
     .map_err(|e| StartError::JetStream {
-        reason: format!("{e:#}"),
+        reason: error_chain(&e),
     })?;
     let _ = server.jetstream.set(js.clone());
     Ok(js)
 }
 
+/// `error` and every source under it, joined with `": "` (`{:#}` prints the chain only for
+/// anyhow errors; a thiserror type shows its own message alone).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut next = error.source();
+    while let Some(e) = next {
+        out.push_str(": ");
+        out.push_str(&e.to_string());
+        next = e.source();
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_start_error_names_every_cause() {
+        let io = std::io::Error::other("Invalid argument: atomic_flush is incompatible");
+        let e = crate::jetstream::runtime::JetStreamError::Store {
+            path: "/data/jetraft".into(),
+            source: jetraft_storage::StorageError::Io(io),
+        };
+        let chain = error_chain(&e);
+        assert!(
+            chain.starts_with("opening the store in /data/jetraft: "),
+            "{chain}"
+        );
+        assert!(chain.ends_with("atomic_flush is incompatible"), "{chain}");
+    }
 
     #[test]
     fn server_ids_look_like_nats_server_ids() {
