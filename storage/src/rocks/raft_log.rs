@@ -12,8 +12,9 @@
 //! openraft's `serde` feature, which this crate only enables for its own tests.
 //!
 //! Invariants:
-//! - Every write goes through the node's [`LogWriter`], in submission order, so a group's vote,
-//!   appends, truncations and purges are applied in the order openraft issued them.
+//! - Every write goes through the node's [`LogWriter`] and has been written when the call
+//!   returns, so a group's vote, appends, truncations and purges are applied in the order
+//!   openraft issued them (it awaits each call).
 //! - `append` returns once the entries are readable and completes its `IOFlushed` callback only
 //!   after a WAL fsync that covers them; `save_vote` returns only once the vote is durable.
 //! - Truncation and purge are single `delete_range` operations, so they never leave a hole.
@@ -295,7 +296,7 @@ impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStorage<C> for RaftLogStore<C, K>
         let mut body = Vec::new();
         K::encode_log_id(&committed, &mut body);
         let op = self.state_op(keys::RAFT_COMMITTED, &body);
-        Ok(self.writer.submit(vec![op], None).await?)
+        Ok(self.writer.submit(vec![op], None)?)
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogIdOf<C>>, io::Error> {
@@ -317,7 +318,7 @@ impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStorage<C> for RaftLogStore<C, K>
             ops.push(Op::Put(ColumnFamily::RaftLog, key.to_vec(), value));
         }
         let done: Durable = Box::new(move |r: Result<(), io::Error>| callback.io_completed(r));
-        Ok(self.writer.submit(ops, Some(done)).await?)
+        Ok(self.writer.submit(ops, Some(done))?)
     }
 
     async fn truncate_after(&mut self, last_log_id: Option<LogIdOf<C>>) -> Result<(), io::Error> {
@@ -328,7 +329,7 @@ impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStorage<C> for RaftLogStore<C, K>
             keys::prefixed_u64(g, from).to_vec(),
             keys::id_range_end(g),
         );
-        Ok(self.writer.submit(vec![op], None).await?)
+        Ok(self.writer.submit(vec![op], None)?)
     }
 
     async fn purge(&mut self, log_id: LogIdOf<C>) -> Result<(), io::Error> {
@@ -343,7 +344,7 @@ impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStorage<C> for RaftLogStore<C, K>
                 keys::prefixed_u64(g, log_id.index().saturating_add(1)).to_vec(),
             ),
         ];
-        Ok(self.writer.submit(ops, None).await?)
+        Ok(self.writer.submit(ops, None)?)
     }
 }
 
