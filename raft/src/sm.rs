@@ -366,17 +366,23 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_built_snapshot_waits_for_the_barrier_after_saving() {
+    /// An adapter over a [`Recorder`] (with or without a barrier) after one snapshot build.
+    async fn built(barrier: bool) -> (Arc<Mutex<Vec<&'static str>>>, StateMachineAdapter) {
         let calls = Arc::new(Mutex::new(Vec::new()));
         let mut adapter =
-            StateMachineAdapter::new(Box::new(Recorder(calls.clone(), true))).unwrap();
+            StateMachineAdapter::new(Box::new(Recorder(calls.clone(), barrier))).unwrap();
         adapter
             .get_snapshot_builder()
             .await
             .build_snapshot()
             .await
             .unwrap();
+        (calls, adapter)
+    }
+
+    #[tokio::test]
+    async fn a_built_snapshot_waits_for_the_barrier_after_saving() {
+        let (calls, mut adapter) = built(true).await;
         assert_eq!(*calls.lock(), ["save", "barrier"]);
 
         calls.lock().clear();
@@ -390,15 +396,7 @@ mod tests {
 
     #[tokio::test]
     async fn without_a_barrier_a_build_writes_nothing() {
-        let calls = Arc::new(Mutex::new(Vec::new()));
-        let mut adapter =
-            StateMachineAdapter::new(Box::new(Recorder(calls.clone(), false))).unwrap();
-        adapter
-            .get_snapshot_builder()
-            .await
-            .build_snapshot()
-            .await
-            .unwrap();
+        let (calls, _) = built(false).await;
         assert!(calls.lock().is_empty(), "{:?}", calls.lock());
     }
 }

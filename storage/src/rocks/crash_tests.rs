@@ -78,10 +78,58 @@ fn child_appends_until_killed() {
     });
 }
 
+/// Runs the test `child` of this binary with `env` set and collects the numbers it prints after
+/// `prefix`; SIGKILLs it `kill_after` its first such line (waited for up to 20 s). Returns every
+/// number printed before the kill.
+pub(super) fn run_child_until_killed(
+    child: &str,
+    env: (&str, &std::path::Path),
+    prefix: &'static str,
+    kill_after: Duration,
+) -> Vec<u64> {
+    let exe = std::env::current_exe().expect("test binary");
+    let mut proc = Command::new(&exe)
+        .args(["--exact", child, "--nocapture"])
+        .args(["--test-threads", "1"])
+        .env(env.0, env.1)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn child");
+    let stdout = proc.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(n) = line
+                .strip_prefix(prefix)
+                .and_then(|n| n.parse::<u64>().ok())
+            {
+                let _ = tx.send(n);
+            }
+        }
+    });
+    let mut seen: Vec<u64> = rx
+        .recv_timeout(Duration::from_secs(20))
+        .into_iter()
+        .collect();
+    let kill_at = Instant::now() + kill_after;
+    while let Some(left) = kill_at.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(n) => seen.push(n),
+            Err(_) => break,
+        }
+    }
+    proc.kill().expect("SIGKILL child");
+    proc.wait().expect("reap child");
+    reader.join().expect("reader thread");
+    seen.extend(rx.try_iter());
+    seen
+}
+
 #[test]
 fn acknowledged_appends_survive_sigkill_20_rounds() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let exe = std::env::current_exe().expect("test binary");
     let mut rng = rand::rng();
     let started = Instant::now();
     let mut max_acked = 0u64;
@@ -91,48 +139,12 @@ fn acknowledged_appends_survive_sigkill_20_rounds() {
             started.elapsed() < Duration::from_secs(240),
             "crash test over time budget"
         );
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "rocks::crash_tests::child_appends_until_killed",
-                "--nocapture",
-            ])
-            .args(["--test-threads", "1"])
-            .env(CHILD_ENV, dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn child");
-        let stdout = child.stdout.take().expect("stdout");
-        let kill_after = Duration::from_millis(rng.random_range(50..400));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(n) = line
-                    .strip_prefix("ACK ")
-                    .and_then(|n| n.parse::<u64>().ok())
-                {
-                    let _ = tx.send(n);
-                }
-            }
-        });
-        // Wait for the first acknowledgement (bounded), then a random time, then SIGKILL.
-        let mut acks: Vec<u64> = rx
-            .recv_timeout(Duration::from_secs(20))
-            .into_iter()
-            .collect();
-        let kill_at = Instant::now() + kill_after;
-        while let Some(left) = kill_at.checked_duration_since(Instant::now()) {
-            match rx.recv_timeout(left) {
-                Ok(n) => acks.push(n),
-                Err(_) => break,
-            }
-        }
-        child.kill().expect("SIGKILL child");
-        child.wait().expect("reap child");
-        reader.join().expect("reader thread");
-        acks.extend(rx.try_iter());
+        let acks = run_child_until_killed(
+            "rocks::crash_tests::child_appends_until_killed",
+            (CHILD_ENV, dir.path()),
+            "ACK ",
+            Duration::from_millis(rng.random_range(50..400)),
+        );
         if let Some(a) = acks.into_iter().max() {
             max_acked = max_acked.max(a);
             rounds_with_acks += 1;

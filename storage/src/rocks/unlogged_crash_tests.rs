@@ -11,14 +11,13 @@
 //! contents, and its meta record must name its last sequence: the state on disk is what a prefix
 //! of the writes made, never a mix. Every loop is bounded in count and time.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rand::Rng;
 
 use crate::consumer::{ConsumerState, ConsumerStore, SequencePair};
 use crate::db::Db;
+use crate::rocks::crash_tests::run_child_until_killed;
 use crate::rocks::{RocksConsumerStore, RocksStreamStore};
 use crate::stream::conformance::msg;
 use crate::stream::{StreamStore, StreamUid};
@@ -76,7 +75,6 @@ fn child_applies_until_killed() {
 #[test]
 fn unlogged_state_is_a_prefix_of_its_writes_after_sigkill_10_rounds() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let exe = std::env::current_exe().expect("test binary");
     let mut rng = rand::rng();
     let started = Instant::now();
     let mut max_durable = 0u64;
@@ -85,47 +83,12 @@ fn unlogged_state_is_a_prefix_of_its_writes_after_sigkill_10_rounds() {
             started.elapsed() < Duration::from_secs(180),
             "crash test over time budget"
         );
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "rocks::unlogged_crash_tests::child_applies_until_killed",
-                "--nocapture",
-            ])
-            .args(["--test-threads", "1"])
-            .env(CHILD_ENV, dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn child");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(n) = line
-                    .strip_prefix("DURABLE ")
-                    .and_then(|n| n.parse::<u64>().ok())
-                {
-                    let _ = tx.send(n);
-                }
-            }
-        });
-        // Wait for the first durable point (bounded), then a random time, then SIGKILL.
-        let mut durable: Vec<u64> = rx
-            .recv_timeout(Duration::from_secs(20))
-            .into_iter()
-            .collect();
-        let kill_at = Instant::now() + Duration::from_millis(rng.random_range(20..300));
-        while let Some(left) = kill_at.checked_duration_since(Instant::now()) {
-            match rx.recv_timeout(left) {
-                Ok(n) => durable.push(n),
-                Err(_) => break,
-            }
-        }
-        child.kill().expect("SIGKILL child");
-        child.wait().expect("reap child");
-        reader.join().expect("reader thread");
-        durable.extend(rx.try_iter());
+        let durable = run_child_until_killed(
+            "rocks::unlogged_crash_tests::child_applies_until_killed",
+            (CHILD_ENV, dir.path()),
+            "DURABLE ",
+            Duration::from_millis(rng.random_range(20..300)),
+        );
         if let Some(d) = durable.into_iter().max() {
             max_durable = max_durable.max(d);
         }
