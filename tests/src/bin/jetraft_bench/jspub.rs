@@ -15,6 +15,7 @@ use crate::args::Args;
 pub(crate) async fn run(args: &Args) -> Result<()> {
     let client = crate::connect(&args.url, "jspub", |o| o).await?;
     crate::check_payload_size(&client, args.size)?;
+    let connected_to = client.server_info().server_name;
     let js = jetstream::new(client);
     let name = "JETRAFT_BENCH";
     let subject = crate::unique_subject("jspub");
@@ -23,7 +24,7 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
         "memory" => stream::StorageType::Memory,
         _ => stream::StorageType::File,
     };
-    js.create_stream(stream::Config {
+    let mut stream = js.create_stream(stream::Config {
         name: name.to_string(),
         subjects: vec![subject.clone()],
         storage,
@@ -32,6 +33,15 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
     })
     .await
     .context("creating the benchmark stream")?;
+    // Whether the stream leader is the node the client talks to (a forwarding hop otherwise):
+    // R3 figures differ by placement, so the RESULT line says which it was.
+    let leader = stream
+        .info()
+        .await
+        .ok()
+        .and_then(|i| i.cluster.as_ref().and_then(|c| c.leader.clone()))
+        .unwrap_or_default();
+    let leader_local = u8::from(leader.is_empty() || leader == connected_to);
     let payload = crate::payload(args.size);
     let inflight = usize::try_from(args.inflight.max(1)).unwrap_or(1);
     let mut pending: VecDeque<(Instant, jetstream::context::PublishAckFuture)> =
@@ -71,7 +81,7 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
     };
     let rate = args.msgs as f64 / elapsed.as_secs_f64();
     println!(
-        "RESULT jspub msgs={} size={} storage={} replicas={} inflight={} elapsed_s={:.3} msgs_per_sec={:.0} p50_us={} p99_us={}",
+        "RESULT jspub msgs={} size={} storage={} replicas={} inflight={} elapsed_s={:.3} msgs_per_sec={:.0} p50_us={} p99_us={} leader_local={}",
         args.msgs,
         args.size,
         args.storage,
@@ -80,7 +90,8 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
         elapsed.as_secs_f64(),
         rate,
         pct(0.50),
-        pct(0.99)
+        pct(0.99),
+        leader_local
     );
     let _ = js.delete_stream(name).await;
     Ok(())
