@@ -270,6 +270,7 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
         Strm: Stream<Item = Result<EntryResponder<JetraftConfig>, io::Error>> + Unpin + Send,
     {
         let mut applied_any = false;
+        let mut answered = false;
         while let Some((entry, responder)) = entries.try_next().await? {
             applied_any = true;
             let log_id = entry.log_id;
@@ -290,8 +291,16 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
                 out
             };
             if let Some(responder) = responder {
+                answered = true;
                 responder.send(Response(response));
             }
+        }
+        if answered {
+            // Let the tasks just woken (the answers' receivers, last in this worker's
+            // not-stealable LIFO slot) run before the state is written: the answers leave
+            // while the write happens, instead of after it. Reads see the state machine's
+            // staged writes either way.
+            tokio::task::yield_now().await;
         }
         if applied_any {
             self.state.lock().save_applied()?;

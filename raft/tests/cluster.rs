@@ -423,6 +423,17 @@ async fn restarted_group_resumes_from_the_saved_applied_state() {
     for cmd in ["a", "b", "c"] {
         c.must_propose(G, &[n(1)], cmd).await;
     }
+    // Answers leave before the applied state is written (the write follows at once).
+    let saved_items = |n: usize| {
+        let disk = disk.clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            while disk.lock().items.len() < n && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
+    saved_items(3).await;
     let saved = disk.lock().applied.clone().unwrap();
     assert!(disk.lock().saves >= 1);
     assert_eq!(disk.lock().items.len(), 3);
@@ -432,6 +443,7 @@ async fn restarted_group_resumes_from_the_saved_applied_state() {
     start(log).await;
     let r = c.must_propose(G, &[n(1)], "d").await;
     assert_eq!(len_of(&r), 4, "entries re-applied after restart");
+    saved_items(4).await;
     let disk = disk.lock();
     let items: Vec<&[u8]> = disk.items.iter().map(|b| b.as_ref()).collect();
     assert_eq!(items, [b"a", b"b", b"c", b"d"]);

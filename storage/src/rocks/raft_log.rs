@@ -141,9 +141,15 @@ impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStore<C, K> {
     }
 
     fn state_op(&self, kind: u8, body: &[u8]) -> Op {
+        let (key, value) = self.state_record(kind, body);
+        Op::Put(ColumnFamily::RaftState, key, value)
+    }
+
+    /// Key and sealed value of one of the group's Raft state records.
+    fn state_record(&self, kind: u8, body: &[u8]) -> (Vec<u8>, Vec<u8>) {
         let key = keys::kind_key(self.group.0, kind);
         let value = record::seal(&key, body);
-        Op::Put(ColumnFamily::RaftState, key.to_vec(), value)
+        (key.to_vec(), value)
     }
 
     fn decode_entry(key: &[u8], value: &[u8]) -> Result<C::Entry, io::Error> {
@@ -295,8 +301,13 @@ impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStorage<C> for RaftLogStore<C, K>
         };
         let mut body = Vec::new();
         K::encode_log_id(&committed, &mut body);
-        let op = self.state_op(keys::RAFT_COMMITTED, &body);
-        Ok(self.writer.submit(vec![op], None)?)
+        // Without the WAL: the committed id is a hint (openraft applies up to it on start), and
+        // any earlier committed id a crash leaves behind is still committed. Written through
+        // the WAL it cost a WAL write between each fsync and the apply it precedes.
+        let (key, value) = self.state_record(keys::RAFT_COMMITTED, &body);
+        let mut batch = rocksdb::WriteBatch::default();
+        batch.put_cf(&self.db.cf(ColumnFamily::RaftState)?, key, value);
+        Ok(self.db.write_unlogged(batch)?)
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogIdOf<C>>, io::Error> {

@@ -24,15 +24,16 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
         "memory" => stream::StorageType::Memory,
         _ => stream::StorageType::File,
     };
-    let mut stream = js.create_stream(stream::Config {
-        name: name.to_string(),
-        subjects: vec![subject.clone()],
-        storage,
-        num_replicas: usize::try_from(args.replicas).unwrap_or(1),
-        ..Default::default()
-    })
-    .await
-    .context("creating the benchmark stream")?;
+    let mut stream = js
+        .create_stream(stream::Config {
+            name: name.to_string(),
+            subjects: vec![subject.clone()],
+            storage,
+            num_replicas: usize::try_from(args.replicas).unwrap_or(1),
+            ..Default::default()
+        })
+        .await
+        .context("creating the benchmark stream")?;
     // Whether the stream leader is the node the client talks to (a forwarding hop otherwise):
     // R3 figures differ by placement, so the RESULT line says which it was.
     let leader = stream
