@@ -169,20 +169,27 @@ impl MetaState {
     }
 
     /// Picks `replicas` nodes among `candidates` for a new stream: least loaded first (fewest
-    /// assigned streams), ties broken by node id. `None` when there are too few candidates.
+    /// assigned streams), then fewest streams it was placed first for, then node id. The first
+    /// node initialises the group and so becomes its first leader: without the second key every
+    /// stream spanning the whole cluster would start led by the same node. `None` when there
+    /// are too few candidates.
     pub fn place(&self, replicas: usize, candidates: &[u64]) -> Option<Vec<u64>> {
         if replicas == 0 || candidates.len() < replicas {
             return None;
         }
-        let mut load: BTreeMap<u64, usize> = candidates.iter().map(|n| (*n, 0)).collect();
+        // node -> (streams assigned, streams placed first)
+        let mut load: BTreeMap<u64, (usize, usize)> =
+            candidates.iter().map(|n| (*n, (0, 0))).collect();
         for s in self.streams.values() {
-            for r in &s.replicas {
-                if let Some(l) = load.get_mut(r) {
-                    *l += 1;
+            for (i, r) in s.replicas.iter().enumerate() {
+                if let Some((assigned, first)) = load.get_mut(r) {
+                    *assigned += 1;
+                    *first += usize::from(i == 0);
                 }
             }
         }
-        let mut ranked: Vec<(usize, u64)> = load.into_iter().map(|(n, l)| (l, n)).collect();
+        let mut ranked: Vec<((usize, usize), u64)> =
+            load.into_iter().map(|(n, l)| (l, n)).collect();
         ranked.sort_unstable();
         Some(ranked.into_iter().take(replicas).map(|(_, n)| n).collect())
     }
@@ -324,6 +331,25 @@ mod tests {
         assert_eq!(m.place(2, &[1, 2, 3]), Some(vec![2, 3]));
         assert_eq!(m.place(3, &[1, 2, 3]), Some(vec![2, 3, 1]));
         assert_eq!(m.place(4, &[1, 2, 3]), None);
+    }
+
+    #[test]
+    fn streams_over_the_whole_cluster_start_on_different_first_replicas() {
+        let mut m = MetaState::default();
+        let mut firsts = Vec::new();
+        for i in 0..6 {
+            let placed = m.place(3, &[1, 2, 3]).unwrap();
+            let mut sorted = placed.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, [1, 2, 3]);
+            firsts.push(placed[0]);
+            let mut c = create(&format!("S{i}"), &[&format!("s{i}")], "{}");
+            if let Some(meta_command::Op::CreateStream(sa)) = &mut c.op {
+                sa.replicas = placed;
+            }
+            m.apply(c);
+        }
+        assert_eq!(firsts, [1, 2, 3, 1, 2, 3]);
     }
 
     #[test]
