@@ -31,10 +31,13 @@ sleep 5
 
 # run PORT STORAGE REPLICAS INFLIGHT MSGS: prints msgs/s (empty on failure); notes in
 # $work/leader-PORT whether the stream leader was the node the client talked to (1) or not (0).
+# With VIA=leader|follower (clusters only) the client publishes through that node.
 run() {
-  local out
+  local out via=()
+  [[ -n ${VIA:-} ]] && via=(--via "$VIA" --peer-urls "$(cat "$work/urls-$1")")
   out=$("$JETRAFT_BENCH_BIN" jspub --url "nats://127.0.0.1:$1" --storage "$2" --replicas "$3" \
-    --inflight "$4" --msgs "$5" --size "$SIZE" --timeout 300 2>>"$work/bench-errors.log") || true
+    --inflight "$4" --msgs "$5" --size "$SIZE" --timeout 300 "${via[@]}" \
+    2>>"$work/bench-errors.log") || true
   sed -n 's/.* leader_local=\([01]\).*/\1/p' <<<"$out" >>"$work/leader-$1"
   sed -n 's/.* msgs_per_sec=\([0-9.]*\).*/\1/p' <<<"$out"
 }
@@ -68,6 +71,10 @@ scenario "async 256 in flight, R1 memory" memory 1 256 "$MSGS" "$JR" "$NS" "$NSS
 scenario "sync, R1 file" file 1 1 "$SYNC_MSGS" "$JR" "$NS" "$NSS"
 if ((CLUSTER)); then
   scenario "async 256 in flight, R3 file (3 nodes)" file 3 256 "$MSGS" "$JRC" "$NSC"
+  VIA=leader scenario "async 256 in flight, R3 file, client on the leader's node" \
+    file 3 256 "$MSGS" "$JRC" "$NSC"
+  VIA=follower scenario "async 256 in flight, R3 file, client on a follower's node" \
+    file 3 256 "$MSGS" "$JRC" "$NSC"
   scenario "sync, R3 file (3 nodes)" file 3 1 "$SYNC_MSGS" "$JRC" "$NSC"
 fi
 report_errors bench-js.sh

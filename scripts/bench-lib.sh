@@ -41,7 +41,8 @@ start_single() {
   echo "$port"
 }
 
-# start_cluster NAME BIN [extra args...]: prints the first node's client port.
+# start_cluster NAME BIN [extra args...]: prints the first node's client port; the client URLs of
+# all three nodes go to $work/urls-FIRST_PORT (comma-separated).
 start_cluster() {
   local name=$1 bin=$2; shift 2
   local cps=() ports=() routes=""
@@ -55,6 +56,7 @@ start_cluster() {
       >"$work/$name-$i.log" 2>&1 &
     echo $! >>"$work/pids"
   done
+  printf 'nats://127.0.0.1:%s,' "${ports[@]}" | sed 's/,$//' >"$work/urls-${ports[0]}"
   echo "${ports[0]}"
 }
 

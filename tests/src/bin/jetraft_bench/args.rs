@@ -13,6 +13,7 @@ USAGE:
     jetraft-bench reqrep [--url URL] [--count N] [--size BYTES] [--timeout SECS]
     jetraft-bench jspub  [--url URL] [--msgs N] [--size BYTES] [--storage file|memory]
                          [--replicas N] [--inflight N] [--timeout SECS]
+                         [--via leader|follower --peer-urls URL,URL,..]
     jetraft-bench jsconsume [--url URL] [--msgs N] [--size BYTES] [--storage file|memory]
                          [--replicas N] [--consumer pull|ordered] [--batch N] [--timeout SECS]
     jetraft-bench kv     [--url URL] [--count N] [--size BYTES] [--replicas N] [--keys N]
@@ -40,6 +41,9 @@ OPTIONS:
     --replicas N     jspub/kv: replicas          [default: 1]
     --keys N         kv: distinct keys           [default: 100]
     --inflight N     jspub: outstanding acks     [default: 256]
+    --via NODE       jspub: publish through the stream leader's node or a follower's, picked
+                     among --peer-urls (the cluster's client URLs) [default: the --url node]
+    --peer-urls L    jspub: comma-separated client URLs of every cluster node (with --via)
     --consumer KIND  jsconsume: pull or ordered  [default: pull]
     --batch N        jsconsume: pull batch size  [default: 100]
     --timeout SECS   bound on the whole run      [default: 120]
@@ -94,6 +98,11 @@ pub(crate) struct Args {
     pub(crate) replicas: u64,
     /// Outstanding PubAcks for jspub.
     pub(crate) inflight: u64,
+    /// jspub: publish through the stream leader's node (`leader`) or a follower's (`follower`)
+    /// instead of the `url` node.
+    pub(crate) via: Option<String>,
+    /// jspub: client URLs of every cluster node, to find the `via` node among.
+    pub(crate) peer_urls: Vec<String>,
     /// Consumer kind for jsconsume (`pull` or `ordered`).
     pub(crate) consumer: String,
     /// Pull batch size for jsconsume.
@@ -136,6 +145,8 @@ pub(crate) fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Command> 
         storage: "file".to_string(),
         replicas: 1,
         inflight: 256,
+        via: None,
+        peer_urls: Vec::new(),
         consumer: "pull".to_string(),
         batch: 100,
         keys: 100,
@@ -168,6 +179,15 @@ pub(crate) fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Command> 
             "storage" => bail!("--storage must be file or memory, got {value:?}"),
             "replicas" => args.replicas = number(&key, &value)?,
             "inflight" => args.inflight = number(&key, &value)?,
+            "via" if value == "leader" || value == "follower" => args.via = Some(value),
+            "via" => bail!("--via must be leader or follower, got {value:?}"),
+            "peer-urls" => {
+                args.peer_urls = value
+                    .split(',')
+                    .filter(|u| !u.is_empty())
+                    .map(str::to_string)
+                    .collect();
+            }
             "consumer" if value == "pull" || value == "ordered" => args.consumer = value,
             "consumer" => bail!("--consumer must be pull or ordered, got {value:?}"),
             "batch" => args.batch = number(&key, &value)?,
@@ -181,6 +201,9 @@ pub(crate) fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Command> 
         Bench::ReqRep if args.count == 0 => bail!("--count must be at least 1"),
         Bench::JsPub if args.msgs == 0 || args.inflight == 0 => {
             bail!("--msgs and --inflight must be at least 1")
+        }
+        Bench::JsPub if args.via.is_some() && args.peer_urls.is_empty() => {
+            bail!("--via needs --peer-urls")
         }
         Bench::JsConsume if args.msgs == 0 || args.batch == 0 => {
             bail!("--msgs and --batch must be at least 1")
@@ -233,6 +256,12 @@ mod tests {
             (a.bench, a.count, a.keys, a.replicas),
             (Bench::Kv, 500, 7, 3)
         );
+        let Command::Run(a) = p("jspub --via leader --peer-urls nats://a:1,nats://b:2").unwrap()
+        else {
+            panic!("expected run")
+        };
+        assert_eq!(a.via.as_deref(), Some("leader"));
+        assert_eq!(a.peer_urls, ["nats://a:1", "nats://b:2"]);
     }
 
     #[test]
@@ -243,6 +272,8 @@ mod tests {
         assert!(p("reqrep --count 0").is_err());
         assert!(p("reqrep --timeout 0").is_err());
         assert!(p("kv --keys 0").is_err());
+        assert!(p("jspub --via leader").is_err());
+        assert!(p("jspub --via any --peer-urls nats://a:1").is_err());
         assert!(p("pubsub --nope 1").is_err());
         assert!(p("fly").is_err());
         assert_eq!(p("").unwrap(), Command::Help);

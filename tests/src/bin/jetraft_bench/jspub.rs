@@ -36,13 +36,14 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
         .context("creating the benchmark stream")?;
     // Whether the stream leader is the node the client talks to (a forwarding hop otherwise):
     // R3 figures differ by placement, so the RESULT line says which it was.
-    let leader = stream
-        .info()
-        .await
-        .ok()
-        .and_then(|i| i.cluster.as_ref().and_then(|c| c.leader.clone()))
-        .unwrap_or_default();
-    let leader_local = u8::from(leader.is_empty() || leader == connected_to);
+    let leader = stream_leader(&mut stream, args.replicas > 1).await;
+    let (js, leader_local) = match args.via.as_deref() {
+        Some(via) => (
+            jetstream::new(via_node(args, via == "leader", &leader).await?),
+            u8::from(via == "leader"),
+        ),
+        None => (js, u8::from(leader.is_empty() || leader == connected_to)),
+    };
     let payload = crate::payload(args.size);
     let inflight = usize::try_from(args.inflight.max(1)).unwrap_or(1);
     let mut pending: VecDeque<(Instant, jetstream::context::PublishAckFuture)> =
@@ -96,4 +97,35 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
     );
     let _ = js.delete_stream(name).await;
     Ok(())
+}
+
+/// The stream leader's server name (empty if none is reported). With `wait`, waits up to 5 s for
+/// a replicated stream's first election.
+async fn stream_leader(stream: &mut stream::Stream, wait: bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let leader = stream
+            .info()
+            .await
+            .ok()
+            .and_then(|i| i.cluster.as_ref().and_then(|c| c.leader.clone()))
+            .unwrap_or_default();
+        if !leader.is_empty() || !wait || Instant::now() >= deadline {
+            return leader;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A connection to the stream leader's node (`to_leader`) or to a follower's, found among
+/// `--peer-urls` by the server name each node reports.
+async fn via_node(args: &Args, to_leader: bool, leader: &str) -> Result<async_nats::Client> {
+    anyhow::ensure!(!leader.is_empty(), "--via: the stream reports no leader");
+    for url in &args.peer_urls {
+        let client = crate::connect(url, "jspub", |o| o).await?;
+        if (client.server_info().server_name == leader) == to_leader {
+            return Ok(client);
+        }
+    }
+    anyhow::bail!("--via: no node among --peer-urls fits (leader {leader})")
 }
