@@ -48,7 +48,7 @@ fn main() -> ExitCode {
             print!("{}", args::USAGE);
             return ExitCode::SUCCESS;
         }
-        Command::Run(args) => args,
+        Command::Run(args) => *args,
     };
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,

@@ -117,7 +117,7 @@ pub(crate) enum Command {
     /// Print usage and exit successfully.
     Help,
     /// Run a benchmark.
-    Run(Args),
+    Run(Box<Args>),
 }
 
 /// Parses `argv` without the program name.
@@ -216,7 +216,7 @@ pub(crate) fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Command> 
     if args.timeout.is_zero() {
         bail!("--timeout must be at least 1 second");
     }
-    Ok(Command::Run(args))
+    Ok(Command::Run(Box::new(args)))
 }
 
 /// A non-negative integer; `_` separators are allowed (`1_000_000`).
