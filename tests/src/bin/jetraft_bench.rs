@@ -136,6 +136,30 @@ pub(crate) fn payload(size: usize) -> bytes::Bytes {
         .into()
 }
 
+/// Stream `name` on `subject`, deleted first if it exists, with `--storage` and `--replicas`.
+pub(crate) async fn fresh_stream(
+    js: &async_nats::jetstream::Context,
+    name: &str,
+    subject: &str,
+    args: &Args,
+) -> Result<async_nats::jetstream::stream::Stream> {
+    use async_nats::jetstream::stream;
+    let _ = js.delete_stream(name).await;
+    let storage = match args.storage.as_str() {
+        "memory" => stream::StorageType::Memory,
+        _ => stream::StorageType::File,
+    };
+    js.create_stream(stream::Config {
+        name: name.to_string(),
+        subjects: vec![subject.to_string()],
+        storage,
+        num_replicas: usize::try_from(args.replicas).unwrap_or(1),
+        ..Default::default()
+    })
+    .await
+    .context("creating the benchmark stream")
+}
+
 /// A subject unique to this process, so that concurrent runs do not see each other.
 pub(crate) fn unique_subject(kind: &str) -> String {
     let nanos = std::time::SystemTime::now()

@@ -21,21 +21,7 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
     let js = jetstream::new(client);
     let name = "JETRAFT_BENCH_CONSUME";
     let subject = crate::unique_subject("jsconsume");
-    let _ = js.delete_stream(name).await;
-    let storage = match args.storage.as_str() {
-        "memory" => stream::StorageType::Memory,
-        _ => stream::StorageType::File,
-    };
-    let stream = js
-        .create_stream(stream::Config {
-            name: name.to_string(),
-            subjects: vec![subject.clone()],
-            storage,
-            num_replicas: usize::try_from(args.replicas).unwrap_or(1),
-            ..Default::default()
-        })
-        .await
-        .context("creating the benchmark stream")?;
+    let stream = crate::fresh_stream(&js, name, &subject, args).await?;
     let filling = Instant::now();
     fill(&js, &subject, args).await?;
     // So that a profiler can start on the consuming phase alone (scripts read RESULT lines).

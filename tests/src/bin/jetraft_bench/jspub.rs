@@ -19,21 +19,7 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
     let js = jetstream::new(client);
     let name = "JETRAFT_BENCH";
     let subject = crate::unique_subject("jspub");
-    let _ = js.delete_stream(name).await;
-    let storage = match args.storage.as_str() {
-        "memory" => stream::StorageType::Memory,
-        _ => stream::StorageType::File,
-    };
-    let mut stream = js
-        .create_stream(stream::Config {
-            name: name.to_string(),
-            subjects: vec![subject.clone()],
-            storage,
-            num_replicas: usize::try_from(args.replicas).unwrap_or(1),
-            ..Default::default()
-        })
-        .await
-        .context("creating the benchmark stream")?;
+    let mut stream = crate::fresh_stream(&js, name, &subject, args).await?;
     // Whether the stream leader is the node the client talks to (a forwarding hop otherwise):
     // R3 figures differ by placement, so the RESULT line says which it was.
     let leader = stream_leader(&mut stream, args.replicas > 1).await;
