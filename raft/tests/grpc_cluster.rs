@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
+use futures_util::future::join_all;
 use jetraft_proto::raft as pb;
 use jetraft_proto::raft::raft_service_client::RaftServiceClient;
 use jetraft_raft::network::grpc::{self, GrpcTransport};
@@ -143,6 +144,9 @@ async fn start(id: NodeId, listener: TcpListener, dir: &Path, timing: RaftTiming
     let service = grpc::service(registry.node_id(), registry.groups().clone());
     let server = tokio::spawn(async move {
         let _ = tonic::transport::Server::builder()
+            // As `grpc::serve` does (the raft service requires it).
+            // As `grpc::serve` does (the raft service requires it).
+            .max_concurrent_streams(grpc::MAX_CONCURRENT_STREAMS)
             .add_service(service)
             .serve_with_incoming(incoming)
             .await;
@@ -851,5 +855,35 @@ async fn append_stream_answers_pipelined_requests_in_order() {
         .into_inner();
     let err = answers.message().await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::NotFound, "{err:?}");
+    c.shutdown().await;
+}
+
+/// Every group a node follows keeps an append stream open from its leader's node, all on one
+/// connection per peer: with more groups than HTTP/2's usual limit of 200 streams per
+/// connection, every group still replicates and commits (with two voters the follower must
+/// answer). Fails (proposals time out) with the server's limit at 200 instead of
+/// `grpc::MAX_CONCURRENT_STREAMS`: checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_groups_than_the_usual_http2_stream_limit_share_one_peer_connection() {
+    const GROUPS: u64 = 240;
+    let mut c = Cluster::new(2).await;
+    let both = ids(2);
+    let groups: Vec<GroupId> = (100..100 + GROUPS).map(GroupId).collect();
+    // In chunks: 240 simultaneous first elections can overload a debug build on two cores.
+    for chunk in groups.chunks(24) {
+        join_all(chunk.iter().map(|&g| c.create_group(g, &both))).await;
+    }
+    // Node 1 initialised every group, so it leads them all (or most: elections may move a few).
+    for chunk in groups.chunks(24) {
+        join_all(
+            chunk
+                .iter()
+                .map(|&g| c.propose(g, &both, cmd(g.0 as usize))),
+        )
+        .await;
+    }
+    for &g in &groups {
+        c.wait_for_items(g, &both, &[cmd(g.0 as usize)]).await;
+    }
     c.shutdown().await;
 }
