@@ -4,7 +4,9 @@
 //! when `JETRAFT_CRASH_DIR` is set). The child appends Raft log entries through the group-commit
 //! writer and prints `ACK <index>` after each flush callback; the parent SIGKILLs it at a random
 //! point, reopens the database and checks that every acknowledged entry is present and that
-//! nothing is corrupt. Every loop is bounded in count and time.
+//! nothing is corrupt. The child also saves the committed id (written without the WAL) after
+//! acknowledgements and flushes now and then: after the kill it may be older or missing, but
+//! never ahead of the entries the log holds. Every loop is bounded in count and time.
 //!
 //! Corruption: bytes are flipped in stored values and in the SST/WAL files of a closed database;
 //! every read must then either fail or return exactly the original data.
@@ -29,15 +31,19 @@ use crate::{StorageError, keys};
 
 const CHILD_ENV: &str = "JETRAFT_CRASH_DIR";
 
+fn entry_id(index: u64) -> openraft::type_config::alias::LogIdOf<TestConfig> {
+    LogId::new(
+        openraft::impls::leader_id_adv::LeaderId {
+            term: 1,
+            node_id: 1,
+        },
+        index,
+    )
+}
+
 fn entry(index: u64) -> <TestConfig as RaftTypeConfig>::Entry {
     <TestConfig as RaftTypeConfig>::Entry::new_normal(
-        LogId::new(
-            openraft::impls::leader_id_adv::LeaderId {
-                term: 1,
-                node_id: 1,
-            },
-            index,
-        ),
+        entry_id(index),
         format!("entry-{index}-{}", "x".repeat(100)),
     )
 }
@@ -56,11 +62,25 @@ fn child_appends_until_killed() {
     rt.block_on(async move {
         let db = Db::open(std::path::Path::new(&dir)).expect("open");
         let writer = LogWriter::start(db.clone()).expect("writer");
-        let mut log = TestLog::new(db, writer, GroupId(1));
+        let mut log = TestLog::new(db.clone(), writer, GroupId(1));
         let state = log.get_log_state().await.expect("state");
         let mut next = state.last_log_id.map_or(1, |l| l.index + 1);
+        let acked = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let deadline = Instant::now() + Duration::from_secs(30);
+        let mut appends = 0u64;
         while Instant::now() < deadline {
+            // As openraft does: the committed id follows durable appends.
+            let committed = acked.load(std::sync::atomic::Ordering::Acquire);
+            if committed > 0 {
+                log.save_committed(Some(entry_id(committed)))
+                    .await
+                    .expect("save committed");
+            }
+            appends += 1;
+            if appends.is_multiple_of(64) {
+                // Persists the unlogged committed id (and everything before it).
+                db.flush_state().expect("flush");
+            }
             // A few entries per append, several appends in flight, like openraft does.
             let batch: Vec<_> = (next..next + 4).map(entry).collect();
             let last = next + 3;
@@ -69,8 +89,10 @@ fn child_appends_until_killed() {
             log.append(batch, IOFlushed::signal(tx))
                 .await
                 .expect("append");
+            let acked = acked.clone();
             tokio::spawn(async move {
                 if let Ok(Ok(())) = rx.await {
+                    acked.fetch_max(last, std::sync::atomic::Ordering::AcqRel);
                     println!("ACK {last}");
                 }
             });
@@ -134,6 +156,7 @@ fn acknowledged_appends_survive_sigkill_20_rounds() {
     let started = Instant::now();
     let mut max_acked = 0u64;
     let mut rounds_with_acks = 0;
+    let mut committed_seen = 0;
     for round in 0..20 {
         assert!(
             started.elapsed() < Duration::from_secs(240),
@@ -169,6 +192,14 @@ fn acknowledged_appends_survive_sigkill_20_rounds() {
                 .await
                 .expect("no corruption");
             assert_eq!(entries.len() as u64, last, "round {round}: hole in log");
+            if let Some(c) = log.read_committed().await.expect("committed") {
+                committed_seen += 1;
+                assert!(
+                    c.index <= last,
+                    "round {round}: committed {} ahead of the log's last entry {last}",
+                    c.index
+                );
+            }
             for (i, e) in entries.iter().enumerate() {
                 assert_eq!(
                     e,
@@ -185,6 +216,10 @@ fn acknowledged_appends_survive_sigkill_20_rounds() {
     assert!(
         rounds_with_acks >= 15,
         "only {rounds_with_acks} rounds acknowledged anything"
+    );
+    assert!(
+        committed_seen > 0,
+        "no round found a committed id: the check above never ran"
     );
 }
 

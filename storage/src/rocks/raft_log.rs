@@ -302,8 +302,10 @@ impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStorage<C> for RaftLogStore<C, K>
         let mut body = Vec::new();
         K::encode_log_id(&committed, &mut body);
         // Without the WAL: the committed id is a hint (openraft applies up to it on start), and
-        // any earlier committed id a crash leaves behind is still committed. Written through
-        // the WAL it cost a WAL write between each fsync and the apply it precedes.
+        // any earlier committed id a crash leaves behind is still committed. It never survives
+        // without the entries it covers: they were written before it, and a flush (atomic over
+        // all column families) that persists it persists them too. Written through the WAL it
+        // cost a WAL write between each fsync and the apply it precedes.
         let (key, value) = self.state_record(keys::RAFT_COMMITTED, &body);
         let mut batch = rocksdb::WriteBatch::default();
         batch.put_cf(&self.db.cf(ColumnFamily::RaftState)?, key, value);
