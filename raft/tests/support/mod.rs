@@ -271,8 +271,21 @@ impl TestCluster {
     }
 
     /// Proposes `cmd` through the current leader among `among`, following NotLeader hints.
+    /// A proposal whose outcome is unknown is settled (see [`Self::settle`]) before it is made
+    /// again, so `cmd` is applied once.
     pub async fn must_propose(&self, group: GroupId, among: &[NodeId], cmd: &str) -> Bytes {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let cmd_bytes = Bytes::copy_from_slice(cmd.as_bytes());
+        let before = among
+            .iter()
+            .map(|&n| {
+                self.raw_items(group, n)
+                    .iter()
+                    .filter(|i| **i == cmd_bytes)
+                    .count()
+            })
+            .max()
+            .unwrap_or(0);
         let mut target = self.wait_for_leader(group, among).await;
         loop {
             let res = self
@@ -286,6 +299,13 @@ impl TestCluster {
                     leader: Some(l), ..
                 }) if among.contains(&l) => target = l,
                 Err(e) => {
+                    if matches!(
+                        e,
+                        RaftError::OutcomeUnknown { .. } | RaftError::Timeout { .. }
+                    ) && let Some(resp) = self.settle(group, among, &cmd_bytes, before).await
+                    {
+                        return resp;
+                    }
                     assert!(
                         tokio::time::Instant::now() < deadline,
                         "propose {cmd:?} to group {group} failed: {e}"
@@ -297,9 +317,59 @@ impl TestCluster {
         }
     }
 
-    /// The state machine contents of `group` on `node`.
+    /// Settles a proposal of unknown outcome: commits a marker (an empty command, which
+    /// [`Self::items`] hides) through the current leader, so every entry before it in that
+    /// leader's log is applied and any entry not in it can never commit. Returns the answer
+    /// `cmd` got (the list length after it) if the leader now holds more than `before` copies.
+    async fn settle(
+        &self,
+        group: GroupId,
+        among: &[NodeId],
+        cmd: &Bytes,
+        before: usize,
+    ) -> Option<Bytes> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let leader = self.wait_for_leader(group, among).await;
+            match self
+                .node(leader)
+                .registry
+                .propose(group, Bytes::new())
+                .await
+            {
+                Ok(_) => {
+                    let items = self.raw_items(group, leader);
+                    let copies = items.iter().filter(|i| *i == cmd).count();
+                    let at = items.iter().rposition(|i| i == cmd)?;
+                    return (copies > before)
+                        .then(|| Bytes::copy_from_slice(&((at + 1) as u64).to_be_bytes()));
+                }
+                Err(e) => {
+                    assert!(
+                        tokio::time::Instant::now() < deadline,
+                        "marker for group {group} failed: {e}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+
+    /// The state machine contents of `group` on `node`, markers (see [`Self::settle`]) left out.
     pub fn items(&self, group: GroupId, node: NodeId) -> Vec<Bytes> {
-        self.node(node).replicas.lock()[&group].0.lock().clone()
+        let mut items = self.raw_items(group, node);
+        items.retain(|i| !i.is_empty());
+        items
+    }
+
+    /// The state machine contents of `group` on `node`, markers included; empty for a group
+    /// a test started by itself (outside [`Self::start_group`]).
+    fn raw_items(&self, group: GroupId, node: NodeId) -> Vec<Bytes> {
+        let replicas = self.node(node).replicas.lock();
+        replicas
+            .get(&group)
+            .map(|(items, _)| items.lock().clone())
+            .unwrap_or_default()
     }
 
     /// The log store of `group` on `node`.
