@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import functools
 import inspect
+import io
 import json
 import os
 import shutil
@@ -146,10 +147,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 task = asyncio.ensure_future(f(*args, **kwargs))
                 done, _ = await asyncio.wait({task}, timeout=limit)
                 if not done:
+                    # Where the test was waiting, so a timeout can be diagnosed from CI logs.
+                    where = io.StringIO()
+                    task.print_stack(file=where)
                     task.cancel()
                     with contextlib.suppress(BaseException):
                         await task
-                    pytest.fail(f"test exceeded its {limit:g}s timeout", pytrace=False)
+                    pytest.fail(
+                        f"test exceeded its {limit:g}s timeout; it was waiting at:\n"
+                        f"{where.getvalue()}",
+                        pytrace=False,
+                    )
                 return task.result()
 
             return bounded

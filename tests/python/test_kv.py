@@ -273,6 +273,9 @@ async def test_max_age_expires_values(server, connect):
     assert (si.state.messages, si.state.last_seq) == (0, 1)
 
 
+# Its own bounded waits (cluster forming, bucket creation, leader) add up to more than the
+# default 30 s; on CI it timed out twice (session 10 and 12) without saying where.
+@pytest.mark.timeout_s(90)
 async def test_r3_bucket_across_nodes(server_factory, connect):
     cluster_ports = [free_port() for _ in range(3)]
     routes = ",".join(f"nats://127.0.0.1:{p}" for p in cluster_ports)
