@@ -442,11 +442,13 @@ async fn streams_and_messages_survive_restart() {
     drop(nc);
     srv.restart().await.expect("restart");
     let nc = connect(&srv).await;
-    let info = jetraft_tests::harness::wait_for("stream back", OP, || {
+    // A restarted replica answers from its state while it still applies its log again (the
+    // committed id it resumes from may be older than its last entry), so wait for all 20.
+    let info = jetraft_tests::harness::wait_for("stream back with its 20 messages", OP, || {
         let nc = nc.clone();
         async move {
             let info = api(&nc, "$JS.API.STREAM.INFO.DUR", Value::Null).await;
-            info["state"].is_object().then_some(info)
+            (info["state"]["messages"] == 20).then_some(info)
         }
     })
     .await;
