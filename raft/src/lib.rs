@@ -45,6 +45,7 @@ pub mod rocks_log;
 pub mod sm;
 mod stopping;
 pub mod types;
+mod watchdog;
 
 pub use error::RaftError;
 pub use health::Currency;

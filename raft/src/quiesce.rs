@@ -87,14 +87,14 @@ impl QuietFlag {
     }
 
     /// The wake-up count, read before deciding to go quiet.
-    fn wakes(&self) -> u64 {
+    pub(crate) fn wakes(&self) -> u64 {
         self.wakes.load(Ordering::SeqCst)
     }
 
     /// Stops the group's timers unless it was woken since the count was `seen`; returns
     /// whether the group is now quiet. A wake-up that slips in while the timers are being
     /// stopped is caught by the second look at the count, and the timers start again.
-    fn quiesce(&self, raft: &GroupRaft, seen: u64) -> bool {
+    pub(crate) fn quiesce(&self, raft: &GroupRaft, seen: u64) -> bool {
         self.quiet.store(true, Ordering::SeqCst);
         raft.runtime_config().tick(false);
         if self.wakes.load(Ordering::SeqCst) != seen {

@@ -604,6 +604,21 @@ impl<T: Transport> GroupRegistry<T> {
         Ok(self.watch_leader(group)?.current())
     }
 
+    /// Whether this replica leads `group` and has applied everything committed before it took
+    /// over: a new leader first commits an entry of its own term, and once that is applied its
+    /// state holds every write acknowledged by any earlier leader. Until then its reads (stream
+    /// and consumer info, message gets) could miss such writes, as after a restart that is
+    /// still re-applying its log.
+    pub fn leader_caught_up(&self, group: GroupId) -> Result<bool, RaftError> {
+        let raft = self.raft(group)?;
+        let rx = raft.metrics();
+        let m = rx.borrow_watched();
+        Ok(m.state == openraft::ServerState::Leader
+            && m.last_applied
+                .as_ref()
+                .is_some_and(|l| l.leader_id.term == m.current_term))
+    }
+
     /// On the leader of `group`: the replication progress of every other member (voters and
     /// learners). Empty on a follower (only the leader tracks replication).
     pub fn followers(&self, group: GroupId) -> Result<Vec<FollowerProgress>, RaftError> {

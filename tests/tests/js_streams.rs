@@ -442,13 +442,13 @@ async fn streams_and_messages_survive_restart() {
     drop(nc);
     srv.restart().await.expect("restart");
     let nc = connect(&srv).await;
-    // A restarted replica answers from its state while it still applies its log again (the
-    // committed id it resumes from may be older than its last entry), so wait for all 20.
-    let info = jetraft_tests::harness::wait_for("stream back with its 20 messages", OP, || {
+    // The restarted leader re-applies part of its log (the committed id it resumes from may be
+    // older than its last entry); its first answer must already hold all 20.
+    let info = jetraft_tests::harness::wait_for("stream info answered", OP, || {
         let nc = nc.clone();
         async move {
             let info = api(&nc, "$JS.API.STREAM.INFO.DUR", Value::Null).await;
-            (info["state"]["messages"] == 20).then_some(info)
+            info.get("error").is_none().then_some(info)
         }
     })
     .await;
@@ -459,6 +459,51 @@ async fn streams_and_messages_survive_restart() {
     assert_eq!(dup["duplicate"], true, "{dup}");
     let next = publish(&nc, "dur.x", &[], "payload").await;
     assert_eq!(next["seq"], 21);
+}
+
+/// After kill -9, the restarted leader re-applies the entries its state machine had not saved;
+/// until it has, it must not answer reads: the first STREAM.INFO and a get of the last message
+/// already see every acknowledged publish.
+#[tokio::test]
+async fn the_first_answer_after_kill_9_holds_every_acknowledged_message() {
+    const N: u64 = 3_000;
+    let mut srv = start_server().await;
+    let nc = connect(&srv).await;
+    create(&nc, json!({"name": "KA", "subjects": ["ka.*"]})).await;
+    let js = jetstream::new(nc.clone());
+    let mut acks = Vec::new();
+    for i in 0..N {
+        let ack = within(
+            OP,
+            "publish",
+            js.publish(format!("ka.{}", i % 5), "x".into()),
+        )
+        .await
+        .expect("publish sent");
+        acks.push(ack);
+    }
+    for ack in acks {
+        within(OP, "PubAck", ack.into_future())
+            .await
+            .expect("PubAck");
+    }
+    drop(js);
+    drop(nc);
+    srv.kill();
+    srv.start_again().await.expect("start again after kill -9");
+    let nc = connect(&srv).await;
+    let info = jetraft_tests::harness::wait_for("stream info answered", OP, || {
+        let nc = nc.clone();
+        async move {
+            let info = api(&nc, "$JS.API.STREAM.INFO.KA", Value::Null).await;
+            info.get("error").is_none().then_some(info)
+        }
+    })
+    .await;
+    assert_eq!(info["state"]["messages"], N, "{info}");
+    assert_eq!(info["state"]["last_seq"], N, "{info}");
+    let last = api(&nc, "$JS.API.STREAM.MSG.GET.KA", json!({"seq": N})).await;
+    assert_eq!(last["message"]["seq"], N, "{last}");
 }
 
 /// More entries than the Raft snapshot policy (every 5,000 entries, keeping 1,000 behind), one

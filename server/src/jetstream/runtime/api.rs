@@ -39,6 +39,9 @@ const OFFLINE_AFTER: Duration = Duration::from_secs(10);
 
 /// How long a create waits for the new stream's group to elect a leader before answering.
 const CREATE_LEADER_WAIT: Duration = Duration::from_secs(5);
+/// How long a leader that has not applied its predecessors' entries yet holds an API request
+/// back (see `JetStream::wait_leader_caught_up`).
+const LEADER_CATCH_UP_WAIT: Duration = Duration::from_secs(5);
 
 /// The response `type` of an operation.
 fn kind(op: &ApiOp) -> &'static str {
@@ -173,6 +176,10 @@ impl JetStream {
                     return;
                 };
                 if op.owner() == Owner::AnyReplica {
+                    // Any replica may answer, but the leader not before it caught up (a
+                    // follower's answer may lag, as on nats-server).
+                    self.wait_leader_caught_up(local.group(), LEADER_CATCH_UP_WAIT)
+                        .await;
                     match &op {
                         ApiOp::DirectGet(_) => self.direct_get_from(&local, None, &msg, Some(hops)),
                         ApiOp::DirectGetLast(_, subject) => {
@@ -226,6 +233,8 @@ impl JetStream {
         hops: u32,
         group: GroupId,
     ) {
+        self.wait_leader_caught_up(group, LEADER_CATCH_UP_WAIT)
+            .await;
         let Some(result) = self.api_answer(op, msg).await else {
             return;
         };

@@ -171,6 +171,7 @@ impl JetStream {
         })?;
         let registry = GroupRegistry::new(node, transport.clone(), timing)?;
         registry.spawn_quiescence();
+        registry.spawn_leaderless_watchdog();
         let (meta_sm, meta) = MetaMachine::open(Some(logs.db().clone()))?;
         logs.create_group(&registry, GroupId::META, Box::new(meta_sm))
             .await?;
@@ -370,6 +371,20 @@ impl JetStream {
         let ls = self.local.read().get(name).cloned()?;
         let current = self.meta.read(|m| m.stream(name).map(|s| s.uid));
         (current == Some(ls.uid)).then_some(ls)
+    }
+
+    /// On `group`'s leader: waits (bounded) until it applied everything committed before it
+    /// took over ([`jetraft_raft::registry::GroupRegistry::leader_caught_up`]), so that its
+    /// answers see every acknowledged write. Past `bound` (or on a follower) it returns anyway:
+    /// the caller answers from what it has, or finds out that leadership moved.
+    async fn wait_leader_caught_up(&self, group: GroupId, bound: Duration) {
+        let deadline = tokio::time::Instant::now() + bound;
+        while self.registry.leader(group).is_ok_and(|l| l.is_self)
+            && !self.registry.leader_caught_up(group).unwrap_or(true)
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     /// Waits (bounded) until `group` has a leader visible from this node.
