@@ -83,6 +83,11 @@ const MAX_TOTAL_WAL_BYTES: u64 = 256 << 20;
 impl Db {
     /// Opens (creating if needed) the database in `path` with all column families.
     pub fn open(path: &Path) -> Result<Self, StorageError> {
+        Self::open_tuned(path, |_| {})
+    }
+
+    /// [`Db::open`] with `tune` applied to the database options (tests).
+    fn open_tuned(path: &Path, tune: impl FnOnce(&mut Options)) -> Result<Self, StorageError> {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
@@ -102,6 +107,7 @@ impl Db {
         // (RocksDB refuses atomic flush with pipelined writes; the state writes that shared WAL
         // write groups with the log appends no longer write the WAL at all.)
         opts.set_atomic_flush(true);
+        tune(&mut opts);
         let cfs = ColumnFamily::ALL.iter().map(|cf| {
             let mut cf_opts = Options::default();
             cf_opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
@@ -127,8 +133,7 @@ impl Db {
         }
         let mut wo = WriteOptions::default();
         wo.set_sync(true);
-        self.inner.write_opt(batch, &wo)?;
-        Ok(())
+        self.write_opt(batch, wo)
     }
 
     /// Reads one value.
@@ -140,8 +145,7 @@ impl Db {
     pub(crate) fn write(&self, batch: WriteBatch, sync: bool) -> Result<(), StorageError> {
         let mut wo = WriteOptions::default();
         wo.set_sync(sync);
-        self.inner.write_opt(batch, &wo)?;
-        Ok(())
+        self.write_opt(batch, wo)
     }
 
     /// Writes a batch atomically without the WAL: it is readable at once and durable only after
@@ -150,8 +154,37 @@ impl Db {
     pub(crate) fn write_unlogged(&self, batch: WriteBatch) -> Result<(), StorageError> {
         let mut wo = WriteOptions::default();
         wo.disable_wal(true);
-        self.inner.write_opt(batch, &wo)?;
-        Ok(())
+        self.write_opt(batch, wo)
+    }
+
+    /// Writes `batch` with `wo`, never stalling an async worker thread: RocksDB makes writers
+    /// wait (a write stall) while flushes or compactions fall behind, which on a tokio worker
+    /// would freeze every task on it, Raft heartbeats included. The write is first tried with
+    /// `no_slowdown`, which refuses it instead of waiting; a refused write is made again, waiting,
+    /// with [`tokio::task::block_in_place`] so the worker's other tasks move to another thread.
+    fn write_opt(&self, batch: WriteBatch, mut wo: WriteOptions) -> Result<(), StorageError> {
+        // Kept for the rare retry: `write_opt` consumes the batch.
+        let again = WriteBatch::from_data(batch.data());
+        wo.set_no_slowdown(true);
+        match self.inner.write_opt(batch, &wo) {
+            Err(e) if e.kind() == rocksdb::ErrorKind::Incomplete => {
+                // Refused whole (nothing of it was written): wait for the stall off the worker.
+                wo.set_no_slowdown(false);
+                let write = || self.inner.write_opt(again, &wo);
+                let on_worker = tokio::runtime::Handle::try_current().is_ok_and(|h| {
+                    h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+                });
+                Ok(if on_worker {
+                    // The callers are synchronous (openraft's log and state machine calls), so
+                    // `spawn_blocking` cannot be awaited here; this runs only during a stall.
+                    #[allow(clippy::disallowed_methods)]
+                    tokio::task::block_in_place(write)
+                } else {
+                    write()
+                }?)
+            }
+            other => Ok(other?),
+        }
     }
 
     /// Flushes every column family's memtable in one atomic flush and waits for it: every write
@@ -195,6 +228,68 @@ impl Db {
 mod tests {
     use super::*;
     use crate::keys::prefixed_u64;
+
+    /// A write RocksDB stalls (here: its write buffer manager over budget, as when memtables
+    /// wait for flushes that fall behind) waits off the runtime's only worker, whose other tasks
+    /// keep running, and completes once the stall ends. Without `Db::write_opt`'s fallback the
+    /// ticker below never runs: checked.
+    #[test]
+    fn stalled_write_waits_without_blocking_the_async_worker() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = rocksdb::WriteBufferManager::new_write_buffer_manager(64 << 20, true);
+        let db = Db::open_tuned(dir.path(), |o| o.set_write_buffer_manager(&budget)).unwrap();
+        let put = |i: u64| {
+            let mut b = WriteBatch::default();
+            b.put_cf(
+                &db.cf(ColumnFamily::Msgs).unwrap(),
+                prefixed_u64(1, i),
+                b"v",
+            );
+            b
+        };
+        db.write(put(0), false).unwrap();
+        // Every byte of memtable is now over budget: writes stall until the budget grows.
+        budget.set_buffer_size(1);
+
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_time()
+            .build()
+            .unwrap();
+        // Ends the stall however the test ends, so a failure does not hang dropping `rt`.
+        struct Release<'a>(&'a rocksdb::WriteBufferManager);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.set_buffer_size(64 << 20);
+            }
+        }
+        let release = Release(&budget);
+        let (written_tx, written) = std::sync::mpsc::channel();
+        let (db2, batch) = (db.clone(), put(1));
+        rt.spawn(async move { written_tx.send(db2.write(batch, false)).unwrap() });
+        let (tick_tx, tick) = std::sync::mpsc::channel();
+        rt.spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            tick_tx.send(()).unwrap();
+        });
+        tick.recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the runtime's tasks ran while a write was stalled");
+        assert!(
+            written.try_recv().is_err(),
+            "the write waited for the stall"
+        );
+
+        drop(release);
+        written
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the write completes once the stall ends")
+            .unwrap();
+        assert_eq!(
+            db.get(ColumnFamily::Msgs, &prefixed_u64(1, 1)).unwrap(),
+            Some(b"v".to_vec())
+        );
+        drop(rt);
+    }
 
     #[test]
     fn synced_write_survives_reopen() {
