@@ -342,7 +342,8 @@ impl JetStream {
         }
         let from_meta = self
             .meta
-            .read(|m| m.peers().get(&node).map(|p| p.cluster_addr.clone()));
+            .read(|m| m.peers().get(&node).map(|p| p.cluster_addr.clone()))
+            .filter(|a| !a.is_empty());
         from_meta
             .or_else(|| {
                 self.server.cluster.as_ref().and_then(|c| {

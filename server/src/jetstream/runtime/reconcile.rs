@@ -251,6 +251,8 @@ impl JetStream {
         let mut members = BTreeMap::new();
         for r in &ls.replicas {
             let Some(addr) = self.peer_cluster_addr(*r) else {
+                // Retried at the next pass (every few seconds, or when the meta state moves).
+                warn!(stream = %ls.name, replica = r, "stream group not initialised yet: no cluster address known for a replica");
                 return;
             };
             members.insert(NodeId(*r), PeerNode::new(addr));
