@@ -486,3 +486,45 @@ async fn acked_writes_survive_a_seeded_fault_schedule() {
     }
     c.shutdown().await;
 }
+
+/// A proposal whose answer misses the deadline (the leader's links to both followers are slower
+/// than it) is settled, not made again blindly: `must_propose` commits a marker through the
+/// leader once the links recover, finds the first copy applied and returns its answer. A blind
+/// retry would have put a second copy in the log behind the first, and both would commit.
+#[tokio::test]
+async fn a_proposal_that_timed_out_is_settled_not_repeated() {
+    support::init_log();
+    // Elections far off: the followers hear nothing from the leader while its links are slow.
+    let timing = jetraft_raft::RaftTiming {
+        election_min: Duration::from_secs(30),
+        election_max: Duration::from_secs(60),
+        ..support::test_timing()
+    };
+    let ids: Vec<NodeId> = (1..=3).map(NodeId).collect();
+    let c = TestCluster::with_timing(&ids, timing);
+    c.must_create_group(G, &ids).await;
+    let leader = c.wait_for_leader(G, &ids).await;
+    let followers: Vec<NodeId> = ids.iter().copied().filter(|n| *n != leader).collect();
+    let slow = timing.propose_timeout + Duration::from_secs(1);
+    for f in &followers {
+        c.net.set_delay(leader, *f, slow);
+    }
+    let net = c.net.clone();
+    let restore = followers.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(slow + Duration::from_millis(500)).await;
+        for f in restore {
+            net.set_delay(leader, f, Duration::ZERO);
+        }
+    });
+    let started = tokio::time::Instant::now();
+    let resp = c.must_propose(G, &ids, "once").await;
+    assert!(
+        started.elapsed() > timing.propose_timeout,
+        "the first proposal was answered within the deadline: nothing to settle"
+    );
+    assert_eq!(len_of(&resp), 1);
+    let items = c.wait_for_agreement(G, &ids).await;
+    assert_eq!(items, vec![Bytes::from_static(b"once")]);
+    c.shutdown().await;
+}

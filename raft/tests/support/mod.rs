@@ -168,6 +168,8 @@ impl TestNode {
 pub struct TestCluster {
     pub net: MemNetwork,
     pub nodes: BTreeMap<NodeId, TestNode>,
+    /// The timing of every node added.
+    timing: RaftTiming,
 }
 
 pub fn addr(node: NodeId) -> PeerNode {
@@ -181,9 +183,15 @@ impl TestCluster {
     }
 
     pub fn with_nodes(ids: &[NodeId]) -> Self {
+        Self::with_timing(ids, test_timing())
+    }
+
+    /// Nodes `ids`, each with `timing`.
+    pub fn with_timing(ids: &[NodeId], timing: RaftTiming) -> Self {
         let mut c = Self {
             net: MemNetwork::new(7),
             nodes: BTreeMap::new(),
+            timing,
         };
         for &id in ids {
             c.add_node(id);
@@ -193,7 +201,7 @@ impl TestCluster {
 
     /// Adds an empty node `id` to the network.
     pub fn add_node(&mut self, id: NodeId) {
-        let registry = GroupRegistry::new(id, self.net.transport(id), test_timing()).unwrap();
+        let registry = GroupRegistry::new(id, self.net.transport(id), self.timing).unwrap();
         self.net.register(id, registry.groups().clone());
         self.nodes.insert(
             id,
