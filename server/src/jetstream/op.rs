@@ -148,14 +148,19 @@ impl ApiOp {
         }
     }
 
-    /// Which node answers: the meta leader, the stream's leader, or whichever node got it.
+    /// Which node answers: the meta leader, the stream's leader, or any replica of the stream.
     pub fn owner(&self) -> Owner {
         match self {
+            // Account info and stream names/lists too, as on nats-server: a node other than the
+            // meta leader may not have applied a stream the same client just created.
             ApiOp::StreamCreate(_)
             | ApiOp::StreamUpdate(_)
             | ApiOp::StreamDelete(_)
             | ApiOp::StreamPeerRemove(_)
-            | ApiOp::MetaLeaderStepdown => Owner::MetaLeader,
+            | ApiOp::MetaLeaderStepdown
+            | ApiOp::AccountInfo
+            | ApiOp::StreamNames
+            | ApiOp::StreamList => Owner::MetaLeader,
             ApiOp::StreamInfo(_)
             | ApiOp::StreamPurge(_)
             | ApiOp::MsgGet(_)
@@ -170,7 +175,6 @@ impl ApiOp {
             | ApiOp::ConsumerPause(..)
             | ApiOp::ConsumerLeaderStepdown(..) => Owner::StreamLeader,
             ApiOp::DirectGet(_) | ApiOp::DirectGetLast(..) => Owner::AnyReplica,
-            ApiOp::AccountInfo | ApiOp::StreamNames | ApiOp::StreamList => Owner::Any,
         }
     }
 }
@@ -184,8 +188,6 @@ pub enum Owner {
     StreamLeader,
     /// Any replica of the stream (direct get).
     AnyReplica,
-    /// The node that received it.
-    Any,
 }
 
 #[cfg(test)]
@@ -230,6 +232,6 @@ mod tests {
     fn owners() {
         assert_eq!(ApiOp::StreamCreate("S".into()).owner(), Owner::MetaLeader);
         assert_eq!(ApiOp::StreamInfo("S".into()).owner(), Owner::StreamLeader);
-        assert_eq!(ApiOp::StreamNames.owner(), Owner::Any);
+        assert_eq!(ApiOp::StreamNames.owner(), Owner::MetaLeader);
     }
 }

@@ -128,7 +128,6 @@ impl JetStream {
             self.api_total.fetch_add(1, Ordering::Relaxed);
         }
         match op.owner() {
-            Owner::Any => self.answer_here(&op, &msg).await,
             Owner::MetaLeader => match self.await_meta_leader().await {
                 Some(l) if l == self.node => {
                     self.answer_as_leader(&op, &msg, hops, GroupId::META).await
@@ -456,13 +455,51 @@ impl JetStream {
         }
         match self.existing_config(name) {
             Some((sa, cfg)) => {
+                let info = match self.led_elsewhere(&sa, deadline).await {
+                    Some(info) => info,
+                    None => self.remote_info(&sa, &cfg),
+                };
                 let body = StreamCreateBody {
-                    info: self.remote_info(&sa, &cfg),
+                    info,
                     did_create: true,
                 };
                 ApiResponse::ok(response_type::STREAM_CREATE, body).to_json()
             }
             None => error_json(response_type::STREAM_CREATE, ApiError::stream_not_found()),
+        }
+    }
+
+    /// For a stream this node does not host: its info from the node of its first replica, once
+    /// that node runs it with a leader (asked until `deadline`). As on nats-server, whose
+    /// stream leader answers the create, a create answered here then means the stream is up:
+    /// a STREAM.LIST or INFO right after it finds the stream.
+    async fn led_elsewhere(
+        &self,
+        sa: &StreamAssignment,
+        deadline: tokio::time::Instant,
+    ) -> Option<StreamInfo> {
+        let target = *sa.replicas.first()?;
+        if sa.replicas.contains(&self.node.0) {
+            return None;
+        }
+        let subject = format!(
+            "{}STREAM.INFO.{}",
+            crate::jetstream::op::API_PREFIX,
+            sa.name
+        );
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            let asked = self.ask(target, &subject, left.min(REMOTE_INFO_WAIT)).await;
+            if let Some(info) = asked.and_then(|b| serde_json::from_slice::<StreamInfo>(&b).ok())
+                && !info.created.is_empty()
+                && info.cluster.as_ref().is_some_and(|c| !c.leader.is_empty())
+            {
+                return Some(info);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
