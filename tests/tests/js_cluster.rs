@@ -115,6 +115,52 @@ async fn a_created_stream_is_listed_at_once_through_every_node() {
     }
 }
 
+/// An update answered through any node is in force at once: its answer carries the stream's
+/// state, the next STREAM.INFO through the same connection shows the new config, and a publish
+/// to a subject it added is stored. (nats-server's stream leader answers the update; jetraft's
+/// meta leader waits, bounded, until the stream leader reports the new config.)
+#[tokio::test]
+async fn an_update_is_in_force_when_answered_through_every_node() {
+    let cluster = Cluster::start(3, "js").await.expect("cluster");
+    let mut conns = Vec::new();
+    for i in 0..3 {
+        conns.push(connect(cluster.node(i)).await);
+    }
+    for i in 0..9usize {
+        let nc = &conns[i % 3];
+        let name = format!("UPD{i}");
+        let body = json!({"name": name, "subjects": [format!("upd{i}.a")]});
+        let r = api(nc, &format!("$JS.API.STREAM.CREATE.{name}"), body).await;
+        assert!(r["error"].is_null(), "{r}");
+        publish_acked(nc, &format!("upd{i}.a"), &format!("{name}-1"), "v").await;
+        let update = json!({
+            "name": name,
+            "subjects": [format!("upd{i}.a"), format!("upd{i}.b")],
+            "max_msgs": 100,
+        });
+        let r = api(nc, &format!("$JS.API.STREAM.UPDATE.{name}"), update).await;
+        assert!(r["error"].is_null(), "{r}");
+        assert_eq!(r["config"]["max_msgs"], 100, "{r}");
+        assert_eq!(
+            r["state"]["messages"], 1,
+            "the answer carries the state: {r}"
+        );
+        let info = api(nc, &format!("$JS.API.STREAM.INFO.{name}"), Value::Null).await;
+        assert_eq!(info["config"]["max_msgs"], 100, "{info}");
+        // Once, not retried: the added subject must be bound already.
+        let reply = within(
+            Duration::from_secs(5),
+            "PubAck on the added subject",
+            nc.request(format!("upd{i}.b"), Bytes::from_static(b"v")),
+        )
+        .await
+        .expect("a PubAck, not no-responders");
+        let ack: Value = serde_json::from_slice(&reply.payload).expect("PubAck JSON");
+        assert_eq!(ack["stream"], name.as_str(), "{ack}");
+        assert_eq!(ack["seq"], 2, "{ack}");
+    }
+}
+
 #[tokio::test]
 async fn acked_messages_survive_leader_kill_and_restart() {
     let mut cluster = Cluster::start(3, "js").await.expect("cluster");

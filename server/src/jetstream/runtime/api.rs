@@ -478,24 +478,40 @@ impl JetStream {
         sa: &StreamAssignment,
         deadline: tokio::time::Instant,
     ) -> Option<StreamInfo> {
-        let target = *sa.replicas.first()?;
         if sa.replicas.contains(&self.node.0) {
             return None;
         }
-        let subject = format!(
-            "{}STREAM.INFO.{}",
-            crate::jetstream::op::API_PREFIX,
-            sa.name
-        );
+        let target = *sa.replicas.first()?;
+        self.info_from(target, &sa.name, deadline, |_| true).await
+    }
+
+    /// The stream's info asked of `node` (which passes the request to the stream leader) until
+    /// the leader answers with a leader named and `accept` takes the answer's JSON, or until
+    /// `deadline`.
+    async fn info_from(
+        &self,
+        node: u64,
+        name: &str,
+        deadline: tokio::time::Instant,
+        accept: impl Fn(&serde_json::Value) -> bool,
+    ) -> Option<StreamInfo> {
+        let subject = format!("{}STREAM.INFO.{name}", crate::jetstream::op::API_PREFIX);
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             if left.is_zero() {
                 return None;
             }
-            let asked = self.ask(target, &subject, left.min(REMOTE_INFO_WAIT)).await;
-            if let Some(info) = asked.and_then(|b| serde_json::from_slice::<StreamInfo>(&b).ok())
+            let asked = self.ask(node, &subject, left.min(REMOTE_INFO_WAIT)).await;
+            let taken = asked.as_deref().and_then(|b| {
+                let json: serde_json::Value = serde_json::from_slice(b).ok()?;
+                let led = json["cluster"]["leader"]
+                    .as_str()
+                    .is_some_and(|l| !l.is_empty());
+                (led && accept(&json)).then_some(())?;
+                serde_json::from_value::<StreamInfo>(json).ok()
+            });
+            if let Some(info) = taken
                 && !info.created.is_empty()
-                && info.cluster.as_ref().is_some_and(|c| !c.leader.is_empty())
             {
                 return Some(info);
             }
@@ -554,6 +570,29 @@ impl JetStream {
                 .await
                 .map_err(raft_api_error)?;
             return Ok(String::from_utf8_lossy(&answer).into_owned());
+        }
+        // Elsewhere the stream leader's node applies it when its meta replica catches up:
+        // wait (bounded) until the leader reports the new config, so that the answer carries the
+        // stream's state and an INFO or publish right after it sees the update, as on
+        // nats-server, whose stream leader answers the update.
+        let leader = self
+            .local_stream(name)
+            .and_then(|ls| self.registry.leader(ls.group()).ok()?.leader)
+            .map(|l| l.0)
+            .or_else(|| sa.replicas.first().copied())
+            .filter(|l| *l != self.node.0);
+        let wanted =
+            serde_json::from_str::<serde_json::Value>(&crate::jetstream::api::types::to_go_json(
+                &with_response_metadata(&cfg, &self.identity.version, self.identity.api_level),
+            ))
+            .ok();
+        let deadline = tokio::time::Instant::now() + CREATE_LEADER_WAIT;
+        if let (Some(leader), Some(wanted)) = (leader, wanted)
+            && let Some(info) = self
+                .info_from(leader, name, deadline, |j| j["config"] == wanted)
+                .await
+        {
+            return Ok(ApiResponse::ok(response_type::STREAM_UPDATE, info).to_json());
         }
         Ok(ApiResponse::ok(response_type::STREAM_UPDATE, self.remote_info(&sa, &cfg)).to_json())
     }
