@@ -89,6 +89,15 @@ pub struct InternalSub {
     subs: InternalSubs,
 }
 
+impl InternalSub {
+    /// Takes the receiver out, leaving a closed one: the caller reads the messages while this
+    /// handle stays the subscription (dropping it unsubscribes at once, and the taken receiver
+    /// then ends once it has handed out what was already queued).
+    pub fn take_rx(&mut self) -> mpsc::UnboundedReceiver<InternalMsg> {
+        std::mem::replace(&mut self.rx, mpsc::unbounded_channel().1)
+    }
+}
+
 impl Drop for InternalSub {
     fn drop(&mut self) {
         self.subs

@@ -10,6 +10,7 @@ use jetraft_raft::{GroupId, NodeId, RaftError};
 use prost::Message;
 use tracing::debug;
 
+use super::in_force;
 use super::replica::LocalStream;
 use super::{JetStream, next_msg, now_ns};
 use crate::internal::{InternalMsg, InternalSub};
@@ -94,7 +95,7 @@ impl JetStream {
         }
     }
 
-    fn reply(&self, msg: &InternalMsg, json: &str) {
+    pub(super) fn reply(&self, msg: &InternalMsg, json: &str) {
         if let Some(reply) = &msg.reply {
             // A node asking for itself (`remote`) waits in its forward inbox, which has no
             // routed interest: the answer goes straight to it.
@@ -131,6 +132,11 @@ impl JetStream {
             Owner::MetaLeader => match self.await_meta_leader().await {
                 Some(l) if l == self.node => {
                     self.answer_as_leader(&op, &msg, hops, GroupId::META).await
+                }
+                Some(l) if hops == 0 && in_force::holds_answer(&op) => {
+                    if !self.relay_in_force(l, &op, &msg).await {
+                        self.reply_error(&msg, &op, ApiError::new(ErrorKind::ClusterNotAvail));
+                    }
                 }
                 Some(l) => {
                     if !self.forward_to(l, hops, &msg) {
@@ -245,6 +251,12 @@ impl JetStream {
         {
             debug!(subject = %msg.subject, to = %now, "leader moved mid-request: forwarded");
             return;
+        }
+        if let Ok(json) = &result
+            && hops == 0
+            && in_force::holds_answer(op)
+        {
+            self.wait_in_force(op, json.as_bytes()).await;
         }
         self.respond(msg, op, result);
     }
@@ -635,43 +647,16 @@ impl JetStream {
         let req: StreamNamesRequest =
             parse_body(BodyRule::Optional, &msg.payload)?.unwrap_or_default();
         let page = names_page(self.filtered_names(&req.subject), req.offset);
+        // Every stream of the page is asked for at once: one slow or unreachable node costs
+        // one wait, not one per stream it leads.
+        let answers =
+            futures_util::future::join_all(page.streams.iter().map(|n| self.list_entry(n))).await;
         let mut infos = Vec::with_capacity(page.streams.len());
         let mut missing = Vec::new();
-        for name in &page.streams {
-            // The stream leader's view (state and replica progress), asked for when another
-            // node leads; this node's replica or the meta record when it cannot answer.
-            let leader = self.local_stream(name).and_then(|ls| {
-                let l = self.registry.leader(ls.group()).ok()?.leader?;
-                Some((ls, l))
-            });
-            if let Some((ls, l)) = &leader
-                && *l == self.node
-            {
-                let cluster = self.cluster_info(ls);
-                infos.push(info::stream_info(&ls.sm.lock(), now_ns(), cluster));
-                continue;
-            }
-            let target = match &leader {
-                Some((_, l)) => Some(l.0),
-                None => self
-                    .meta
-                    .read(|m| m.stream(name).and_then(|s| s.replicas.first().copied())),
-            };
-            let subject = format!("{}STREAM.INFO.{name}", crate::jetstream::op::API_PREFIX);
-            let asked = match target {
-                Some(t) => self.ask(t, &subject, REMOTE_INFO_WAIT).await,
-                None => None,
-            };
-            match asked.and_then(|b| serde_json::from_slice::<StreamInfo>(&b).ok()) {
-                Some(remote) if !remote.created.is_empty() => infos.push(remote),
-                _ => {
-                    if let Some(ls) = self.local_stream(name) {
-                        let cluster = self.cluster_info(&ls);
-                        infos.push(info::stream_info(&ls.sm.lock(), now_ns(), cluster));
-                    } else {
-                        missing.push(name.clone());
-                    }
-                }
+        for (name, info) in page.streams.iter().zip(answers) {
+            match info {
+                Some(info) => infos.push(info),
+                None => missing.push(name.clone()),
             }
         }
         let mut body = serde_json::json!({
@@ -690,6 +675,41 @@ impl JetStream {
             out.extend(fields);
         }
         Ok(crate::jetstream::api::types::to_go_json(&out))
+    }
+
+    /// One stream's entry in STREAM.LIST: the stream leader's view (state and replica
+    /// progress), asked for when another node leads; this node's replica when the leader
+    /// cannot answer in time; `None` (listed as missing) when neither is at hand.
+    async fn list_entry(&self, name: &str) -> Option<StreamInfo> {
+        let leader = self.local_stream(name).and_then(|ls| {
+            let l = self.registry.leader(ls.group()).ok()?.leader?;
+            Some((ls, l))
+        });
+        if let Some((ls, l)) = &leader
+            && *l == self.node
+        {
+            let cluster = self.cluster_info(ls);
+            return Some(info::stream_info(&ls.sm.lock(), now_ns(), cluster));
+        }
+        let target = match &leader {
+            Some((_, l)) => Some(l.0),
+            None => self
+                .meta
+                .read(|m| m.stream(name).and_then(|s| s.replicas.first().copied())),
+        };
+        let subject = format!("{}STREAM.INFO.{name}", crate::jetstream::op::API_PREFIX);
+        let asked = match target {
+            Some(t) => self.ask(t, &subject, REMOTE_INFO_WAIT).await,
+            None => None,
+        };
+        match asked.and_then(|b| serde_json::from_slice::<StreamInfo>(&b).ok()) {
+            Some(remote) if !remote.created.is_empty() => Some(remote),
+            _ => {
+                let ls = self.local_stream(name)?;
+                let cluster = self.cluster_info(&ls);
+                Some(info::stream_info(&ls.sm.lock(), now_ns(), cluster))
+            }
+        }
     }
 
     pub(super) fn cluster_info(&self, ls: &super::replica::LocalStream) -> Option<ClusterInfo> {

@@ -10,6 +10,7 @@
 //! - `expiry`: the leader's timer proposing `Expire` for `max_age` and per-message TTLs.
 //! - `forward`: sending a request to the node that owns it.
 //! - `remote`: asking another node for an API answer (STREAM.LIST of remote streams).
+//! - `in_force`: stream create/update/delete answered once the client's node routes by them.
 //! - `peer_remove`: STREAM.PEER.REMOVE and moving a stream's replicas between nodes.
 //! - `sourcing`: the leader's copy tasks of mirrors and sources.
 //! - `health`: `/healthz` checks (is every group here current?) and lame duck hand-off.
@@ -25,6 +26,7 @@ pub(crate) mod consumer;
 mod expiry;
 mod forward;
 mod health;
+mod in_force;
 mod membership;
 mod peer_remove;
 mod publish;
@@ -79,6 +81,9 @@ struct Capture {
     subjects: Vec<String>,
     /// Stops the capture task.
     cancel: CancellationToken,
+    /// The subscriptions: dropping the capture unsubscribes at once, so a node that no longer
+    /// captures a stream (deleted, subjects changed) takes no more publishes for it.
+    _subs: Vec<crate::internal::InternalSub>,
 }
 
 /// The node's JetStream runtime.

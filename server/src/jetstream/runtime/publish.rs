@@ -27,8 +27,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::{Capture, JetStream, next_msg, now_ns};
-use crate::internal::{InternalMsg, InternalSub};
+use super::{Capture, JetStream, now_ns};
+use crate::internal::InternalMsg;
 use crate::jetstream::api::validate::subjects_overlap;
 use crate::jetstream::stream::command;
 use crate::server::{FlushSet, Origin};
@@ -99,15 +99,18 @@ impl JetStream {
                 continue;
             }
             let cancel = self.cancel.child_token();
+            let mut subs = Vec::with_capacity(subjects.len());
             for subject in subjects {
                 match self.server.internal.subscribe(subject) {
-                    Ok(sub) => {
+                    Ok(mut sub) => {
+                        let rx = sub.take_rx();
+                        subs.push(sub);
                         let js = self.clone();
                         let name = name.clone();
                         let cancel = cancel.clone();
                         self.server
                             .tasks
-                            .spawn(async move { js.capture_loop(name, sub, cancel).await });
+                            .spawn(async move { js.capture_loop(name, rx, cancel).await });
                     }
                     Err(e) => warn!(stream = %name, subject, error = %e, "capture not set up"),
                 }
@@ -118,6 +121,7 @@ impl JetStream {
                     uid: *uid,
                     subjects: subjects.clone(),
                     cancel,
+                    _subs: subs,
                 },
             );
         }
@@ -126,15 +130,19 @@ impl JetStream {
     async fn capture_loop(
         self: Arc<Self>,
         name: String,
-        mut sub: InternalSub,
+        mut rx: mpsc::UnboundedReceiver<InternalMsg>,
         cancel: CancellationToken,
     ) {
         loop {
-            let Some(first) = next_msg(&mut sub, &cancel).await else {
+            let first = tokio::select! {
+                () = cancel.cancelled() => None,
+                m = rx.recv() => m,
+            };
+            let Some(first) = first else {
                 break;
             };
             // One batch at a time: a connection's publishes are logged in the order they came.
-            let batch = take_batch(first, &mut sub);
+            let batch = take_batch(first, &mut rx);
             self.on_captured(Some(name.clone()), batch, 0).await;
         }
     }
@@ -342,12 +350,15 @@ impl JetStream {
     }
 }
 
-/// `first` and the publishes already waiting behind it on `sub`, within the batch limits.
-fn take_batch(first: InternalMsg, sub: &mut InternalSub) -> Vec<InternalMsg> {
+/// `first` and the publishes already waiting behind it on `rx`, within the batch limits.
+fn take_batch(
+    first: InternalMsg,
+    rx: &mut mpsc::UnboundedReceiver<InternalMsg>,
+) -> Vec<InternalMsg> {
     let mut bytes = msg_bytes(&first);
     let mut batch = vec![first];
     while batch.len() < BATCH_MAX_PUBLISHES && bytes < BATCH_MAX_BYTES {
-        match sub.rx.try_recv() {
+        match rx.try_recv() {
             Ok(msg) => {
                 bytes += msg_bytes(&msg);
                 batch.push(msg);

@@ -44,20 +44,40 @@ impl JetStream {
         payload: Bytes,
         bound: Duration,
     ) -> Option<Bytes> {
-        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        self.waiting.lock().insert(token, tx);
         let msg = InternalMsg {
             subject: subject.to_string(),
-            reply: Some(format!("$JSC.F.{}.0.{ANSWER_PREFIX}{token}", self.node.0)),
+            reply: None,
             hdrs: None,
             payload,
         };
-        let answer = if self.forward_to(NodeId(node), 0, &msg) {
-            tokio::time::timeout(bound, rx)
-                .await
-                .ok()
-                .and_then(Result::ok)
+        self.ask_msg(node, &msg, bound).await.flatten()
+    }
+
+    /// Sends `msg` (its subject, headers and payload; its reply is replaced by one in this
+    /// node's inbox) towards `node` and waits at most `bound` for the answer. `None` when it
+    /// could not be sent, `Some(None)` when no answer came in time.
+    pub(super) async fn ask_msg(
+        &self,
+        node: u64,
+        msg: &InternalMsg,
+        bound: Duration,
+    ) -> Option<Option<Bytes>> {
+        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.waiting.lock().insert(token, tx);
+        let ask = InternalMsg {
+            subject: msg.subject.clone(),
+            reply: Some(format!("$JSC.F.{}.0.{ANSWER_PREFIX}{token}", self.node.0)),
+            hdrs: msg.hdrs.clone(),
+            payload: msg.payload.clone(),
+        };
+        let answer = if self.forward_to(NodeId(node), 0, &ask) {
+            Some(
+                tokio::time::timeout(bound, rx)
+                    .await
+                    .ok()
+                    .and_then(Result::ok),
+            )
         } else {
             None
         };
