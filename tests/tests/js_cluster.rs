@@ -710,3 +710,134 @@ async fn kill_stream_leader(
         .expect("a survivor");
     (victim, survivor)
 }
+
+/// The node whose `/jsz?leader-only=true` answers: the meta leader (waits for every node to
+/// name the same one).
+async fn meta_leader_index(cluster: &Cluster) -> usize {
+    wait_for("one meta leader named by every node", ELECTION, || async {
+        let mut named = BTreeSet::new();
+        let mut answering = Vec::new();
+        for i in 0..cluster.len() {
+            let jsz = cluster.node(i).monitor_json("/jsz").await.ok()?;
+            named.insert(jsz["meta_cluster"]["leader"].as_str()?.to_string());
+            let led = cluster
+                .node(i)
+                .http_get("/jsz?leader-only=true")
+                .await
+                .ok()?;
+            if led.status == 200 {
+                answering.push(i);
+            } else {
+                assert_eq!(led.status, 400, "{}", led.body);
+                assert_eq!(led.body, "filtered response: not leader");
+            }
+        }
+        let [leader] = answering[..] else {
+            return None;
+        };
+        (named.len() == 1 && named.contains(cluster.node(leader).name())).then_some(leader)
+    })
+    .await
+}
+
+/// `/jsz` on a cluster: every node names the same meta leader, only that node answers
+/// `leader-only`, and each node counts the replicas it hosts (an R3 stream on all three).
+#[tokio::test]
+async fn jsz_names_the_meta_leader_and_counts_hosted_replicas() {
+    let cluster = Cluster::start(3, "js").await.expect("cluster");
+    let nc = connect(cluster.node(0)).await;
+    let body = json!({"name": "J3", "subjects": ["j3"], "num_replicas": 3});
+    let r = api(&nc, "$JS.API.STREAM.CREATE.J3", body).await;
+    assert!(r["error"].is_null(), "{r}");
+    for i in 0..4 {
+        publish_acked(&nc, "j3", &format!("j{i}"), "v").await;
+    }
+    let leader = meta_leader_index(&cluster).await;
+    for i in 0..3 {
+        let node = cluster.node(i);
+        let jsz = wait_for("replica applied", OP, || async move {
+            let jsz = node.monitor_json("/jsz").await.ok()?;
+            (jsz["messages"] == 4).then_some(jsz)
+        })
+        .await;
+        assert_eq!(jsz["streams"], 1, "{jsz}");
+        assert_eq!(jsz["meta_cluster"]["cluster_size"], 3, "{jsz}");
+        assert_eq!(
+            jsz["meta_cluster"]["leader"],
+            cluster.node(leader).name(),
+            "{jsz}"
+        );
+        let others = jsz["meta_cluster"]["replicas"].as_array().map(Vec::len);
+        assert_eq!(others, Some(2), "every voter but this node: {jsz}");
+    }
+}
+
+/// STREAM.LIST answers within a client's usual 5 s while one node is frozen (SIGSTOP): the
+/// streams it leads are listed as `missing` instead of holding the answer back. jetraft asked
+/// the leaders of a page one after another (2 s each), so three frozen streams took 6 s.
+#[tokio::test]
+async fn stream_list_answers_in_time_while_a_node_is_frozen() {
+    let cluster = Cluster::start(3, "js").await.expect("cluster");
+    let nc = connect(cluster.node(0)).await;
+    for i in 0..9 {
+        let body = json!({"name": format!("L{i}"), "subjects": [format!("l{i}")]});
+        let r = api(&nc, &format!("$JS.API.STREAM.CREATE.L{i}"), body).await;
+        assert!(r["error"].is_null(), "{r}");
+    }
+    let leader = meta_leader_index(&cluster).await;
+    let mut hosted: Vec<Vec<String>> = vec![Vec::new(); 3];
+    for i in 0..9 {
+        let info = info_with_leader(&nc, &format!("L{i}")).await;
+        let node = index_of(
+            &cluster,
+            info["cluster"]["leader"].as_str().unwrap_or_default(),
+        );
+        hosted[node].push(format!("L{i}"));
+    }
+    let Some(frozen) = (0..3)
+        .filter(|&i| i != leader)
+        .max_by_key(|&i| hosted[i].len())
+    else {
+        panic!("no node besides the meta leader");
+    };
+    if hosted[frozen].is_empty() {
+        // nats-server's placement may leave both followers empty: nothing to check.
+        assert_ne!(server_kind(), ServerKind::Jetraft, "{hosted:?}");
+        return;
+    }
+    let via = connect(cluster.node(leader)).await;
+    cluster
+        .node(frozen)
+        .signal(rustix::process::Signal::STOP)
+        .expect("SIGSTOP");
+    let listed = tokio::time::timeout(
+        Duration::from_secs(5),
+        via.request("$JS.API.STREAM.LIST", Bytes::new()),
+    )
+    .await;
+    cluster
+        .node(frozen)
+        .signal(rustix::process::Signal::CONT)
+        .expect("SIGCONT");
+    let msg = listed
+        .expect("STREAM.LIST answered within 5 s")
+        .expect("STREAM.LIST");
+    let list: Value = serde_json::from_slice(&msg.payload).expect("JSON");
+    let mut missing: Vec<String> = list["missing"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    missing.sort();
+    let mut expected = hosted[frozen].clone();
+    expected.sort();
+    assert_eq!(missing, expected, "{list}");
+    assert_eq!(
+        list["streams"].as_array().map(Vec::len),
+        Some(9 - expected.len()),
+        "{list}"
+    );
+}

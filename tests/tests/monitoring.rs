@@ -341,3 +341,69 @@ fn sample(body: &str, name: &str) -> Option<f64> {
         rest.split_whitespace().next()?.parse().ok()
     })
 }
+
+/// `/jsz` reports the streams, consumers, messages and bytes stored here, the API counters,
+/// and with `streams`/`consumers` the per-stream details; a single server leads itself, so
+/// `leader-only` answers too. `/varz` carries the same usage in `jetstream.stats`.
+#[tokio::test]
+async fn jsz_reports_usage_details_and_api_counters() {
+    let srv = start_server().await;
+    let nc = connect_named(&srv, "jsz").await;
+    let js = async_nats::jetstream::new(nc.clone());
+    let before = json(&srv, "/jsz").await;
+    assert_eq!(before["streams"], 0, "{before}");
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: "JSZ".into(),
+        subjects: vec!["jsz.>".into()],
+        ..Default::default()
+    })
+    .await
+    .expect("create");
+    for i in 0..3 {
+        js.publish(format!("jsz.{i}"), Bytes::from("hello"))
+            .await
+            .expect("publish")
+            .await
+            .expect("ack");
+    }
+    js.get_stream("JSZ")
+        .await
+        .expect("stream")
+        .create_consumer(async_nats::jetstream::consumer::pull::Config {
+            durable_name: Some("C".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+
+    let jsz = json(&srv, "/jsz").await;
+    assert_eq!(jsz["streams"], 1, "{jsz}");
+    assert_eq!(jsz["consumers"], 1, "{jsz}");
+    assert_eq!(jsz["messages"], 3, "{jsz}");
+    assert!(jsz["bytes"].as_u64().is_some_and(|b| b > 0), "{jsz}");
+    assert_eq!(jsz["storage"], jsz["bytes"], "{jsz}");
+    assert_eq!(jsz["memory"], 0, "{jsz}");
+    let total = |v: &Value| v["api"]["total"].as_u64().unwrap_or(0);
+    assert!(total(&jsz) > total(&before), "{before} then {jsz}");
+    assert!(jsz["meta_cluster"].is_null(), "{jsz}");
+    assert!(jsz["account_details"].is_null(), "{jsz}");
+
+    let detailed = json(&srv, "/jsz?consumers=true").await;
+    let streams = &detailed["account_details"][0]["stream_detail"];
+    assert_eq!(streams[0]["name"], "JSZ", "{detailed}");
+    assert_eq!(streams[0]["state"]["messages"], 3, "{detailed}");
+    assert_eq!(streams[0]["consumer_detail"][0]["name"], "C", "{detailed}");
+    assert_eq!(
+        streams[0]["consumer_detail"][0]["num_pending"], 3,
+        "{detailed}"
+    );
+
+    let led = srv.http_get("/jsz?leader-only=true").await.expect("GET");
+    assert_eq!(led.status, 200, "{}", led.body);
+    let varz = json(&srv, "/varz").await;
+    assert_eq!(
+        varz["jetstream"]["stats"]["storage"], jsz["storage"],
+        "{varz}"
+    );
+    assert!(total(&varz["jetstream"]["stats"]) >= total(&jsz), "{varz}");
+}

@@ -1,4 +1,4 @@
-//! The monitoring HTTP server (`-m`): `/healthz`, `/varz`, `/connz`, `/subsz`, `/metrics` and
+//! The monitoring HTTP server (`-m`): `/healthz`, `/varz`, `/jsz`, `/connz`, `/subsz`, `/metrics` and
 //! the stub endpoints exporters probe. JSON keys and shapes follow nats-server (spec section 2):
 //! pretty-printed with two-space indent, `Content-Type: application/json` and
 //! `Access-Control-Allow-Origin: *`.
@@ -6,6 +6,7 @@
 mod connz;
 mod format;
 mod healthz;
+mod jsz;
 mod subsz;
 mod varz;
 
@@ -34,6 +35,7 @@ pub async fn serve(server: Arc<Server>, host: &str, port: u16) -> Result<SocketA
         .route("/", get(index))
         .route("/healthz", get(healthz::handler))
         .route("/varz", get(varz::handler))
+        .route("/jsz", get(jsz::handler))
         .route("/connz", get(connz::handler))
         .route("/subsz", get(subsz::handler))
         .route("/subscriptionsz", get(subsz::handler))

@@ -9,7 +9,7 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::{Params, json_response, rfc3339, uptime_string};
-use crate::server::{API_LEVEL, NATS_VERSION, Server};
+use crate::server::{NATS_VERSION, Server};
 
 /// `GET /varz`.
 pub(super) async fn handler(State(s): State<Arc<Server>>, _q: Params) -> Response {
@@ -24,9 +24,6 @@ pub(crate) fn varz(s: &Server) -> Value {
     let subscriptions = s.sublist.count();
     let connections = s.clients.read().len();
     let mem = resident_memory_bytes();
-    let max_memory = c.jetstream.max_memory_store.unwrap_or(0);
-    let max_storage = c.jetstream.max_file_store.unwrap_or(0);
-    let store_dir = c.jetstream.store_dir.display().to_string();
     json!({
         "server_id": s.server_id,
         "server_name": s.server_name,
@@ -53,21 +50,7 @@ pub(crate) fn varz(s: &Server) -> Value {
         "leaf": {},
         "mqtt": {},
         "websocket": {},
-        "jetstream": {
-            "config": {
-                "max_memory": max_memory,
-                "max_storage": max_storage,
-                "store_dir": store_dir,
-                "sync_interval": 0,
-                "strict": true,
-            },
-            "stats": {
-                "memory": 0, "storage": 0, "reserved_memory": 0, "reserved_storage": 0,
-                "accounts": 1, "ha_assets": 0,
-                "api": {"level": API_LEVEL, "total": 0, "errors": 0},
-            },
-            "limits": {},
-        },
+        "jetstream": jetstream(s),
         "tls_timeout": 2.0,
         "write_deadline": c.write_deadline.as_nanos() as u64,
         "start": rfc3339(s.start),
@@ -100,6 +83,27 @@ pub(crate) fn varz(s: &Server) -> Value {
 
 /// Average CPU use of the process since start, in percent of one core (from `/proc/self/stat`;
 /// 0 where unavailable).
+/// The `jetstream` section: config, this node's usage and API counters, the meta group.
+fn jetstream(s: &Server) -> Value {
+    let Some(js) = s.jetstream.get() else {
+        return json!({"config": super::jsz::config(s), "stats": {}, "limits": {}});
+    };
+    let st = js.jsz_stats();
+    let mut v = json!({
+        "config": super::jsz::config(s),
+        "stats": {
+            "memory": st.memory, "storage": st.storage, "reserved_memory": 0, "reserved_storage": 0,
+            "accounts": 1, "ha_assets": st.ha_assets,
+            "api": {"level": st.api_level, "total": st.api_total, "errors": st.api_errors},
+        },
+        "limits": {},
+    });
+    if let Some(meta) = js.meta_cluster() {
+        v["meta_cluster"] = meta;
+    }
+    v
+}
+
 fn cpu_percent(uptime: std::time::Duration) -> f64 {
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return 0.0;

@@ -713,7 +713,17 @@ impl JetStream {
     }
 
     pub(super) fn cluster_info(&self, ls: &super::replica::LocalStream) -> Option<ClusterInfo> {
-        let leader = self.registry.leader(ls.group()).ok()?.leader?;
+        self.group_cluster_info(ls.group(), &ls.replicas)
+    }
+
+    /// The cluster section of group `group` whose replicas are `replicas`: its leader and the
+    /// other replicas (with their progress when this node leads).
+    pub(super) fn group_cluster_info(
+        &self,
+        group: GroupId,
+        replicas: &[u64],
+    ) -> Option<ClusterInfo> {
+        let leader = self.registry.leader(group).ok()?.leader?;
         let name = |id: u64| {
             if id == self.node.0 {
                 Some(self.server.server_name.clone())
@@ -740,11 +750,11 @@ impl JetStream {
         };
         // The leader knows how far each follower is; elsewhere nothing better than "current".
         let progress = if leader == self.node {
-            self.registry.followers(ls.group()).ok()
+            self.registry.followers(group).ok()
         } else {
             None
         };
-        for r in &ls.replicas {
+        for r in replicas {
             if *r == leader.0 {
                 continue;
             }

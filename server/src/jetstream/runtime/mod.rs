@@ -11,6 +11,7 @@
 //! - `forward`: sending a request to the node that owns it.
 //! - `remote`: asking another node for an API answer (STREAM.LIST of remote streams).
 //! - `in_force`: stream create/update/delete answered once the client's node routes by them.
+//! - `jsz`: what the monitoring endpoints report (`/jsz`, `/varz`).
 //! - `peer_remove`: STREAM.PEER.REMOVE and moving a stream's replicas between nodes.
 //! - `sourcing`: the leader's copy tasks of mirrors and sources.
 //! - `health`: `/healthz` checks (is every group here current?) and lame duck hand-off.
@@ -27,6 +28,7 @@ mod expiry;
 mod forward;
 mod health;
 mod in_force;
+mod jsz;
 mod membership;
 mod peer_remove;
 mod publish;
@@ -51,6 +53,7 @@ use crate::Server;
 use crate::jetstream::meta::machine::{MetaMachine, MetaView};
 use crate::jetstream::stream::ServerIdentity;
 pub use health::{HealthProblem, HealthScope};
+pub use jsz::{JszDetail, JszStats};
 use replica::LocalStream;
 
 /// Why JetStream could not start.

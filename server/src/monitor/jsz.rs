@@ -1,0 +1,119 @@
+//! `/jsz`: JetStream usage of this node, as nats-server reports it (spec section 2.5).
+//!
+//! Query: `accounts`, `streams`, `consumers`, `config` (details, each implying the ones before
+//! it as on nats-server) and `leader-only` (400 `filtered response: not leader` from a node that
+//! does not lead the meta group, so an exporter asking every node counts the cluster once).
+//! Without JetStream the body says `"disabled": true`.
+
+use std::sync::Arc;
+
+use axum::extract::{Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::{flag, json_response, rfc3339};
+use crate::jetstream::runtime::{JszDetail, JszStats};
+use crate::server::Server;
+
+type Params = Query<std::collections::HashMap<String, String>>;
+
+pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> Response {
+    let Some(js) = s.jetstream.get() else {
+        return json_response(StatusCode::OK, &disabled(&s));
+    };
+    if flag(&q, "leader-only") && !js.is_meta_leader() {
+        let mut resp = (StatusCode::BAD_REQUEST, "filtered response: not leader").into_response();
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        return resp;
+    }
+    let stats = js.jsz_stats();
+    let mut body = head(&s, &stats);
+    body["config"] = config(&s);
+    body["limits"] = json!({});
+    body["streams"] = stats.streams.into();
+    body["consumers"] = stats.consumers.into();
+    body["messages"] = stats.messages.into();
+    body["bytes"] = stats.bytes.into();
+    if let Some(meta) = js.meta_cluster() {
+        body["meta_cluster"] = meta;
+    }
+    // Each level of detail includes the ones before it.
+    let consumers = flag(&q, "consumers");
+    let config = flag(&q, "config");
+    let streams = flag(&q, "streams") || consumers || config;
+    if flag(&q, "accounts") || streams {
+        let mut account = json!({
+            "name": "$G",
+            "id": "$G",
+            "memory": stats.memory,
+            "storage": stats.storage,
+            "reserved_memory": u64::MAX,
+            "reserved_storage": u64::MAX,
+            "accounts": 0,
+            "ha_assets": 0,
+            "api": {"level": 0, "total": stats.api_total, "errors": stats.api_errors},
+        });
+        if streams {
+            let detail = JszDetail { config, consumers };
+            account["stream_detail"] = js.stream_details(detail).await.into();
+        }
+        body["account_details"] = json!([account]);
+    }
+    body["total"] = 1.into();
+    json_response(StatusCode::OK, &body)
+}
+
+/// The leading fields, in nats-server's order.
+fn head(s: &Server, st: &JszStats) -> Value {
+    json!({
+        "memory": st.memory,
+        "storage": st.storage,
+        "reserved_memory": 0,
+        "reserved_storage": 0,
+        "accounts": 1,
+        "ha_assets": st.ha_assets,
+        "api": {"level": st.api_level, "total": st.api_total, "errors": st.api_errors},
+        "server_id": s.server_id,
+        "now": rfc3339(time::OffsetDateTime::now_utc()),
+    })
+}
+
+/// The JetStream config section (also `/varz`'s `jetstream.config`). jetraft fsyncs before every
+/// acknowledgement: `sync_always`.
+pub(super) fn config(s: &Server) -> Value {
+    let c = &s.config.jetstream;
+    json!({
+        "max_memory": c.max_memory_store.unwrap_or(0),
+        "max_storage": c.max_file_store.unwrap_or(0),
+        "store_dir": c.store_dir.display().to_string(),
+        "sync_interval": 0,
+        "sync_always": true,
+        "strict": true,
+    })
+}
+
+/// The body of a server without JetStream.
+fn disabled(s: &Server) -> Value {
+    json!({
+        "memory": 0,
+        "storage": 0,
+        "reserved_memory": 0,
+        "reserved_storage": 0,
+        "accounts": 0,
+        "ha_assets": 0,
+        "api": {"level": 0, "total": 0, "errors": 0},
+        "server_id": s.server_id,
+        "now": rfc3339(time::OffsetDateTime::now_utc()),
+        "disabled": true,
+        "config": {"max_memory": 0, "max_storage": 0},
+        "streams": 0,
+        "consumers": 0,
+        "messages": 0,
+        "bytes": 0,
+        "total": 0,
+    })
+}
