@@ -81,8 +81,8 @@ pub struct InternalSub {
     pub rx: mpsc::UnboundedReceiver<InternalMsg>,
     /// The entry to remove on drop.
     entry: InternalRef,
-    /// The pattern it was inserted under.
-    subject: String,
+    /// The patterns it was inserted under (all feed the one receiver, in routing order).
+    subjects: Vec<String>,
     /// The queue group it was inserted under.
     queue: Option<String>,
     /// The index it lives in.
@@ -100,9 +100,11 @@ impl InternalSub {
 
 impl Drop for InternalSub {
     fn drop(&mut self) {
-        self.subs
-            .list
-            .remove(&self.subject, self.queue.as_deref(), &self.entry);
+        for subject in &self.subjects {
+            self.subs
+                .list
+                .remove(subject, self.queue.as_deref(), &self.entry);
+        }
     }
 }
 
@@ -119,6 +121,23 @@ impl InternalSubs {
         accept: AcceptFn,
     ) -> Result<InternalSub, SublistError> {
         self.insert(subject, Some(accept), false)
+    }
+
+    /// Subscribes to every pattern of `subjects` with one receiver: messages matching any of
+    /// them arrive in the order they were routed (the patterns must not overlap).
+    pub fn subscribe_many(&self, subjects: &[&str]) -> Result<InternalSub, SublistError> {
+        let (first, rest) = subjects
+            .split_first()
+            .ok_or_else(|| SublistError::InvalidSubject {
+                subject: String::new(),
+            })?;
+        let mut sub = self.insert(first, None, false)?;
+        for subject in rest {
+            // On an error the subscription made so far is dropped, removing what was inserted.
+            self.list.insert(subject, None, sub.entry.clone())?;
+            sub.subjects.push((*subject).to_string());
+        }
+        Ok(sub)
     }
 
     /// Subscribes to `subject` for messages peers send to this node (a node inbox).
@@ -143,7 +162,7 @@ impl InternalSubs {
         Ok(InternalSub {
             rx,
             entry,
-            subject: subject.to_string(),
+            subjects: vec![subject.to_string()],
             queue: None,
             subs: self.clone(),
         })
@@ -187,6 +206,23 @@ impl InternalSubs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_subscription_on_several_patterns_keeps_their_routing_order() {
+        let subs = InternalSubs::default();
+        let mut both = subs.subscribe_many(&["a.>", "b.*"]).unwrap();
+        assert_eq!(subs.deliver("b.1", None, None, b"", false), 1);
+        assert_eq!(subs.deliver("a.x.y", None, None, b"", false), 1);
+        assert_eq!(subs.deliver("b.2", None, None, b"", false), 1);
+        let order: Vec<String> = (0..3)
+            .filter_map(|_| both.rx.try_recv().ok().map(|m| m.subject))
+            .collect();
+        assert_eq!(order, ["b.1", "a.x.y", "b.2"]);
+        drop(both);
+        assert_eq!(subs.deliver("a.x", None, None, b"", false), 0);
+        assert_eq!(subs.deliver("b.1", None, None, b"", false), 0);
+        assert!(subs.subscribe_many(&[]).is_err());
+    }
 
     #[test]
     fn matching_messages_reach_the_subscriber_and_drop_unsubscribes() {

@@ -146,3 +146,45 @@ async fn leader_kill_neither_redelivers_acked_nor_forgets_unacked() {
     let info = consumer_info(&rejoined, "K", "w").await;
     assert_eq!(info["num_pending"], 0, "{info}");
 }
+
+/// Through every node (the stream leader's and the followers'), a pull sent right after a NAK
+/// gets the NAKed message again: the NAK and the pull reach the leader's engine in the order
+/// the client sent them, forwarded or not. A jetraft guarantee that nats-server does not give
+/// (there this fails within ten rounds), so it runs against jetraft only.
+#[tokio::test]
+async fn a_pull_right_after_a_nak_gets_it_again_through_every_node() {
+    if jetraft_tests::harness::server_kind() != jetraft_tests::harness::ServerKind::Jetraft {
+        return;
+    }
+    let cluster = Cluster::start(3, "js").await.expect("cluster");
+    let c0 = connect(cluster.node(0)).await;
+    let body = json!({"name": "NK", "subjects": ["nk"], "num_replicas": 3});
+    let r = api(&c0, "$JS.API.STREAM.CREATE.NK", body).await;
+    assert!(r["error"].is_null(), "{r}");
+    publish_acked(&c0, "nk", "one", "1").await;
+    publish_acked(&c0, "nk", "two", "2").await;
+    for i in 0..3 {
+        let name = format!("C{i}");
+        let cfg = json!({"stream_name": "NK", "config": {"durable_name": name, "ack_policy": "explicit"}});
+        let r = api(&c0, &format!("$JS.API.CONSUMER.CREATE.NK.{name}"), cfg).await;
+        assert!(r["error"].is_null(), "{r}");
+        let nc = connect(cluster.node(i)).await;
+        let mut got = wait_for("first pull", ELECTION, || {
+            let (nc, name) = (nc.clone(), name.clone());
+            async move {
+                let got = pull(&nc, "NK", &name, 1, Duration::from_secs(1)).await;
+                (!got.is_empty()).then_some(got)
+            }
+        })
+        .await;
+        for round in 1..=10 {
+            assert_eq!(got[0].stream_seq, 1, "node {i} round {round}: {got:?}");
+            assert_eq!(got[0].delivered, round, "node {i} round {round}");
+            nc.publish(got[0].reply.clone(), "-NAK".into())
+                .await
+                .expect("nak");
+            got = pull(&nc, "NK", &name, 1, Duration::from_secs(2)).await;
+            assert_eq!(got.len(), 1, "node {i} round {round}");
+        }
+    }
+}

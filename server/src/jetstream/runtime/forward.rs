@@ -97,6 +97,8 @@ impl JetStream {
             }
             if inner.subject.starts_with("$JS.ACK.") || inner.subject.starts_with("$JS.FC.") {
                 self.on_ack_msg(inner, hops);
+            } else if self.pull_to_local_engine(&inner) {
+                // A pull request taken in order behind the acks forwarded before it.
             } else {
                 let js = self.clone();
                 tokio::spawn(async move { js.handle_api(inner, hops).await });

@@ -216,6 +216,10 @@ impl JetStream {
     fn spawn_tasks(self: &Arc<Self>) -> Result<(), JetStreamError> {
         let direct = self.direct.clone();
         let accept: crate::internal::AcceptFn = Arc::new(move |subject: &str| {
+            if subject.starts_with(consumer::NEXT_PREFIX) {
+                // Pull requests travel with the acks (`consumer_ack_loop`), in their order.
+                return false;
+            }
             match subject.strip_prefix("$JS.API.DIRECT.GET.") {
                 // Only streams with allow_direct answer; others leave no responder (503).
                 Some(rest) => {
@@ -243,17 +247,22 @@ impl JetStream {
                     reason: e.to_string(),
                 })
             })?;
-        for pattern in ["$JS.ACK.>", "$JS.FC.>"] {
-            let sub = self.server.internal.subscribe(pattern).map_err(|e| {
+        // Acks, flow-control replies and pull requests on one receiver: a client's NAK and
+        // its next pull reach the consumer's engine in the order the client sent them.
+        let next = format!("{}>", consumer::NEXT_PREFIX);
+        let sub = self
+            .server
+            .internal
+            .subscribe_many(&["$JS.ACK.>", "$JS.FC.>", &next])
+            .map_err(|e| {
                 JetStreamError::Raft(jetraft_raft::RaftError::Config {
                     reason: e.to_string(),
                 })
             })?;
-            let js = self.clone();
-            self.server
-                .tasks
-                .spawn(async move { js.consumer_ack_loop(sub).await });
-        }
+        let js = self.clone();
+        self.server
+            .tasks
+            .spawn(async move { js.consumer_ack_loop(sub).await });
         let js = self.clone();
         self.server
             .tasks

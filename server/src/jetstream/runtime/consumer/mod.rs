@@ -20,6 +20,7 @@ mod pacing;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use jetraft_raft::NodeId;
@@ -30,10 +31,13 @@ use super::replica::LocalStream;
 use super::{JetStream, next_msg};
 use crate::internal::{InternalMsg, InternalSub};
 use crate::jetstream::ack::{AckSubject, parse_ack};
+use crate::jetstream::op::ApiOp;
 use engine::{Engine, Event};
 
 /// How often the supervisor re-checks leadership and the consumer set without a signal.
 const SUPERVISE_TICK: Duration = Duration::from_secs(1);
+/// Subject prefix of pull requests (`$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>`).
+pub(crate) const NEXT_PREFIX: &str = "$JS.API.CONSUMER.MSG.NEXT.";
 
 /// A running engine.
 pub(crate) struct EngineHandle {
@@ -157,8 +161,39 @@ impl JetStream {
             let Some(msg) = next_msg(&mut sub, &self.cancel).await else {
                 break;
             };
-            self.on_ack_msg(msg, 0);
+            if msg.subject.starts_with(NEXT_PREFIX) {
+                if self.pull_to_local_engine(&msg) {
+                    self.api_total.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    let js = self.clone();
+                    tokio::spawn(async move { js.handle_api(msg, 0).await });
+                }
+            } else {
+                self.on_ack_msg(msg, 0);
+            }
         }
+    }
+
+    /// Hands a pull request (`CONSUMER.MSG.NEXT`) to its consumer's engine when that runs on
+    /// this node, at once, so that it comes after the acks received before it; false when it
+    /// must take the API path (another node leads, the engine is starting, ...).
+    pub(crate) fn pull_to_local_engine(&self, msg: &InternalMsg) -> bool {
+        let Some(ApiOp::ConsumerNext(stream, name)) = ApiOp::parse(&msg.subject) else {
+            return false;
+        };
+        let Some(reply) = &msg.reply else {
+            // Nothing to answer, as on the API path.
+            return true;
+        };
+        self.local_stream(&stream).is_some_and(|ls| {
+            ls.engines.send(
+                &name,
+                Event::Pull {
+                    reply: reply.clone(),
+                    body: msg.payload.clone(),
+                },
+            )
+        })
     }
 
     /// Routes an ack (`$JS.ACK...`) or FC reply (`$JS.FC...`) to the consumer's engine here,
