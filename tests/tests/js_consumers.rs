@@ -57,6 +57,21 @@ async fn publish_n(js: &jetstream::Context, subject: &str, n: usize) {
     }
 }
 
+/// A durable pull consumer `name` on `s` with explicit acks, the rest defaults.
+async fn durable_explicit(s: &stream::Stream, name: &str) -> consumer::Consumer<pull::Config> {
+    within(
+        OP,
+        "create consumer",
+        s.create_consumer(pull::Config {
+            durable_name: Some(name.into()),
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        }),
+    )
+    .await
+    .expect("consumer")
+}
+
 async fn fetch(consumer: &consumer::Consumer<pull::Config>, n: usize) -> Vec<jetstream::Message> {
     let mut batch = within(
         OP,
@@ -229,14 +244,7 @@ async fn a_pull_right_after_a_nak_gets_the_nakked_message_again() {
     )
     .await;
     publish_n(&js, "np", 2).await;
-    let c: consumer::Consumer<pull::Config> = s
-        .create_consumer(pull::Config {
-            durable_name: Some("c".into()),
-            ack_policy: AckPolicy::Explicit,
-            ..Default::default()
-        })
-        .await
-        .expect("consumer");
+    let c = durable_explicit(&s, "c").await;
     let mut m = fetch(&c, 1).await;
     for round in 1..=40u64 {
         let info = m[0].info().expect("info");
@@ -270,14 +278,7 @@ async fn nak_redelivers_and_term_stops_with_advisory() {
         .await
         .expect("sub");
     publish_n(&js, "nt", 2).await;
-    let mut c: consumer::Consumer<pull::Config> = s
-        .create_consumer(pull::Config {
-            durable_name: Some("c".into()),
-            ack_policy: AckPolicy::Explicit,
-            ..Default::default()
-        })
-        .await
-        .expect("consumer");
+    let mut c = durable_explicit(&s, "c").await;
     let m = fetch(&c, 1).await;
     m[0].ack_with(AckKind::Nak(None)).await.expect("nak");
     if server_kind() != ServerKind::Jetraft {
@@ -521,14 +522,7 @@ async fn work_queue_acks_remove_messages_and_refuse_a_second_unfiltered_consumer
     )
     .await;
     publish_n(&js, "wq.job", 5).await;
-    let c: consumer::Consumer<pull::Config> = s
-        .create_consumer(pull::Config {
-            durable_name: Some("w".into()),
-            ack_policy: AckPolicy::Explicit,
-            ..Default::default()
-        })
-        .await
-        .expect("consumer");
+    let c = durable_explicit(&s, "w").await;
     let r = api(
         &nc,
         "$JS.API.CONSUMER.CREATE.WQ.w2",
