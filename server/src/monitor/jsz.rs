@@ -12,11 +12,9 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::{flag, json_response, rfc3339};
+use super::{Params, flag, json_response, rfc3339};
 use crate::jetstream::runtime::{JszDetail, JszStats};
 use crate::server::Server;
-
-type Params = Query<std::collections::HashMap<String, String>>;
 
 pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> Response {
     let Some(js) = s.jetstream.get() else {
@@ -31,7 +29,7 @@ pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> R
         return resp;
     }
     let stats = js.jsz_stats();
-    let mut body = head(&s, &stats);
+    let mut body = head(&s, &stats, 1);
     body["config"] = config(&s);
     body["limits"] = json!({});
     body["streams"] = stats.streams.into();
@@ -67,14 +65,14 @@ pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> R
     json_response(StatusCode::OK, &body)
 }
 
-/// The leading fields, in nats-server's order.
-fn head(s: &Server, st: &JszStats) -> Value {
+/// The usage and identity fields every body starts with (`accounts`: 1 with JetStream, else 0).
+fn head(s: &Server, st: &JszStats, accounts: u32) -> Value {
     json!({
         "memory": st.memory,
         "storage": st.storage,
         "reserved_memory": 0,
         "reserved_storage": 0,
-        "accounts": 1,
+        "accounts": accounts,
         "ha_assets": st.ha_assets,
         "api": {"level": st.api_level, "total": st.api_total, "errors": st.api_errors},
         "server_id": s.server_id,
@@ -98,22 +96,11 @@ pub(super) fn config(s: &Server) -> Value {
 
 /// The body of a server without JetStream.
 fn disabled(s: &Server) -> Value {
-    json!({
-        "memory": 0,
-        "storage": 0,
-        "reserved_memory": 0,
-        "reserved_storage": 0,
-        "accounts": 0,
-        "ha_assets": 0,
-        "api": {"level": 0, "total": 0, "errors": 0},
-        "server_id": s.server_id,
-        "now": rfc3339(time::OffsetDateTime::now_utc()),
-        "disabled": true,
-        "config": {"max_memory": 0, "max_storage": 0},
-        "streams": 0,
-        "consumers": 0,
-        "messages": 0,
-        "bytes": 0,
-        "total": 0,
-    })
+    let mut body = head(s, &JszStats::default(), 0);
+    body["disabled"] = true.into();
+    body["config"] = json!({"max_memory": 0, "max_storage": 0});
+    for key in ["streams", "consumers", "messages", "bytes", "total"] {
+        body[key] = 0.into();
+    }
+    body
 }

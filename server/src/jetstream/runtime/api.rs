@@ -22,8 +22,8 @@ use crate::jetstream::api::types::responses::{
     ApiResponse, StreamCreateBody, error_json, names_page,
 };
 use crate::jetstream::api::types::{
-    AccountInfo, ClusterInfo, StorageType, StreamConfig, StreamInfo, StreamSourceInfo,
-    StreamStateInfo, go_time, response_type,
+    AccountInfo, ClusterInfo, StreamConfig, StreamInfo, StreamSourceInfo, StreamStateInfo, go_time,
+    response_type,
 };
 use crate::jetstream::api::validate::{
     CreateOutcome, ValidationContext, check_create, check_update, with_response_metadata,
@@ -313,28 +313,19 @@ impl JetStream {
     }
 
     fn account_info(&self) -> String {
+        // Usage of the replicas on this node (the meta leader answers), as `/jsz` reports it.
+        let st = self.jsz_stats();
         let mut info = AccountInfo {
             streams: self.meta.read(|m| m.streams().count() as u64),
-            consumers: self
-                .local
-                .read()
-                .values()
-                .map(|ls| ls.sm.lock().consumers().len() as u64)
-                .sum(),
+            consumers: st.consumers,
+            memory: st.memory,
+            storage: st.storage,
             ..AccountInfo::default()
         };
-        for ls in self.local.read().values() {
-            let sm = ls.sm.lock();
-            let bytes = sm.state().bytes;
-            match sm.config().storage {
-                StorageType::File => info.storage += bytes,
-                StorageType::Memory => info.memory += bytes,
-            }
-        }
-        info.api.total = self.api_total.load(Ordering::Relaxed);
-        info.api.errors = self.api_errors.load(Ordering::Relaxed);
+        info.api.total = st.api_total;
+        info.api.errors = st.api_errors;
         // Clients gate features on it (async-nats refuses KV limit markers below level 1).
-        info.api.level = self.identity.api_level;
+        info.api.level = st.api_level;
         crate::jetstream::api::types::to_go_json(&info)
     }
 
