@@ -17,6 +17,15 @@ const OP: Duration = Duration::from_secs(10);
 /// Bound on a leader election after a kill or stepdown.
 const ELECTION: Duration = Duration::from_secs(30);
 
+/// One client per node, in node order.
+async fn connect_all(cluster: &Cluster) -> Vec<async_nats::Client> {
+    let mut conns = Vec::with_capacity(cluster.len());
+    for i in 0..cluster.len() {
+        conns.push(connect(cluster.node(i)).await);
+    }
+    conns
+}
+
 #[tokio::test]
 async fn r3_stream_is_usable_from_every_node() {
     let cluster = Cluster::start(3, "js").await.expect("cluster");
@@ -91,10 +100,7 @@ async fn r1_streams_spread_and_answer_through_any_node() {
 #[tokio::test]
 async fn a_created_stream_is_listed_at_once_through_every_node() {
     let cluster = Cluster::start(3, "js").await.expect("cluster");
-    let mut conns = Vec::new();
-    for i in 0..3 {
-        conns.push(connect(cluster.node(i)).await);
-    }
+    let conns = connect_all(&cluster).await;
     for i in 0..30usize {
         let nc = &conns[i % 3];
         let name = format!("RYW{i}");
@@ -122,10 +128,7 @@ async fn a_created_stream_is_listed_at_once_through_every_node() {
 #[tokio::test]
 async fn an_update_is_in_force_when_answered_through_every_node() {
     let cluster = Cluster::start(3, "js").await.expect("cluster");
-    let mut conns = Vec::new();
-    for i in 0..3 {
-        conns.push(connect(cluster.node(i)).await);
-    }
+    let conns = connect_all(&cluster).await;
     for i in 0..9usize {
         let nc = &conns[i % 3];
         let name = format!("UPD{i}");
@@ -178,10 +181,7 @@ async fn publish_within(nc: &async_nats::Client, subject: &str, bound: Duration)
 #[tokio::test]
 async fn a_publish_right_after_create_update_or_delete_is_routed_by_it() {
     let cluster = Cluster::start(3, "js").await.expect("cluster");
-    let mut conns = Vec::new();
-    for i in 0..3 {
-        conns.push(connect(cluster.node(i)).await);
-    }
+    let conns = connect_all(&cluster).await;
     for i in 0..15usize {
         let nc = &conns[i % 3];
         let name = format!("RT{i}");
