@@ -95,6 +95,20 @@ pub trait ReplicatedStateMachine: Send + Sync + 'static {
     /// the same state and returns the same bytes.
     fn apply(&mut self, index: LogIndex, command: &[u8]) -> Result<Bytes, StateMachineError>;
 
+    /// [`apply`](Self::apply) as the group calls it: the command in shared bytes (decoding may
+    /// slice it instead of copying), and whether a proposer waits for the answer. Nobody does on
+    /// a follower, or on a leader for entries an earlier leader proposed; the answer may then be
+    /// left empty, the state change must not differ. Defaults to `apply`.
+    fn apply_shared(
+        &mut self,
+        index: LogIndex,
+        command: &Bytes,
+        answer_wanted: bool,
+    ) -> Result<Bytes, StateMachineError> {
+        let _ = answer_wanted;
+        self.apply(index, command)
+    }
+
     /// Exports the whole state as bytes, consistent as of the last applied command.
     fn snapshot(&self) -> Result<Bytes, StateMachineError>;
 
@@ -280,7 +294,7 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
                     EntryPayload::Blank => Bytes::new(),
                     EntryPayload::Normal(cmd) => st
                         .sm
-                        .apply(LogIndex(log_id.index), &cmd.0)
+                        .apply_shared(LogIndex(log_id.index), &cmd.0, responder.is_some())
                         .map_err(io::Error::other)?,
                     EntryPayload::Membership(m) => {
                         st.membership = GroupMembership::new(Some(log_id), m);

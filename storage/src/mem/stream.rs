@@ -6,6 +6,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use bytes::Bytes;
+
 use crate::StorageError;
 use crate::stream::{
     PurgePlan, PurgeRequest, StoredMsg, StreamState, StreamStore, StreamUid, check_subject,
@@ -107,7 +109,16 @@ impl StreamStore for MemStreamStore {
             .entry(msg.subject.clone())
             .or_default()
             .insert(msg.seq);
-        self.msgs.insert(msg.seq, msg.clone());
+        // Own copies: the message's bytes may be slices of a larger buffer (a whole Raft entry
+        // of publishes), which a kept slice would hold in memory as long as the message lives.
+        let kept = StoredMsg {
+            seq: msg.seq,
+            subject: msg.subject.clone(),
+            headers: Bytes::copy_from_slice(&msg.headers),
+            payload: Bytes::copy_from_slice(&msg.payload),
+            timestamp_ns: msg.timestamp_ns,
+        };
+        self.msgs.insert(msg.seq, kept);
         self.written_tag = self.tag;
         Ok(())
     }

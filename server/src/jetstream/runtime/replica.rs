@@ -54,7 +54,16 @@ pub struct SharedStream(
 
 impl ReplicatedStateMachine for SharedStream {
     fn apply(&mut self, index: LogIndex, command: &[u8]) -> Result<Bytes, StateMachineError> {
-        let answer = self.0.lock().apply(index, command);
+        self.apply_shared(index, &Bytes::copy_from_slice(command), true)
+    }
+
+    fn apply_shared(
+        &mut self,
+        index: LogIndex,
+        command: &Bytes,
+        answer_wanted: bool,
+    ) -> Result<Bytes, StateMachineError> {
+        let answer = self.0.lock().apply_shared(index, command, answer_wanted);
         self.1.send_replace(index.0);
         answer
     }

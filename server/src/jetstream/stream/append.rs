@@ -12,13 +12,15 @@
 //! `Nats-Msg-Id` de-duplication (sources merging the same messages), mirror copies do not.
 //! Rollup headers of copies are not acted on.
 
+use bytes::Bytes;
 use jetraft_proto::stream::Append;
 use jetraft_storage::StorageError;
 use jetraft_storage::stream::limits::{LimitViolation, StoreOutcome, store_with_limits};
 use jetraft_storage::stream::{PurgeRequest, StoredMsg};
 
 use super::StreamStateMachine;
-use super::headers;
+use super::{command, headers};
+use crate::jetstream::api::types::pub_ack::push_plain_json;
 use crate::jetstream::api::types::{PubAck, RetentionPolicy};
 use crate::jetstream::api::{ApiError, ErrorKind};
 
@@ -34,52 +36,111 @@ enum Rollup {
     All,
 }
 
+/// A publish that was applied: stored at `seq`, or a duplicate of the message at `seq`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Applied {
+    seq: u64,
+    duplicate: bool,
+}
+
+impl Applied {
+    fn stored(seq: u64) -> Self {
+        Self {
+            seq,
+            duplicate: false,
+        }
+    }
+
+    fn duplicate(seq: u64) -> Self {
+        Self {
+            seq,
+            duplicate: true,
+        }
+    }
+}
+
 impl StreamStateMachine {
     /// Applies one publish; returns the PubAck JSON (success, duplicate or error).
-    pub(super) fn apply_append(&mut self, a: &Append) -> Result<String, StorageError> {
-        self.advance_clock(a.timestamp_ns);
-        let name = self.config.name.clone();
-        let outcome = if a.origin_seq > 0 {
-            self.try_copy(a)?
-        } else {
-            self.try_append(a)?
-        };
-        Ok(match outcome {
-            Ok(ack) => ack,
-            Err(e) => PubAck::error(&name, e),
-        }
-        .to_json())
+    pub(super) fn apply_append(&mut self, a: Append) -> Result<String, StorageError> {
+        let outcome = self.append_outcome(a)?;
+        Ok(self.pub_ack(outcome).to_json())
     }
 
     /// Applies the publishes of an `AppendBatch` entry at `index` in order, each as its own
-    /// `Append` would be; returns their answers in the same order. `resume` is the position to
-    /// complete after a crash (see `recovery`): publishes before it are skipped.
+    /// `Append` would be; returns their answers framed in the same order (see
+    /// `command::push_answer`), or nothing when no one waits for them. `resume` is the position
+    /// to complete after a crash (see `recovery`): publishes before it are skipped.
     pub(super) fn apply_append_batch(
         &mut self,
         index: u64,
-        appends: &[Append],
+        appends: Vec<Append>,
         resume: Option<usize>,
-    ) -> Result<Vec<String>, StorageError> {
-        let mut answers = Vec::with_capacity(appends.len());
-        for (position, a) in appends.iter().enumerate() {
+        answer_wanted: bool,
+    ) -> Result<Bytes, StorageError> {
+        let mut answers = Vec::new();
+        if answer_wanted {
+            answers.reserve(appends.len() * (40 + self.config.name.len()));
+        }
+        for (position, a) in appends.into_iter().enumerate() {
             self.store
                 .set_write_tag(super::recovery::write_tag(index, position));
-            let answer = match resume {
+            let outcome = match resume {
                 Some(at) if position < at => {
-                    self.note_source_position(a);
+                    self.note_source_position(&a);
                     self.advance_clock(a.timestamp_ns);
-                    String::new()
+                    None
                 }
                 Some(at) if position == at => {
-                    self.note_source_position(a);
-                    self.finish_append(a)?;
-                    String::new()
+                    self.note_source_position(&a);
+                    self.finish_append(&a)?;
+                    None
                 }
-                _ => self.apply_append(a)?,
+                _ => Some(self.append_outcome(a)?),
             };
-            answers.push(answer);
+            if !answer_wanted {
+                continue;
+            }
+            match outcome {
+                None => command::push_answer(&mut answers, b""),
+                Some(Ok(applied)) => command::push_answer_with(&mut answers, |out| {
+                    let name = &self.config.name;
+                    if !push_plain_json(out, name, applied.seq, applied.duplicate) {
+                        let ack = self.pub_ack(Ok(applied)).to_json();
+                        out.extend_from_slice(ack.as_bytes());
+                    }
+                }),
+                Some(Err(e)) => {
+                    command::push_answer(&mut answers, self.pub_ack(Err(e)).to_json().as_bytes())
+                }
+            }
         }
-        Ok(answers)
+        Ok(Bytes::from(answers))
+    }
+
+    /// Applies one publish or copy; what it did, or why it was refused.
+    fn append_outcome(&mut self, a: Append) -> Result<Result<Applied, ApiError>, StorageError> {
+        self.advance_clock(a.timestamp_ns);
+        if a.origin_seq > 0 {
+            self.try_copy(a)
+        } else {
+            self.try_append(a)
+        }
+    }
+
+    /// The PubAck for an applied or refused publish.
+    fn pub_ack(&self, outcome: Result<Applied, ApiError>) -> PubAck {
+        let name = &self.config.name;
+        match outcome {
+            Ok(Applied {
+                seq,
+                duplicate: false,
+            }) => PubAck::stored(name, seq),
+            Ok(Applied {
+                seq,
+                duplicate: true,
+            }) => PubAck::duplicate(name, seq),
+            Err(e) => PubAck::error(name, e),
+        }
     }
 
     /// Moves a source's recorded position to a copy's origin sequence (never backwards).
@@ -94,8 +155,7 @@ impl StreamStateMachine {
     }
 
     /// Applies a copy from an origin stream (see the module doc).
-    fn try_copy(&mut self, a: &Append) -> Result<Result<PubAck, ApiError>, StorageError> {
-        let name = self.config.name.clone();
+    fn try_copy(&mut self, a: Append) -> Result<Result<Applied, ApiError>, StorageError> {
         let mirror = a.source_key.is_empty();
         let last_seq = self.store.state().last_seq;
         let position = if mirror {
@@ -104,19 +164,19 @@ impl StreamStateMachine {
             self.source_position(&a.source_key)
         };
         if a.origin_seq <= position || (mirror && self.config.mirror.is_none()) {
-            return Ok(Ok(PubAck::duplicate(&name, position)));
+            return Ok(Ok(Applied::duplicate(position)));
         }
-        self.note_source_position(a);
+        self.note_source_position(&a);
         let msg_id = header_value(&a.headers, headers::MSG_ID).filter(|_| !mirror);
         if let Some(hit) = msg_id.as_deref().and_then(|id| self.dedup.get(id)) {
-            return Ok(Ok(PubAck::duplicate(&name, hit.seq)));
+            return Ok(Ok(Applied::duplicate(hit.seq)));
         }
         let seq = if mirror { a.origin_seq } else { last_seq + 1 };
         let msg = StoredMsg {
             seq,
-            subject: a.subject.clone(),
-            headers: a.headers.clone(),
-            payload: a.payload.clone(),
+            subject: a.subject,
+            headers: a.headers,
+            payload: a.payload,
             timestamp_ns: a.timestamp_ns,
         };
         match store_with_limits(self.store.as_mut(), &self.limits, &msg)? {
@@ -137,17 +197,17 @@ impl StreamStateMachine {
         if self.config.retention == RetentionPolicy::Interest && self.consumer_count == 0 {
             self.store.remove(seq)?;
         }
-        Ok(Ok(PubAck::stored(&name, seq)))
+        Ok(Ok(Applied::stored(seq)))
     }
 
-    fn try_append(&mut self, a: &Append) -> Result<Result<PubAck, ApiError>, StorageError> {
-        let name = self.config.name.clone();
+    fn try_append(&mut self, a: Append) -> Result<Result<Applied, ApiError>, StorageError> {
+        let name = &self.config.name;
         let hdrs: &[u8] = &a.headers;
         let header = |key: &str| headers::get(hdrs, key);
         if self.config.sealed {
             return Ok(Err(ApiError::new(ErrorKind::StreamSealed)));
         }
-        if header(headers::EXPECTED_STREAM).is_some_and(|s| s != name) {
+        if header(headers::EXPECTED_STREAM).is_some_and(|s| s != name.as_str()) {
             return Ok(Err(ApiError::new(ErrorKind::StreamNotMatch)));
         }
         if let Some(ttl) = header(headers::TTL) {
@@ -180,7 +240,7 @@ impl StreamStateMachine {
         }
         let msg_id = header(headers::MSG_ID).filter(|id| !id.is_empty());
         if let Some(hit) = msg_id.and_then(|id| self.dedup.get(id)) {
-            return Ok(Ok(PubAck::duplicate(&name, hit.seq)));
+            return Ok(Ok(Applied::duplicate(hit.seq)));
         }
         if let Some(expected) = header(headers::EXPECTED_LAST_MSG_ID)
             && expected != self.last_msg_id
@@ -210,9 +270,9 @@ impl StreamStateMachine {
         let seq = self.store.state().last_seq + 1;
         let msg = StoredMsg {
             seq,
-            subject: a.subject.clone(),
+            subject: a.subject,
             headers: self.ttl_floor(&a.headers),
-            payload: a.payload.clone(),
+            payload: a.payload,
             timestamp_ns: a.timestamp_ns,
         };
         match store_with_limits(self.store.as_mut(), &self.limits, &msg)? {
@@ -233,7 +293,7 @@ impl StreamStateMachine {
         match rollup {
             Some(Rollup::Subject) => {
                 self.store.purge(&PurgeRequest {
-                    filter: Some(a.subject.clone()),
+                    filter: Some(msg.subject.clone()),
                     up_to_seq: Some(seq),
                     keep: None,
                 })?;
@@ -251,7 +311,7 @@ impl StreamStateMachine {
             // Observed: acknowledged with a sequence, but nobody is interested, so not kept.
             self.store.remove(seq)?;
         }
-        Ok(Ok(PubAck::stored(&name, seq)))
+        Ok(Ok(Applied::stored(seq)))
     }
 }
 

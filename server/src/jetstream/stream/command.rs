@@ -44,19 +44,24 @@ pub fn append_batch<'a>(
     encode(Cmd::AppendBatch(AppendBatch { appends }))
 }
 
-/// The answer of an `AppendBatch`: each publish's answer (PubAck JSON, or empty when it has
-/// none), each prefixed with its length as a big-endian `u32`.
-pub fn frame_answers(answers: &[String]) -> Bytes {
-    let mut out = Vec::with_capacity(answers.iter().map(|a| a.len() + 4).sum());
-    for a in answers {
-        let len = u32::try_from(a.len()).unwrap_or(u32::MAX);
-        out.extend_from_slice(&len.to_be_bytes());
-        out.extend_from_slice(&a.as_bytes()[..len as usize]);
-    }
-    Bytes::from(out)
+/// Appends one publish's answer (PubAck JSON, or empty when it has none) to the answer of an
+/// `AppendBatch`, prefixed with its length as a big-endian `u32`.
+pub fn push_answer(out: &mut Vec<u8>, answer: &[u8]) {
+    let len = u32::try_from(answer.len()).unwrap_or(u32::MAX);
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&answer[..len as usize]);
 }
 
-/// Splits an `AppendBatch` answer made by [`frame_answers`]; stops at a truncated frame.
+/// [`push_answer`] for an answer written into `out` by `write` (no copy in between).
+pub fn push_answer_with(out: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>)) {
+    let at = out.len();
+    out.extend_from_slice(&[0; 4]);
+    write(out);
+    let len = u32::try_from(out.len() - at - 4).unwrap_or(u32::MAX);
+    out[at..at + 4].copy_from_slice(&len.to_be_bytes());
+}
+
+/// Splits an `AppendBatch` answer made by [`push_answer`]; stops at a truncated frame.
 pub fn split_answers(framed: &Bytes) -> Vec<Bytes> {
     let mut answers = Vec::new();
     let mut at = 0;
@@ -154,7 +159,14 @@ mod tests {
             String::new(),
             r#"{"stream":"S","seq":2}"#.to_string(),
         ];
-        let framed = frame_answers(&answers);
+        let mut framed = Vec::new();
+        for a in &answers[..2] {
+            push_answer(&mut framed, a.as_bytes());
+        }
+        push_answer_with(&mut framed, |out| {
+            out.extend_from_slice(answers[2].as_bytes())
+        });
+        let framed = Bytes::from(framed);
         let split: Vec<String> = split_answers(&framed)
             .iter()
             .map(|b| String::from_utf8(b.to_vec()).unwrap())

@@ -400,9 +400,19 @@ impl StreamStateMachine {
 
 impl ReplicatedStateMachine for StreamStateMachine {
     fn apply(&mut self, index: LogIndex, command: &[u8]) -> Result<Bytes, StateMachineError> {
+        self.apply_shared(index, &Bytes::copy_from_slice(command), true)
+    }
+
+    fn apply_shared(
+        &mut self,
+        index: LogIndex,
+        command: &Bytes,
+        answer_wanted: bool,
+    ) -> Result<Bytes, StateMachineError> {
         // Appends stay staged until `save_applied` writes them with the applied id.
         self.store.begin_batch();
-        let cmd = StreamCommand::decode(command).map_err(|e| StateMachineError::Apply {
+        // Decoding from `Bytes` makes the headers and payloads slices of the entry, not copies.
+        let cmd = StreamCommand::decode(command.clone()).map_err(|e| StateMachineError::Apply {
             index,
             reason: format!("undecodable stream command: {e}"),
         })?;
@@ -419,13 +429,13 @@ impl ReplicatedStateMachine for StreamStateMachine {
         );
         let before = self.store.state();
         let answer = match cmd.cmd {
-            Some(Cmd::Append(a)) => self.apply_append(&a).map_err(&err)?,
+            Some(Cmd::Append(a)) => self.apply_append(a).map_err(&err)?,
             Some(Cmd::AppendBatch(b)) => {
                 let answers = self
-                    .apply_append_batch(index.0, &b.appends, resume)
+                    .apply_append_batch(index.0, b.appends, resume, answer_wanted)
                     .map_err(&err)?;
                 self.count_removals(&before, consumer_cmd);
-                return Ok(command::frame_answers(&answers));
+                return Ok(answers);
             }
             Some(Cmd::Purge(p)) => self.apply_purge(&p).map_err(&err)?,
             Some(Cmd::DeleteMsg(d)) => self.apply_delete(&d).map_err(&err)?,

@@ -689,6 +689,87 @@ fn assert_replay_after_any_crash_matches(cfg_json: &str, log: &[Bytes]) {
 }
 
 #[test]
+fn a_replica_nobody_waits_on_changes_the_same_and_builds_no_answers() {
+    // A follower applies entries with no proposer waiting: same state, empty batch answers.
+    let cfg = r#"{"name":"F","subjects":["f.>"],"max_msgs_per_subject":2}"#;
+    let with = |subject: &'static str, h: (&str, &str)| {
+        (subject, Bytes::from(block(&[h])), Bytes::from_static(b"p"))
+    };
+    let plain = |subject: &'static str| (subject, Bytes::new(), Bytes::from_static(b"p"));
+    let log = [
+        command::append_batch(
+            [
+                plain("f.a"),
+                with("f.b", ("Nats-Msg-Id", "m1")),
+                plain("f.a"),
+                plain("f.a"),
+            ],
+            T0 + 1,
+        ),
+        command::append_batch(
+            [
+                with("f.c", ("Nats-Msg-Id", "m1")),
+                with("f.c", ("Nats-Expected-Stream", "OTHER")),
+                plain("f.c"),
+            ],
+            T0 + 2,
+        ),
+    ];
+    let mut leader = mem_sm(cfg);
+    let mut follower = mem_sm(cfg);
+    let mut answers = Vec::new();
+    for (i, cmd) in log.iter().enumerate() {
+        let index = LogIndex(i as u64 + 1);
+        let framed = leader.apply_shared(index, cmd, true).unwrap();
+        answers.extend(command::split_answers(&framed));
+        assert!(follower.apply_shared(index, cmd, false).unwrap().is_empty());
+    }
+    assert_eq!(contents(&follower), contents(&leader));
+    assert_eq!(follower.state(), leader.state());
+    let answers: Vec<String> = answers
+        .iter()
+        .map(|a| String::from_utf8(a.to_vec()).unwrap())
+        .collect();
+    assert_eq!(
+        &answers[..4],
+        [
+            r#"{"stream":"F","seq":1}"#,
+            r#"{"stream":"F","seq":2}"#,
+            r#"{"stream":"F","seq":3}"#,
+            r#"{"stream":"F","seq":4}"#,
+        ]
+    );
+    assert_eq!(answers[4], r#"{"stream":"F","seq":2,"duplicate": true}"#);
+    assert!(
+        answers[5].starts_with(r#"{"error":{"code":400,"err_code":10060"#),
+        "{}",
+        answers[5]
+    );
+    assert_eq!(answers[6], r#"{"stream":"F","seq":5}"#);
+    assert_eq!(
+        contents(&leader).len(),
+        4,
+        "max_msgs_per_subject 2 dropped one f.a"
+    );
+}
+
+#[test]
+fn the_memory_store_keeps_its_own_copy_of_each_message() {
+    // Decoding slices the Raft entry; a kept slice would pin the whole entry in memory.
+    let mut sm = mem_sm(r#"{"name":"M","subjects":["m"],"storage":"memory"}"#);
+    let big = Bytes::from(vec![7u8; 4096]);
+    let cmd = command::append_batch([("m", Bytes::new(), big.clone())], T0);
+    sm.apply_shared(LogIndex(1), &cmd, true).unwrap();
+    let stored = sm.store().get(1).unwrap().unwrap();
+    assert_eq!(stored.payload, big);
+    let entry = cmd.as_ptr_range();
+    assert!(
+        !entry.contains(&stored.payload.as_ptr()),
+        "payload shares the entry"
+    );
+}
+
+#[test]
 fn undecodable_commands_are_apply_errors() {
     let mut sm = mem_sm(r#"{"name":"U"}"#);
     assert!(sm.apply(LogIndex(1), b"\xff\xff\xff").is_err());

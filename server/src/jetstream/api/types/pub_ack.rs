@@ -55,25 +55,12 @@ impl PubAck {
 
     /// The exact JSON nats-server sends.
     pub fn to_json(&self) -> String {
-        // The common case, by hand: a stored message, a stream name JSON takes as it is.
-        if self.error.is_none()
-            && self.domain.is_none()
-            && self
-                .stream
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        {
-            let mut json = String::with_capacity(40 + self.stream.len());
-            json.push_str("{\"stream\":\"");
-            json.push_str(&self.stream);
-            json.push_str("\",\"seq\":");
-            crate::protocol::encode::push_decimal(&mut json, self.seq);
-            json.push_str(if self.duplicate {
-                ",\"duplicate\": true}"
-            } else {
-                "}"
-            });
-            return json;
+        if self.error.is_none() && self.domain.is_none() {
+            let mut json = Vec::with_capacity(40 + self.stream.len());
+            if push_plain_json(&mut json, &self.stream, self.seq, self.duplicate) {
+                // Only ASCII was written.
+                return String::from_utf8(json).unwrap_or_default();
+            }
         }
         #[derive(Serialize)]
         struct Body<'a> {
@@ -96,6 +83,29 @@ impl PubAck {
         }
         json
     }
+}
+
+/// Appends the PubAck of a stored (or duplicate) message, without domain, to `out` without
+/// building a [`PubAck`]: the common case, written by hand. Writes nothing and returns false when
+/// the stream name is not one JSON takes as it is (letters, digits, `-`, `_`).
+pub fn push_plain_json(out: &mut Vec<u8>, stream: &str, seq: u64, duplicate: bool) -> bool {
+    if !stream
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return false;
+    }
+    out.extend_from_slice(b"{\"stream\":\"");
+    out.extend_from_slice(stream.as_bytes());
+    out.extend_from_slice(b"\",\"seq\":");
+    let mut tmp = [0u8; 20];
+    out.extend_from_slice(crate::protocol::encode::decimal(seq, &mut tmp));
+    out.extend_from_slice(if duplicate {
+        b",\"duplicate\": true}"
+    } else {
+        b"}"
+    });
+    true
 }
 
 #[cfg(test)]
