@@ -8,6 +8,7 @@
 mod consumer;
 #[cfg(test)]
 mod crash_tests;
+mod log_cache;
 mod log_writer;
 mod raft_log;
 mod snapshot;

@@ -19,11 +19,15 @@
 //!   after a WAL fsync that covers them; `save_vote` returns only once the vote is durable.
 //! - Truncation and purge are single `delete_range` operations, so they never leave a hole.
 //! - Reads check every record and the contiguity of indexes; a gap is reported as corruption.
+//! - The newest entries are also kept in memory ([`TailCache`], shared by the store's clones),
+//!   updated under its lock right after each write is made; reads that start inside it are
+//!   answered from it, all others from RocksDB.
 
 use std::fmt::Debug;
 use std::io;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use openraft::entry::RaftEntry;
 use openraft::storage::{IOFlushed, LogState, RaftLogStorage};
@@ -32,6 +36,7 @@ use openraft::{LogId, OptionalSend, RaftLogReader, RaftTypeConfig};
 use rocksdb::ReadOptions;
 
 use crate::db::{ColumnFamily, Db};
+use crate::rocks::log_cache::TailCache;
 use crate::rocks::log_writer::{Durable, LogWriter, Op};
 use crate::{StorageError, keys, record};
 
@@ -61,26 +66,29 @@ pub trait LogCodec<C: RaftTypeConfig>: Send + Sync + 'static {
     fn decode_log_id(bytes: &[u8]) -> Result<LogIdOf<C>, String>;
 }
 
-/// The log of one Raft group. Clones share the database and writer (the clone is the reader).
-pub struct RaftLogStore<C, K> {
+/// The log of one Raft group. Clones share the database, the writer and the cache of the newest
+/// entries (the clone is the reader).
+pub struct RaftLogStore<C: RaftTypeConfig, K> {
     db: Db,
     writer: LogWriter,
     group: GroupId,
-    _types: PhantomData<fn() -> (C, K)>,
+    tail: Arc<Mutex<TailCache<C::Entry>>>,
+    _types: PhantomData<fn() -> K>,
 }
 
-impl<C, K> Clone for RaftLogStore<C, K> {
+impl<C: RaftTypeConfig, K> Clone for RaftLogStore<C, K> {
     fn clone(&self) -> Self {
         Self {
             db: self.db.clone(),
             writer: self.writer.clone(),
             group: self.group,
+            tail: Arc::clone(&self.tail),
             _types: PhantomData,
         }
     }
 }
 
-impl<C, K> Debug for RaftLogStore<C, K> {
+impl<C: RaftTypeConfig, K> Debug for RaftLogStore<C, K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RaftLogStore")
             .field("group", &self.group)
@@ -92,15 +100,25 @@ fn corrupt(cf: &'static str, detail: String) -> io::Error {
     StorageError::corrupt(cf, detail).into()
 }
 
-impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStore<C, K> {
+impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStore<C, K>
+where
+    C::Entry: Clone,
+{
     /// The log of `group`, written through the node's `writer`.
     pub fn new(db: Db, writer: LogWriter, group: GroupId) -> Self {
         Self {
             db,
             writer,
             group,
+            tail: Arc::default(),
             _types: PhantomData,
         }
+    }
+
+    /// The cache of the newest entries, locked. A panic while it was held cannot leave it
+    /// inconsistent with the log (each update is one call on it), so a poisoned lock is taken.
+    fn tail(&self) -> MutexGuard<'_, TailCache<C::Entry>> {
+        self.tail.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The group this log belongs to.
@@ -116,6 +134,7 @@ impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStore<C, K> {
             Op::DeleteRange(ColumnFamily::RaftLog, g.to_be_bytes().to_vec(), end.clone()),
             Op::DeleteRange(ColumnFamily::RaftState, g.to_be_bytes().to_vec(), end),
         ];
+        self.tail().clear();
         self.writer.submit_durable(ops).await
     }
 
@@ -165,6 +184,9 @@ impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStore<C, K> {
         end: Option<u64>,
         max_bytes: Option<usize>,
     ) -> Result<Vec<C::Entry>, io::Error> {
+        if let Some(cached) = self.tail().read(start, end, max_bytes) {
+            return Ok(cached);
+        }
         let cf = self.db.cf(ColumnFamily::RaftLog)?;
         let mut ro = ReadOptions::default();
         ro.set_iterate_upper_bound(match end {
@@ -233,7 +255,10 @@ impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStore<C, K> {
 /// Well under the Raft transport's 64 MiB message limit.
 const REPLICATION_MAX_BYTES: usize = 8 << 20;
 
-impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogReader<C> for RaftLogStore<C, K> {
+impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogReader<C> for RaftLogStore<C, K>
+where
+    C::Entry: Clone,
+{
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,
         range: RB,
@@ -269,7 +294,10 @@ impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogReader<C> for RaftLogStore<C, K> 
     }
 }
 
-impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStorage<C> for RaftLogStore<C, K> {
+impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStorage<C> for RaftLogStore<C, K>
+where
+    C::Entry: Clone,
+{
     type LogReader = Self;
 
     async fn get_log_state(&mut self) -> Result<LogState<C>, io::Error> {
@@ -322,16 +350,29 @@ impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStorage<C> for RaftLogStore<C, K>
         I::IntoIter: OptionalSend,
     {
         let mut ops = Vec::new();
+        let mut kept = Vec::new();
         let mut body = Vec::new();
         for e in entries {
             body.clear();
             K::encode_entry(&e, &mut body);
-            let key = keys::prefixed_u64(self.group.0, e.log_id_parts().1);
+            let index = e.log_id_parts().1;
+            let key = keys::prefixed_u64(self.group.0, index);
             let value = record::seal(&key, &body);
+            kept.push((index, value.len(), e));
             ops.push(Op::Put(ColumnFamily::RaftLog, key.to_vec(), value));
         }
         let done: Durable = Box::new(move |r: Result<(), io::Error>| callback.io_completed(r));
-        Ok(self.writer.submit(ops, Some(done))?)
+        // Under the cache's lock, so no read sees the entries in RocksDB but not in the cache
+        // while the cache still ends before them.
+        let mut tail = self.tail();
+        if let Err(e) = self.writer.submit(ops, Some(done)) {
+            tail.clear();
+            return Err(e.into());
+        }
+        for (index, bytes, e) in kept {
+            tail.appended(index, bytes, e);
+        }
+        Ok(())
     }
 
     async fn truncate_after(&mut self, last_log_id: Option<LogIdOf<C>>) -> Result<(), io::Error> {
@@ -342,6 +383,8 @@ impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStorage<C> for RaftLogStore<C, K>
             keys::prefixed_u64(g, from).to_vec(),
             keys::id_range_end(g),
         );
+        let mut tail = self.tail();
+        tail.truncate_from(from);
         Ok(self.writer.submit(vec![op], None)?)
     }
 
@@ -357,6 +400,8 @@ impl<C: RaftTypeConfig, K: LogCodec<C>> RaftLogStorage<C> for RaftLogStore<C, K>
                 keys::prefixed_u64(g, log_id.index().saturating_add(1)).to_vec(),
             ),
         ];
+        let mut tail = self.tail();
+        tail.purge_through(log_id.index());
         Ok(self.writer.submit(ops, None)?)
     }
 }

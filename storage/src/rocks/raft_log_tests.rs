@@ -250,8 +250,93 @@ async fn corrupt_entry_is_an_error_not_data() {
     v[7] ^= 1;
     db.put_synced(&[(ColumnFamily::RaftLog, &key, &v)])
         .expect("put");
-    let err = log.try_get_log_entries(1..4).await.expect_err("corrupt");
+    // The writing store still has the entries in memory; a store opened on the log (as after a
+    // restart) reads them from RocksDB.
+    let mut reopened = TestLog::new(db.clone(), log.writer.clone(), GroupId(1));
+    let err = reopened
+        .try_get_log_entries(1..4)
+        .await
+        .expect_err("corrupt");
     assert!(err.to_string().contains("corrupt"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_from_memory_equal_reads_from_rocksdb_through_appends_truncations_and_purges() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path()).expect("open");
+    let writer = LogWriter::start(db.clone()).expect("writer");
+    let mut log = TestLog::new(db.clone(), writer.clone(), GroupId(1));
+    let on_disk = || TestLog::new(db.clone(), writer.clone(), GroupId(1));
+    let ids = |v: Vec<<TestConfig as RaftTypeConfig>::Entry>| -> Vec<(u64, u64)> {
+        v.iter()
+            .map(|e| (e.log_id.leader_id.term, e.log_id.index))
+            .collect()
+    };
+    let check = |log: &TestLog, step: &str| {
+        for start in 0..=32 {
+            for end in [None, Some(start + 1), Some(start + 5), Some(40)] {
+                for max in [None, Some(1), Some(200)] {
+                    let from_memory = log.entries(start, end, max).expect("read");
+                    let from_disk = on_disk().entries(start, end, max).expect("read");
+                    assert_eq!(
+                        ids(from_memory),
+                        ids(from_disk),
+                        "{step}: start {start} end {end:?} max {max:?}"
+                    );
+                }
+            }
+        }
+    };
+    log.append((1..=20).map(|i| blank(1, i)), IOFlushed::noop())
+        .await
+        .expect("append");
+    check(&log, "appended 1..=20");
+    log.truncate_after(Some(LogId::new(
+        openraft::impls::leader_id_adv::LeaderId {
+            term: 1,
+            node_id: 1,
+        },
+        12,
+    )))
+    .await
+    .expect("truncate");
+    check(&log, "truncated after 12");
+    log.append((13..=25).map(|i| blank(2, i)), IOFlushed::noop())
+        .await
+        .expect("append");
+    check(&log, "appended 13..=25 in term 2");
+    log.purge(LogId::new(
+        openraft::impls::leader_id_adv::LeaderId {
+            term: 2,
+            node_id: 1,
+        },
+        15,
+    ))
+    .await
+    .expect("purge");
+    check(&log, "purged through 15");
+    // A later append that skips indexes (a snapshot installed past the log) starts over.
+    log.purge(LogId::new(
+        openraft::impls::leader_id_adv::LeaderId {
+            term: 2,
+            node_id: 1,
+        },
+        29,
+    ))
+    .await
+    .expect("purge");
+    log.append((30..=31).map(|i| blank(3, i)), IOFlushed::noop())
+        .await
+        .expect("append");
+    check(&log, "appended 30..=31 after a purge past the log");
+    // Reads at the start of the cached tail do not touch RocksDB: proven by removing an entry
+    // behind the store's back (never done in real use).
+    db.put_synced(&[(ColumnFamily::RaftLog, &keys::prefixed_u64(1, 31), b"junk")])
+        .expect("put");
+    assert_eq!(
+        ids(log.entries(30, None, None).expect("read")),
+        [(3, 30), (3, 31)]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
