@@ -351,13 +351,13 @@ where
     {
         let mut ops = Vec::new();
         let mut kept = Vec::new();
-        let mut body = Vec::new();
+        // Room for the last entry's size: entries of one append are usually alike.
+        let mut size_hint = 64;
         for e in entries {
-            body.clear();
-            K::encode_entry(&e, &mut body);
             let index = e.log_id_parts().1;
             let key = keys::prefixed_u64(self.group.0, index);
-            let value = record::seal(&key, &body);
+            let value = record::seal_with(&key, size_hint, |out| K::encode_entry(&e, out));
+            size_hint = value.len();
             kept.push((index, value.len(), e));
             ops.push(Op::Put(ColumnFamily::RaftLog, key.to_vec(), value));
         }

@@ -53,12 +53,12 @@ impl Counters {
 
 /// Encodes a message value.
 pub(crate) fn encode_msg(key: &[u8], m: &StoredMsg) -> Vec<u8> {
-    let mut w = BodyWriter::with_capacity(24 + m.subject.len() + m.headers.len() + m.payload.len());
+    let mut w = BodyWriter::for_record(24 + m.subject.len() + m.headers.len() + m.payload.len());
     w.u64(m.timestamp_ns)
         .bytes(m.subject.as_bytes())
         .bytes(&m.headers)
         .bytes(&m.payload);
-    record::seal(key, &w.finish())
+    w.seal(key)
 }
 
 /// Decodes a message value stored under `key`.
