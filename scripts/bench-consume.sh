@@ -30,23 +30,34 @@ if ((CLUSTER)); then
 fi
 sleep 5
 
-# run PORT CONSUMER REPLICAS MSGS: prints msgs/s (empty on failure).
+# run PORT CONSUMER REPLICAS MSGS: prints msgs/s (empty on failure); notes in $work/leader-PORT
+# whether the stream leader was the node the client talked to (1) or not (0).
 run() {
-  "$JETRAFT_BENCH_BIN" jsconsume --url "nats://127.0.0.1:$1" --consumer "$2" --replicas "$3" \
-    --msgs "$4" --size "$SIZE" --batch 100 --timeout 600 2>>"$work/bench-errors.log" |
-    sed -n 's/.* msgs_per_sec=\([0-9.]*\).*/\1/p' || true
+  local out
+  out=$("$JETRAFT_BENCH_BIN" jsconsume --url "nats://127.0.0.1:$1" --consumer "$2" --replicas "$3" \
+    --msgs "$4" --size "$SIZE" --batch 100 --timeout 600 2>>"$work/bench-errors.log") || true
+  sed -n 's/.* leader_local=\([01]\).*/\1/p' <<<"$out" >>"$work/leader-$1"
+  sed -n 's/.* msgs_per_sec=\([0-9.]*\).*/\1/p' <<<"$out"
 }
+
+# local_leaders PORT: how many of the scenario's rounds had the leader on the client's node.
+local_leaders() { grep -c '^1$' "$work/leader-$1" || true; }
 
 # scenario LABEL CONSUMER REPLICAS MSGS JR_PORT NS_PORT [NSS_PORT]
 scenario() {
   local label=$1 consumer=$2 rep=$3 msgs=$4 jp=$5 np=$6 sp=${7:-}
   local jr=() ns=() nss=()
+  rm -f "$work/leader-$jp" "$work/leader-$np"
   for _ in $(seq "$ROUNDS"); do
     jr+=("$(run "$jp" "$consumer" "$rep" "$msgs")")
     ns+=("$(run "$np" "$consumer" "$rep" "$msgs")")
     [[ -n $sp ]] && nss+=("$(run "$sp" "$consumer" "$rep" "$msgs")")
   done
   report "$label" jr ns nss
+  if ((rep > 1)); then
+    echo "  stream leader on the client's node: jetraft $(local_leaders "$jp") of $ROUNDS rounds," \
+      "nats-server $(local_leaders "$np") of $ROUNDS" >&2
+  fi
 }
 
 echo "JetStream consumers, ${SIZE}-byte messages, median of $ROUNDS interleaved rounds (msgs/s)"

@@ -18,10 +18,15 @@ use crate::args::Args;
 pub(crate) async fn run(args: &Args) -> Result<()> {
     let client = crate::connect(&args.url, "jsconsume", |o| o).await?;
     crate::check_payload_size(&client, args.size)?;
+    let connected_to = client.server_info().server_name;
     let js = jetstream::new(client);
     let name = "JETRAFT_BENCH_CONSUME";
     let subject = crate::unique_subject("jsconsume");
-    let stream = crate::fresh_stream(&js, name, &subject, args).await?;
+    let mut stream = crate::fresh_stream(&js, name, &subject, args).await?;
+    // R3 figures differ by whether the stream leader is the node the client talks to (every
+    // message and ack crosses a node otherwise), so the RESULT line says which it was.
+    let leader = crate::jspub::stream_leader(&mut stream, args.replicas > 1).await;
+    let leader_local = u8::from(leader.is_empty() || leader == connected_to);
     let filling = Instant::now();
     fill(&js, &subject, args).await?;
     // So that a profiler can start on the consuming phase alone (scripts read RESULT lines).
@@ -43,7 +48,7 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
     );
     let rate = args.msgs as f64 / elapsed.as_secs_f64();
     println!(
-        "RESULT jsconsume consumer={} msgs={} size={} storage={} replicas={} batch={} elapsed_s={:.3} msgs_per_sec={:.0}",
+        "RESULT jsconsume consumer={} msgs={} size={} storage={} replicas={} batch={} elapsed_s={:.3} msgs_per_sec={:.0} leader_local={}",
         args.consumer,
         args.msgs,
         args.size,
@@ -51,7 +56,8 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
         args.replicas,
         args.batch,
         elapsed.as_secs_f64(),
-        rate
+        rate,
+        leader_local
     );
     let _ = js.delete_stream(name).await;
     Ok(())

@@ -87,7 +87,7 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
 
 /// The stream leader's server name (empty if none is reported). With `wait`, waits up to 5 s for
 /// a replicated stream's first election.
-async fn stream_leader(stream: &mut stream::Stream, wait: bool) -> String {
+pub(crate) async fn stream_leader(stream: &mut stream::Stream, wait: bool) -> String {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let leader = stream
