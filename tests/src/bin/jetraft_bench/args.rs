@@ -41,9 +41,10 @@ OPTIONS:
     --replicas N     jspub/kv: replicas          [default: 1]
     --keys N         kv: distinct keys           [default: 100]
     --inflight N     jspub: outstanding acks     [default: 256]
-    --via NODE       jspub: publish through the stream leader's node or a follower's, picked
-                     among --peer-urls (the cluster's client URLs) [default: the --url node]
-    --peer-urls L    jspub: comma-separated client URLs of every cluster node (with --via)
+    --via NODE       jspub/jsconsume: publish or consume through the stream leader's node or a
+                     follower's, picked among --peer-urls (the cluster's client URLs)
+                     [default: the --url node]
+    --peer-urls L    jspub/jsconsume: comma-separated client URLs of every node (with --via)
     --consumer KIND  jsconsume: pull or ordered  [default: pull]
     --batch N        jsconsume: pull batch size  [default: 100]
     --timeout SECS   bound on the whole run      [default: 120]
@@ -98,10 +99,10 @@ pub(crate) struct Args {
     pub(crate) replicas: u64,
     /// Outstanding PubAcks for jspub.
     pub(crate) inflight: u64,
-    /// jspub: publish through the stream leader's node (`leader`) or a follower's (`follower`)
-    /// instead of the `url` node.
+    /// jspub/jsconsume: publish or consume through the stream leader's node (`leader`) or a
+    /// follower's (`follower`) instead of the `url` node.
     pub(crate) via: Option<String>,
-    /// jspub: client URLs of every cluster node, to find the `via` node among.
+    /// jspub/jsconsume: client URLs of every cluster node, to find the `via` node among.
     pub(crate) peer_urls: Vec<String>,
     /// Consumer kind for jsconsume (`pull` or `ordered`).
     pub(crate) consumer: String,

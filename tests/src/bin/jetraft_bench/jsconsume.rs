@@ -26,7 +26,7 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
     // R3 figures differ by whether the stream leader is the node the client talks to (every
     // message and ack crosses a node otherwise), so the RESULT line says which it was.
     let leader = crate::jspub::stream_leader(&mut stream, args.replicas > 1).await;
-    let leader_local = u8::from(leader.is_empty() || leader == connected_to);
+    let mut leader_local = u8::from(leader.is_empty() || leader == connected_to);
     let filling = Instant::now();
     fill(&js, &subject, args).await?;
     // So that a profiler can start on the consuming phase alone (scripts read RESULT lines).
@@ -35,6 +35,15 @@ pub(crate) async fn run(args: &Args) -> Result<()> {
         args.msgs,
         filling.elapsed().as_secs_f64()
     );
+    // With --via, the consuming client talks to the stream leader's node or to a follower's.
+    if let Some(via) = args.via.as_deref() {
+        let client = crate::jspub::via_node(args, via == "leader", &leader).await?;
+        stream = jetstream::new(client)
+            .get_stream(name)
+            .await
+            .context("the stream through --via")?;
+        leader_local = u8::from(via == "leader");
+    }
     let start = Instant::now();
     let received = match args.consumer.as_str() {
         "ordered" => ordered(&stream, args.msgs).await?,

@@ -105,7 +105,11 @@ pub(crate) async fn stream_leader(stream: &mut stream::Stream, wait: bool) -> St
 
 /// A connection to the stream leader's node (`to_leader`) or to a follower's, found among
 /// `--peer-urls` by the server name each node reports.
-async fn via_node(args: &Args, to_leader: bool, leader: &str) -> Result<async_nats::Client> {
+pub(crate) async fn via_node(
+    args: &Args,
+    to_leader: bool,
+    leader: &str,
+) -> Result<async_nats::Client> {
     anyhow::ensure!(!leader.is_empty(), "--via: the stream reports no leader");
     for url in &args.peer_urls {
         let client = crate::connect(url, "jspub", |o| o).await?;
