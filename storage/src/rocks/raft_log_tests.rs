@@ -198,11 +198,15 @@ async fn openraft_log_storage_suite_passes() {
         .expect("openraft storage suite");
 }
 
-fn blank(term: u64, index: u64) -> <TestConfig as RaftTypeConfig>::Entry {
-    <TestConfig as RaftTypeConfig>::Entry::new_blank(LogId::new(
+fn log_id(term: u64, index: u64) -> LogIdOf<TestConfig> {
+    LogId::new(
         openraft::impls::leader_id_adv::LeaderId { term, node_id: 1 },
         index,
-    ))
+    )
+}
+
+fn blank(term: u64, index: u64) -> <TestConfig as RaftTypeConfig>::Entry {
+    <TestConfig as RaftTypeConfig>::Entry::new_blank(log_id(term, index))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -291,40 +295,18 @@ async fn reads_from_memory_equal_reads_from_rocksdb_through_appends_truncations_
         .await
         .expect("append");
     check(&log, "appended 1..=20");
-    log.truncate_after(Some(LogId::new(
-        openraft::impls::leader_id_adv::LeaderId {
-            term: 1,
-            node_id: 1,
-        },
-        12,
-    )))
-    .await
-    .expect("truncate");
+    log.truncate_after(Some(log_id(1, 12)))
+        .await
+        .expect("truncate");
     check(&log, "truncated after 12");
     log.append((13..=25).map(|i| blank(2, i)), IOFlushed::noop())
         .await
         .expect("append");
     check(&log, "appended 13..=25 in term 2");
-    log.purge(LogId::new(
-        openraft::impls::leader_id_adv::LeaderId {
-            term: 2,
-            node_id: 1,
-        },
-        15,
-    ))
-    .await
-    .expect("purge");
+    log.purge(log_id(2, 15)).await.expect("purge");
     check(&log, "purged through 15");
     // A later append that skips indexes (a snapshot installed past the log) starts over.
-    log.purge(LogId::new(
-        openraft::impls::leader_id_adv::LeaderId {
-            term: 2,
-            node_id: 1,
-        },
-        29,
-    ))
-    .await
-    .expect("purge");
+    log.purge(log_id(2, 29)).await.expect("purge");
     log.append((30..=31).map(|i| blank(3, i)), IOFlushed::noop())
         .await
         .expect("append");
