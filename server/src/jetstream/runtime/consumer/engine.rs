@@ -67,6 +67,20 @@ const READ_AHEAD_BYTES: usize = 1024 * 1024;
 const CATCH_UP_MAX: usize = 16 * 1024;
 /// How often a consumer without acks records its position in the stream group.
 const POSITION_EVERY: Duration = Duration::from_millis(200);
+/// Progress batches proposed and not yet committed; with this many in flight the next batch
+/// gathers behind them (the first commit wakes the engine), so a stream of acks makes a few
+/// large entries instead of one small entry per round.
+const PROGRESS_IN_FLIGHT: usize = 1;
+/// A gathering batch is proposed anyway once it records this many deliveries, acks and drops.
+const PROGRESS_GATHER_MAX: usize = 8192;
+
+/// The engine's progress batches proposed and not yet committed (or failed).
+#[derive(Default)]
+struct InFlight {
+    count: std::sync::atomic::AtomicUsize,
+    /// Notified each time one of them is done.
+    done: tokio::sync::Notify,
+}
 
 /// What a consumer engine is asked to do.
 pub(crate) enum Event {
@@ -128,14 +142,22 @@ type Commit = std::pin::Pin<
 pub(crate) struct OutItem {
     wait: Option<Commit>,
     after: Vec<OutMsg>,
+    /// Counts `wait` among the engine's progress batches in flight.
+    in_flight: Option<Arc<InFlight>>,
 }
 
 /// Sends AckSync replies, in order, each after the commit of the batch holding its ack.
 async fn outbox_loop(js: Arc<JetStream>, mut rx: mpsc::UnboundedReceiver<OutItem>) {
     while let Some(item) = rx.recv().await {
-        if let Some(wait) = item.wait
-            && wait.await.is_err()
-        {
+        let committed = match item.wait {
+            Some(wait) => wait.await.is_ok(),
+            None => true,
+        };
+        if let Some(f) = &item.in_flight {
+            f.count.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+            f.done.notify_one();
+        }
+        if !committed {
             // Not committed (leadership lost): the acks must be sent again to the next leader.
             continue;
         }
@@ -210,6 +232,10 @@ pub(crate) struct Engine {
     out: Vec<OutMsg>,
     /// The ordered sender task.
     outbox: mpsc::UnboundedSender<OutItem>,
+    /// Progress batches in flight (see [`PROGRESS_IN_FLIGHT`]).
+    in_flight: Arc<InFlight>,
+    /// The batch is gathering behind those in flight: a commit wakes the engine.
+    gathering: bool,
     events: mpsc::UnboundedReceiver<Event>,
     stream_changes: watch::Receiver<u64>,
     /// Replay-original and rate-limit pacing.
@@ -291,6 +317,8 @@ impl Engine {
             ack_replies: Vec::new(),
             out: Vec::new(),
             outbox,
+            in_flight: Arc::default(),
+            gathering: false,
             events,
             stream_changes,
             pacer,
@@ -362,6 +390,7 @@ impl Engine {
                     }
                     self.recount();
                 }
+                () = self.in_flight.done.notified(), if self.gathering => {}
                 () = tokio::time::sleep_until(wake) => {}
             }
         }
@@ -1170,7 +1199,6 @@ impl Engine {
             m.publish_into(&self.js, &mut wake);
         }
         wake.wake_all();
-        let replies: Vec<OutMsg> = self.ack_replies.drain(..).map(OutMsg::empty).collect();
         // Consumers without acks record their position at most every POSITION_EVERY.
         let position_only = !self.acks()
             && self.batch.acked.is_empty()
@@ -1180,15 +1208,31 @@ impl Engine {
             || (self.batch.delivered.is_empty()
                 && self.batch.acked.is_empty()
                 && self.batch.dropped.is_empty());
+        self.gathering = false;
         if empty {
-            if !replies.is_empty() {
+            if !self.ack_replies.is_empty() {
                 let _ = self.outbox.send(OutItem {
                     wait: None,
-                    after: replies,
+                    after: self.ack_replies.drain(..).map(OutMsg::empty).collect(),
+                    in_flight: None,
                 });
             }
             return;
         }
+        let gathered =
+            self.batch.delivered.len() + self.batch.acked.len() + self.batch.dropped.len();
+        if self
+            .in_flight
+            .count
+            .load(std::sync::atomic::Ordering::Acquire)
+            >= PROGRESS_IN_FLIGHT
+            && gathered < PROGRESS_GATHER_MAX
+        {
+            // Gather behind the batches in flight; AckSync replies wait with their acks.
+            self.gathering = true;
+            return;
+        }
+        let replies: Vec<OutMsg> = self.ack_replies.drain(..).map(OutMsg::empty).collect();
         self.last_progress = Instant::now();
         let mut batch = ConsumerProgress {
             name: self.name.clone(),
@@ -1199,9 +1243,13 @@ impl Engine {
         let cmd = crate::jetstream::stream::command::consumer_progress(batch);
         match self.js.registry.submit(self.group, cmd).await {
             Ok(done) => {
+                self.in_flight
+                    .count
+                    .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
                 let _ = self.outbox.send(OutItem {
                     wait: Some(Box::pin(done)),
                     after: replies,
+                    in_flight: Some(Arc::clone(&self.in_flight)),
                 });
             }
             Err(e) => debug!(error = %e, "consumer progress not proposed"),
