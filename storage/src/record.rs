@@ -28,18 +28,25 @@ fn checksum(version: u8, key: &[u8], body: &[u8]) -> u32 {
 
 /// Wraps `body` stored under `key` in the envelope.
 pub fn seal(key: &[u8], body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEADER_LEN + body.len());
-    out.push(VERSION);
-    out.extend_from_slice(&checksum(VERSION, key, body).to_be_bytes());
-    out.extend_from_slice(body);
-    out
+    seal_with(key, body.len(), |out| out.extend_from_slice(body))
 }
 
 /// [`seal`] for a body that `write` appends straight into the record: no copy of the body.
 pub fn seal_with(key: &[u8], capacity: usize, write: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let mut out = open_record(capacity);
+    write(&mut out);
+    close_record(out, key)
+}
+
+/// An empty record with room for a `capacity`-byte body: the header, still zero.
+fn open_record(capacity: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_LEN + capacity);
     out.resize(HEADER_LEN, 0);
-    write(&mut out);
+    out
+}
+
+/// Fills in the header of a record made by [`open_record`] whose body is written.
+fn close_record(mut out: Vec<u8>, key: &[u8]) -> Vec<u8> {
     let sum = checksum(VERSION, key, &out[HEADER_LEN..]);
     out[0] = VERSION;
     out[1..HEADER_LEN].copy_from_slice(&sum.to_be_bytes());
@@ -123,19 +130,15 @@ impl BodyWriter {
 
     /// A body written straight into a record ([`BodyWriter::seal`]), with room for `cap` bytes.
     pub fn for_record(cap: usize) -> Self {
-        let mut buf = Vec::with_capacity(HEADER_LEN + cap);
-        buf.resize(HEADER_LEN, 0);
-        Self { buf }
+        Self {
+            buf: open_record(cap),
+        }
     }
 
     /// The record of a body started with [`BodyWriter::for_record`], stored under `key`: what
     /// [`seal`] makes of the same body, without copying it.
     pub fn seal(self, key: &[u8]) -> Vec<u8> {
-        let mut out = self.buf;
-        let sum = checksum(VERSION, key, &out[HEADER_LEN..]);
-        out[0] = VERSION;
-        out[1..HEADER_LEN].copy_from_slice(&sum.to_be_bytes());
-        out
+        close_record(self.buf, key)
     }
 }
 
@@ -251,7 +254,16 @@ mod tests {
     #[test]
     fn bodies_written_into_the_record_seal_exactly_as_copied_ones() {
         for body in [&b""[..], b"x", b"a longer body than the capacity hint"] {
-            let copied = seal(b"key", body);
+            // The layout by hand: version, CRC over version, key length, key and body, body.
+            let mut h = crc32fast::Hasher::new();
+            h.update(&[VERSION]);
+            h.update(&3u32.to_be_bytes());
+            h.update(b"key");
+            h.update(body);
+            let mut copied = vec![VERSION];
+            copied.extend_from_slice(&h.finalize().to_be_bytes());
+            copied.extend_from_slice(body);
+            assert_eq!(seal(b"key", body), copied);
             assert_eq!(
                 seal_with(b"key", 4, |out| out.extend_from_slice(body)),
                 copied

@@ -47,9 +47,7 @@ pub fn append_batch<'a>(
 /// Appends one publish's answer (PubAck JSON, or empty when it has none) to the answer of an
 /// `AppendBatch`, prefixed with its length as a big-endian `u32`.
 pub fn push_answer(out: &mut Vec<u8>, answer: &[u8]) {
-    let len = u32::try_from(answer.len()).unwrap_or(u32::MAX);
-    out.extend_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(&answer[..len as usize]);
+    push_answer_with(out, |out| out.extend_from_slice(answer));
 }
 
 /// [`push_answer`] for an answer written into `out` by `write` (no copy in between).

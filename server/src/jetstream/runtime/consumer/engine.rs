@@ -21,6 +21,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -77,7 +78,7 @@ const PROGRESS_GATHER_MAX: usize = 8192;
 /// The engine's progress batches proposed and not yet committed (or failed).
 #[derive(Default)]
 struct InFlight {
-    count: std::sync::atomic::AtomicUsize,
+    count: AtomicUsize,
     /// Notified each time one of them is done.
     done: tokio::sync::Notify,
 }
@@ -154,7 +155,7 @@ async fn outbox_loop(js: Arc<JetStream>, mut rx: mpsc::UnboundedReceiver<OutItem
             None => true,
         };
         if let Some(f) = &item.in_flight {
-            f.count.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+            f.count.fetch_sub(1, Ordering::AcqRel);
             f.done.notify_one();
         }
         if !committed {
@@ -1221,11 +1222,7 @@ impl Engine {
         }
         let gathered =
             self.batch.delivered.len() + self.batch.acked.len() + self.batch.dropped.len();
-        if self
-            .in_flight
-            .count
-            .load(std::sync::atomic::Ordering::Acquire)
-            >= PROGRESS_IN_FLIGHT
+        if self.in_flight.count.load(Ordering::Acquire) >= PROGRESS_IN_FLIGHT
             && gathered < PROGRESS_GATHER_MAX
         {
             // Gather behind the batches in flight; AckSync replies wait with their acks.
@@ -1243,9 +1240,7 @@ impl Engine {
         let cmd = crate::jetstream::stream::command::consumer_progress(batch);
         match self.js.registry.submit(self.group, cmd).await {
             Ok(done) => {
-                self.in_flight
-                    .count
-                    .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                self.in_flight.count.fetch_add(1, Ordering::AcqRel);
                 let _ = self.outbox.send(OutItem {
                     wait: Some(Box::pin(done)),
                     after: replies,
