@@ -2,6 +2,10 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
+# This checkout's own cargo target dir in the persistent cache (scripts/target-dir.sh; honours a
+# CARGO_TARGET_DIR from the environment). Exported, so every cargo and script below uses it.
+export CARGO_TARGET_DIR := $(shell ./scripts/target-dir.sh)
+
 .PHONY: help run test check bench bench-js bench-consume bench-kv bench-cluster bench-idle bench-failover bench-rolling setup clean-data
 
 help:
@@ -18,7 +22,7 @@ setup:
 run:
 	./scripts/setup.sh --system-only
 	cargo build --release -p jetraft-server --bin jetraft
-	"$$(./scripts/target-dir.sh)/release/jetraft" -js -p 4222 -m 8222 -sd ./data
+	"$(CARGO_TARGET_DIR)/release/jetraft" -js -p 4222 -m 8222 -sd ./data
 
 test:
 	./scripts/test.sh
@@ -46,12 +50,12 @@ bench-kv:
 
 bench-idle:
 	cargo build --release -p jetraft-server --bin jetraft
-	.venv/bin/python scripts/bench-idle-streams.py --bin "$$(./scripts/target-dir.sh)/release/jetraft"
+	.venv/bin/python scripts/bench-idle-streams.py --bin "$(CARGO_TARGET_DIR)/release/jetraft"
 	./scripts/bench-idle.sh --release
 
 bench-failover:
 	cargo build --release -p jetraft-server --bin jetraft
-	.venv/bin/python scripts/bench-failover.py --bin "$$(./scripts/target-dir.sh)/release/jetraft"
+	.venv/bin/python scripts/bench-failover.py --bin "$(CARGO_TARGET_DIR)/release/jetraft"
 	.venv/bin/python scripts/bench-failover.py --bin .venv/bin/nats-server --nats-server
 
 bench-rolling:

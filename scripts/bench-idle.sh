@@ -22,8 +22,10 @@ while [ $# -gt 0 ]; do
     esac
 done
 
+CARGO_TARGET_DIR="$(scripts/target-dir.sh)"
+export CARGO_TARGET_DIR
 cargo build --quiet -p jetraft-raft --example idle_groups "${build_flags[@]}"
-target="${CARGO_TARGET_DIR:-$(scripts/target-dir.sh)}"
+target="$CARGO_TARGET_DIR"
 bin="$target/$profile/examples/idle_groups"
 
 work=$(mktemp -d)

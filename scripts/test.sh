@@ -2,9 +2,13 @@
 # The whole test suite, as `make test` and CI run it:
 #   setup -> deploy manifests -> fmt -> clippy -> build -> cargo nextest (unit, protocol,
 #   integration) -> nats-py tier.
-# Everything builds in the dev profile, once, into the persistent target dir (.cargo/config.toml).
+# Everything builds in the dev profile, once, into this checkout's target dir in the persistent
+# cache (scripts/target-dir.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+CARGO_TARGET_DIR="$(./scripts/target-dir.sh)"
+export CARGO_TARGET_DIR
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -20,10 +24,9 @@ cargo fmt --all -- --check
 step "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-step "cargo build"
+step "cargo build (target dir $CARGO_TARGET_DIR)"
 cargo build --workspace --all-targets --locked
-target="$(./scripts/target-dir.sh)"
-export JETRAFT_BIN="$target/debug/jetraft"
+export JETRAFT_BIN="$CARGO_TARGET_DIR/debug/jetraft"
 
 step "rust tests"
 if command -v cargo-nextest >/dev/null 2>&1; then
