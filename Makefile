@@ -6,11 +6,15 @@ SHELL := /bin/bash
 # CARGO_TARGET_DIR from the environment). Exported, so every cargo and script below uses it.
 export CARGO_TARGET_DIR := $(shell ./scripts/target-dir.sh)
 
-.PHONY: help run test check bench bench-js bench-consume bench-kv bench-cluster bench-idle bench-failover bench-rolling setup clean-data
+.PHONY: help run test test-fast test-cluster test-long check-tiers check bench bench-js bench-consume bench-kv bench-cluster bench-idle bench-failover bench-rolling setup clean-data
 
 help:
 	@echo "make run    - build (release) and run one node: clients :4222, monitoring :8222, data ./data"
 	@echo "make test   - install what is missing, then fmt + clippy + every test tier"
+	@echo "make test-fast    - build, then unit, in-process and single-node tests (nextest profile fast)"
+	@echo "make test-cluster - build, then the three-node cluster tests (nextest profile cluster)"
+	@echo "make test-long    - build, then the long leader-kill failover tests (nextest profile long)"
+	@echo "make check-tiers  - check that fast + cluster + long hold every test exactly once"
 	@echo "make bench  - jetraft vs the real nats-server side by side (release): core, cross-node, JetStream; then the storage engine"
 	@echo "make bench-js / bench-consume / bench-kv / bench-cluster / bench-idle - one benchmark family only"
 	@echo "make bench-failover - JetStream failover time after kill -9 of the stream leader (p50/p90/p99 of 20 kills)"
@@ -26,6 +30,16 @@ run:
 
 test:
 	./scripts/test.sh
+
+# One tier of .config/nextest.toml each (no fmt, clippy or nats-py); `make test` runs them all.
+test-fast test-cluster test-long: test-%:
+	./scripts/setup.sh
+	@command -v cargo-nextest >/dev/null || { echo "make $@ needs cargo-nextest (cargo install cargo-nextest --locked)" >&2; exit 1; }
+	cargo build --workspace --all-targets --locked
+	cargo nextest run --workspace --locked --profile $*
+
+check-tiers:
+	./scripts/check-tiers.sh --nextest
 
 bench:
 	./scripts/bench.sh

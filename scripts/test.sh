@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as `make test` and CI run it:
-#   setup -> deploy manifests -> fmt -> clippy -> build -> cargo nextest (unit, protocol,
-#   integration) -> nats-py tier.
+#   setup -> deploy manifests -> fmt -> clippy -> build -> cargo nextest (every tier: the default
+#   profile of .config/nextest.toml runs fast, cluster and long alike) -> nats-py tier.
 # Everything builds in the dev profile, once, into this checkout's target dir in the persistent
-# cache (scripts/target-dir.sh).
+# cache (scripts/target-dir.sh). `make test-fast` / `test-cluster` / `test-long` run one tier.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
