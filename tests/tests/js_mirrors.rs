@@ -1,7 +1,7 @@
-//! Mirrors and sources (spec §9): a mirror keeps the origin's sequences and times, sources merge
-//! filtered and transformed origins, STREAM.INFO reports `mirror`/`sources`, bad configs get
-//! nats-server's errors, and on a cluster a mirror copies across nodes and catches up after the
-//! origin's node was stopped and restarted.
+//! Mirrors and sources (spec nats-protocol-and-jetstream.md §9): a mirror keeps the origin's
+//! sequences and times, sources merge filtered and transformed origins, STREAM.INFO reports
+//! `mirror`/`sources`, bad configs get nats-server's errors, and on a cluster a mirror copies
+//! across nodes and catches up after the origin's node was stopped and restarted.
 //!
 //! Every test first ran against the real nats-server (`JETRAFT_TEST_SERVER=nats-server`).
 

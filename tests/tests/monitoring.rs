@@ -1,5 +1,5 @@
-//! Monitoring HTTP endpoints (spec §2): `/healthz`, `/varz`, `/connz`, `/subsz`, and jetraft's
-//! Prometheus `/metrics`.
+//! Monitoring HTTP endpoints (spec nats-protocol-and-jetstream.md §2): `/healthz`, `/varz`,
+//! `/connz`, `/subsz`, and jetraft's Prometheus `/metrics`.
 //!
 //! The reference server has internal (system account, JetStream) connections and
 //! subscriptions, so counts are compared relative to a baseline or with `>=`.

@@ -1,4 +1,5 @@
-//! Raw-byte client protocol tests (spec §1): exact bytes as sent by nats-server 2.15.1.
+//! Raw-byte client protocol tests (spec nats-protocol-and-jetstream.md §1): exact bytes as sent by
+//! nats-server 2.15.1.
 //!
 //! Every expectation here was captured from the reference server; the suite must pass with
 //! `JETRAFT_TEST_SERVER=nats-server` and, once the server is complete, against jetraft.
@@ -579,7 +580,7 @@ async fn wrong_argument_count_closes_without_error() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// -ERR catalogue (spec §1.12)
+// -ERR catalogue (spec nats-protocol-and-jetstream.md §1.12)
 // ---------------------------------------------------------------------------------------------
 
 /// Sends `input` after CONNECT and expects `Unknown Protocol Operation` and a close.
@@ -921,7 +922,7 @@ async fn wait_for_no_connections(srv: &ServerProcess) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// No responders (spec §1.8)
+// No responders (spec nats-protocol-and-jetstream.md §1.8)
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test]

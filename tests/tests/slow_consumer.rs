@@ -1,6 +1,6 @@
-//! Slow consumers (spec §1.11): a subscriber that stops reading is disconnected once its
-//! outbound buffer exceeds `max_pending`, without an `-ERR`, while the publisher and other
-//! subscribers carry on and `/varz` counts it.
+//! Slow consumers (spec nats-protocol-and-jetstream.md §1.11): a subscriber that stops reading is
+//! disconnected once its outbound buffer exceeds `max_pending`, without an `-ERR`, while the
+//! publisher and other subscribers carry on and `/varz` counts it.
 
 use std::time::Duration;
 
