@@ -1,26 +1,31 @@
-//! `jetraft-server`: a NATS-compatible server. This crate owns the client protocol
-//! ([`protocol`]), connections ([`conn`]), subject routing ([`router`]), authentication
-//! ([`auth`]), monitoring ([`monitor`], [`metrics`]) and configuration ([`config`]).
-//! Core NATS across nodes (interest and message forwarding over gRPC) is [`cluster`].
-//! JetStream builds on these in later stages; see DESIGN.md.
+//! `jetraft-server`: a NATS-compatible server with JetStream.
 //!
-//! Start a server with [`server::Server::start`].
+//! Layers, each importing only the ones before it (the `tidy` test checks the arrows that
+//! matter):
+//! - [`protocol`] (the sans-IO client protocol), [`router`] (subjects and the interest index),
+//!   [`config`], [`auth`], [`node`] (what this node is);
+//! - [`bus`]: routing messages to local subscribers, internal subscribers and peers;
+//! - [`conn`] (client connections), [`cluster`] (links to peers, interest and forwarding),
+//!   [`jetstream`] (streams, consumers, the `$JS.API`), each holding a [`bus::Bus`] and small
+//!   read-only views, never the server object;
+//! - [`monitor`]: the monitoring HTTP endpoints over read-only views;
+//! - `server`: the wiring that builds all of the above; only `main` uses it
+//!   ([`server::start`]).
 
 #![recursion_limit = "256"]
 
 pub mod auth;
+pub mod bus;
 pub mod cluster;
 pub mod config;
 pub mod conn;
 pub mod control;
-pub mod internal;
 pub mod jetstream;
-pub mod lame_duck;
 pub mod logging;
-pub mod metrics;
 pub mod monitor;
+pub mod node;
 pub mod protocol;
 pub mod router;
 pub mod server;
 
-pub use server::{Server, ServerHandle};
+pub use server::{ServerHandle, start};

@@ -3,7 +3,6 @@
 //! `jetraft --signal <command>[=<pid>]` signals a running server instead.
 
 use anyhow::Context;
-use jetraft_server::Server;
 use jetraft_server::config::cli::{self, CliOutcome};
 
 /// mimalloc instead of the system allocator: the delivery and publish paths allocate and free
@@ -20,7 +19,7 @@ fn main() -> std::process::ExitCode {
             println!(
                 "jetraft: v{} (nats-server {} compatible)",
                 env!("CARGO_PKG_VERSION"),
-                jetraft_server::server::NATS_VERSION
+                jetraft_server::node::NATS_VERSION
             );
             return std::process::ExitCode::SUCCESS;
         }
@@ -58,12 +57,14 @@ fn run(config: jetraft_server::config::Config) -> anyhow::Result<()> {
         .build()
         .context("start tokio runtime")?;
     rt.block_on(async move {
-        jetraft_server::metrics::install();
+        jetraft_server::monitor::metrics::install();
         let pid_file = config.pid_file.clone();
         if let Some(path) = &pid_file {
             jetraft_server::control::write_pid_file(path)?;
         }
-        let handle = Server::start(config).await.context("start server")?;
+        let handle = jetraft_server::start(config)
+            .await
+            .context("start server")?;
         let mut signals = Signals::install().context("install signal handlers")?;
         match signals.next_stop().await {
             Stop::Shutdown => handle.shutdown().await,

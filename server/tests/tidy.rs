@@ -100,3 +100,63 @@ fn cached_rocksdb_library_matches_the_locked_crate() {
         "scripts/rocksdb-lib.sh must build {rocksdb}"
     );
 }
+
+/// The server crate's layers import one way (see `server/src/lib.rs`): `protocol`, `router`,
+/// `config`, `auth`, `node` <- `bus` <- `conn`, `cluster`, `jetstream` <- `monitor` <- `server`.
+/// Each entry: a source folder, and the top-level modules no file in it may use. A `use` of
+/// `crate::x` (or a path through it) counts; mentions in comments do not.
+#[test]
+fn server_modules_import_one_way() {
+    let rules: [(&str, &[&str]); 5] = [
+        (
+            "bus",
+            &["conn", "cluster", "jetstream", "monitor", "server"],
+        ),
+        ("conn", &["cluster", "jetstream", "monitor", "server"]),
+        ("cluster", &["conn", "jetstream", "monitor", "server"]),
+        ("jetstream", &["conn", "monitor", "server"]),
+        ("monitor", &["server"]),
+    ];
+    let mut broken = Vec::new();
+    for (dir, banned) in rules {
+        let mut files = Vec::new();
+        rust_files(&workspace().join("server/src").join(dir), &mut files);
+        assert!(!files.is_empty(), "server/src/{dir} has no sources");
+        for f in files {
+            let text = std::fs::read_to_string(&f).expect("readable file");
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                for module in banned {
+                    let path = format!("crate::{module}");
+                    let uses = code.match_indices(&path).any(|(at, _)| {
+                        !code[at + path.len()..]
+                            .starts_with(|c: char| c.is_alphanumeric() || c == '_')
+                    });
+                    if uses {
+                        broken.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "imports against the layering:\n{}",
+        broken.join("\n")
+    );
+}
+
+/// Nothing holds the whole server: parts get a `Bus` and views (no `Arc<Server>` anywhere).
+#[test]
+fn no_part_holds_the_server() {
+    let mut files = Vec::new();
+    rust_files(&workspace().join("server/src"), &mut files);
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("readable file");
+        assert!(
+            !text.contains("Arc<Server>"),
+            "{} holds an Arc<Server>",
+            f.display()
+        );
+    }
+}

@@ -7,7 +7,6 @@
 //! never silently replaced: a new id would make the node a stranger to its own cluster. Id 0 is
 //! never issued (it reads as "unset" in protobuf).
 
-use std::fmt;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -16,15 +15,8 @@ use rand::Rng;
 /// File name of the node id inside the store dir.
 pub const NODE_ID_FILE: &str = "node_id";
 
-/// A node's permanent identity in the cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct NodeId(pub u64);
-
-impl fmt::Display for NodeId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:016x}", self.0)
-    }
-}
+/// A node's permanent identity in the cluster: the same id is its Raft id.
+pub use jetraft_raft::NodeId;
 
 /// Why the node id could not be loaded or created.
 #[derive(Debug, thiserror::Error)]

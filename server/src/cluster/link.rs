@@ -24,11 +24,12 @@ use tonic::transport::Endpoint;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
+use super::ClusterContext;
 use super::identity::NodeId;
 use super::listener::{CONNECTION_WINDOW, STREAM_WINDOW};
 use super::outbound::PeerSender;
 use super::peers::{Direction, PeerInfo};
-use crate::server::{FlushSet, Origin, Server};
+use crate::bus::{FlushSet, Msg, Origin};
 
 /// Largest frame accepted on a link (batches aim at 1 MiB; one message may reach max_payload).
 pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
@@ -65,10 +66,8 @@ enum LinkEnd {
 }
 
 /// Starts a dial loop to `addr` unless one is running for that address or for `node`.
-pub fn ensure_dialer(server: &Arc<Server>, addr: &str, node: Option<NodeId>) {
-    let Some(cluster) = server.cluster.clone() else {
-        return;
-    };
+pub fn ensure_dialer(ctx: &ClusterContext, addr: &str, node: Option<NodeId>) {
+    let cluster = &ctx.cluster;
     {
         let mut dialers = cluster.dialers.lock();
         let known = dialers.contains_key(addr)
@@ -78,31 +77,28 @@ pub fn ensure_dialer(server: &Arc<Server>, addr: &str, node: Option<NodeId>) {
         }
         dialers.insert(addr.to_string(), node);
     }
-    let s = server.clone();
-    let addr = addr.to_string();
-    server.tasks.spawn(dial_loop(s, addr));
+    ctx.tasks.spawn(dial_loop(ctx.clone(), addr.to_string()));
 }
 
 /// Keeps an outbound link to `addr` up, reconnecting with jittered exponential backoff, until
 /// shutdown or until the address turns out to be this node.
-async fn dial_loop(server: Arc<Server>, addr: String) {
+async fn dial_loop(ctx: ClusterContext, addr: String) {
     let mut backoff = BACKOFF_MIN;
     let mut refused_logged = false;
     let wake = Arc::new(tokio::sync::Notify::new());
-    if let Some(c) = &server.cluster {
-        c.dial_wakes.lock().insert(addr.clone(), wake.clone());
-    }
+    ctx.cluster
+        .dial_wakes
+        .lock()
+        .insert(addr.clone(), wake.clone());
     loop {
-        if server.shutdown.is_cancelled() {
+        if ctx.shutdown.is_cancelled() {
             return;
         }
-        match run_link(&server, &addr).await {
+        match run_link(&ctx, &addr).await {
             LinkEnd::IsSelf => {
                 debug!(%addr, "route to self ignored");
-                if let Some(c) = &server.cluster {
-                    c.dialers.lock().remove(&addr);
-                    c.dial_wakes.lock().remove(&addr);
-                }
+                ctx.cluster.dialers.lock().remove(&addr);
+                ctx.cluster.dial_wakes.lock().remove(&addr);
                 return;
             }
             LinkEnd::Refused { cluster } => {
@@ -122,7 +118,7 @@ async fn dial_loop(server: Arc<Server>, addr: String) {
         let jitter = rand::rng().random_range(0..=backoff.as_millis() as u64 / 2);
         let delay = backoff + Duration::from_millis(jitter);
         tokio::select! {
-            () = server.shutdown.cancelled() => return,
+            () = ctx.shutdown.cancelled() => return,
             () = tokio::time::sleep(delay) => {}
             () = wake.notified() => {
                 debug!(%addr, "peer linked to us: redialing now");
@@ -135,10 +131,8 @@ async fn dial_loop(server: Arc<Server>, addr: String) {
 }
 
 /// One outbound link attempt: connect, handshake, register, then wait until it ends.
-async fn run_link(server: &Arc<Server>, addr: &str) -> LinkEnd {
-    let Some(cluster) = server.cluster.clone() else {
-        return LinkEnd::IsSelf;
-    };
+async fn run_link(ctx: &ClusterContext, addr: &str) -> LinkEnd {
+    let cluster = &ctx.cluster;
     // A link to the node behind this address is already up (dialed through another address
     // or before this loop was woken): dialing again would only open a session the peer takes
     // as current and that then ends as a duplicate.
@@ -163,7 +157,7 @@ async fn run_link(server: &Arc<Server>, addr: &str) -> LinkEnd {
     };
     let mut client = NodeLinkClient::new(channel).max_decoding_message_size(MAX_FRAME_BYTES);
     let sender = Arc::new(PeerSender::new(cluster.stats.dropped_msgs.clone()));
-    let request = sender.clone().frames(hello(server));
+    let request = sender.clone().frames(hello(cluster));
     let mut inbound = match tokio::time::timeout(HANDSHAKE_TIMEOUT, client.link(request)).await {
         Ok(Ok(r)) => r.into_inner(),
         Ok(Err(status)) => return LinkEnd::Failed(status.to_string()),
@@ -198,11 +192,11 @@ async fn run_link(server: &Arc<Server>, addr: &str) -> LinkEnd {
     let info = peer_info(&peer, peer_meta, host.and_then(|h| h.parse().ok()));
     info!(peer = %info.server_name, %addr, "route connection created");
     cluster.peers.set_link(&info, Direction::Outbound, true);
-    server.cluster_changed();
+    cluster.links_changed();
     // The response stream carries nothing after the Hello; it ends when the peer drops us.
     loop {
         tokio::select! {
-            () = server.shutdown.cancelled() => break,
+            () = ctx.shutdown.cancelled() => break,
             () = sender.closed.cancelled() => break,
             m = inbound.message() => match m {
                 Ok(Some(_)) => {}
@@ -212,28 +206,22 @@ async fn run_link(server: &Arc<Server>, addr: &str) -> LinkEnd {
     }
     cluster.unregister_sender(node, &sender);
     cluster.peers.set_link(&info, Direction::Outbound, false);
-    server.cluster_changed();
+    cluster.links_changed();
     info!(peer = %info.server_name, %addr, "route connection closed");
     LinkEnd::Closed
 }
 
 /// This node's `Hello`.
-fn hello(server: &Server) -> Hello {
-    let (identity, known_peers) = match &server.cluster {
-        Some(c) => (
-            c.identity.clone(),
-            c.peers
-                .snapshot()
-                .values()
-                .map(|p| p.cluster_addr.clone())
-                .collect(),
-        ),
-        None => (NodeIdentity::default(), Vec::new()),
-    };
+fn hello(cluster: &super::ClusterState) -> Hello {
     Hello {
-        identity: Some(identity),
-        has_meta_state: server.cluster.as_ref().is_some_and(|c| c.has_meta_state()),
-        known_peers,
+        identity: Some(cluster.identity.clone()),
+        has_meta_state: cluster.has_meta_state(),
+        known_peers: cluster
+            .peers
+            .snapshot()
+            .values()
+            .map(|p| p.cluster_addr.clone())
+            .collect(),
     }
 }
 
@@ -269,14 +257,14 @@ pub fn concrete_addr(addr: &str, seen_at: Option<IpAddr>) -> String {
 /// The `NodeLink` service: accepts peers' links.
 #[derive(Debug)]
 pub struct LinkService {
-    /// The server whose local subscribers get forwarded messages.
-    server: Arc<Server>,
+    /// The node whose local subscribers get forwarded messages.
+    ctx: ClusterContext,
 }
 
 impl LinkService {
-    /// The service for `server` (which must have cluster state).
-    pub fn new(server: Arc<Server>) -> Self {
-        Self { server }
+    /// The service of the node behind `ctx`.
+    pub fn new(ctx: ClusterContext) -> Self {
+        Self { ctx }
     }
 }
 
@@ -307,9 +295,7 @@ impl NodeLink for LinkService {
         &self,
         request: Request<Streaming<Frame>>,
     ) -> Result<Response<Self::LinkStream>, Status> {
-        let Some(cluster) = self.server.cluster.clone() else {
-            return Err(Status::unavailable("not clustered"));
-        };
+        let cluster = &self.ctx.cluster;
         let seen_at = request.remote_addr().map(|a| a.ip());
         let mut inbound = request.into_inner();
         let (peer, peer_meta) =
@@ -322,7 +308,7 @@ impl NodeLink for LinkService {
                 Err(_) => return Err(Status::deadline_exceeded("no Hello")),
             };
         let done = CancellationToken::new();
-        let reply = hello_then_wait(hello(&self.server), done.clone());
+        let reply = hello_then_wait(hello(cluster), done.clone());
         if peer.node_id == cluster.identity.node_id || peer.node_id == 0 {
             done.cancel();
             return Ok(Response::new(reply));
@@ -337,34 +323,32 @@ impl NodeLink for LinkService {
             return Ok(Response::new(reply));
         }
         let info = peer_info(&peer, peer_meta, seen_at);
-        let server = self.server.clone();
-        self.server
+        self.ctx
             .tasks
-            .spawn(run_inbound(server, info, inbound, done));
+            .spawn(run_inbound(self.ctx.clone(), info, inbound, done));
         Ok(Response::new(reply))
     }
 }
 
 /// Applies an accepted link's frames until it ends, then forgets the peer's interest.
 async fn run_inbound(
-    server: Arc<Server>,
+    ctx: ClusterContext,
     info: PeerInfo,
     mut inbound: Streaming<Frame>,
     done: CancellationToken,
 ) {
-    let Some(cluster) = server.cluster.clone() else {
-        return;
-    };
+    let cluster = &ctx.cluster;
+    let sublist = ctx.bus.sublist();
     let node = info.node_id;
-    let session = cluster.remote_begin(node, &server.sublist);
+    let session = cluster.remote_begin(node, sublist);
     cluster.peers.set_link(&info, Direction::Inbound, true);
-    server.cluster_changed();
-    ensure_dialer(&server, &info.cluster_addr, Some(node));
+    cluster.links_changed();
+    ensure_dialer(&ctx, &info.cluster_addr, Some(node));
     cluster.redial(node, &info.cluster_addr);
     let mut flush = FlushSet::default();
     loop {
         let frame = tokio::select! {
-            () = server.shutdown.cancelled() => break,
+            () = ctx.shutdown.cancelled() => break,
             m = inbound.message() => match m {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
@@ -376,7 +360,7 @@ async fn run_inbound(
         };
         match frame.kind {
             Some(Kind::Interest(i)) => {
-                cluster.remote_apply(node, session, i.snapshot, i.changes, &server.sublist);
+                cluster.remote_apply(node, session, i.snapshot, i.changes, sublist);
             }
             Some(Kind::Msgs(batch)) => {
                 cluster
@@ -391,15 +375,12 @@ async fn run_inbound(
                     } else {
                         &m.shown_subject
                     };
-                    server.route_as(
-                        Origin::Peer { queues: &m.queues },
-                        &m.subject,
-                        shown,
-                        reply,
-                        hdrs,
-                        &m.payload,
-                        &mut flush,
-                    );
+                    let msg = Msg::new(&m.subject, &m.payload)
+                        .reply(reply)
+                        .headers(hdrs)
+                        .shown_as(shown);
+                    ctx.bus
+                        .route(Origin::Peer { queues: &m.queues }, &msg, &mut flush);
                 }
                 for c in flush.wake.drain(..) {
                     c.notify.notify_one();
@@ -409,10 +390,10 @@ async fn run_inbound(
             Some(Kind::Hello(_)) | None => {}
         }
     }
-    if cluster.remote_end(node, session, &server.sublist) {
+    if cluster.remote_end(node, session, sublist) {
         // Only the peer's current session says whether its link to us is up.
         cluster.peers.set_link(&info, Direction::Inbound, false);
-        server.cluster_changed();
+        cluster.links_changed();
     }
     done.cancel();
 }

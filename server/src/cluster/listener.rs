@@ -3,8 +3,6 @@
 //! [`routes`] lists the services; add another one (the Raft service, say) there with
 //! `builder.add_service(...)`, and it is served on the same port and connections as `NodeLink`.
 
-use std::sync::Arc;
-
 use jetraft_proto::cluster::node_link_server::NodeLinkServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -12,8 +10,8 @@ use tonic::service::{Routes, RoutesBuilder};
 use tonic::transport::server::TcpIncoming;
 use tracing::warn;
 
+use super::ClusterContext;
 use super::link::{LinkService, MAX_FRAME_BYTES};
-use crate::server::Server;
 
 /// HTTP/2 flow-control window per stream: large, so a forwarding stream is not throttled to
 /// 64 KiB per round trip.
@@ -22,10 +20,10 @@ pub const STREAM_WINDOW: u32 = 8 * 1024 * 1024;
 pub const CONNECTION_WINDOW: u32 = 16 * 1024 * 1024;
 
 /// Every gRPC service served on the cluster port.
-pub fn routes(server: &Arc<Server>) -> Routes {
+pub fn routes(ctx: &ClusterContext) -> Routes {
     let mut builder = RoutesBuilder::default();
     builder.add_service(
-        NodeLinkServer::new(LinkService::new(server.clone()))
+        NodeLinkServer::new(LinkService::new(ctx.clone()))
             .max_decoding_message_size(MAX_FRAME_BYTES),
     );
     builder.routes()

@@ -36,7 +36,7 @@ use jetraft_proto::node::NodeIdentity;
 use parking_lot::{Mutex, RwLock};
 use tracing::debug;
 
-use crate::conn::SubRef;
+use crate::bus::{Bus, PeerLinks, SubRef};
 use crate::router::sublist::Sublist;
 
 pub use identity::NodeId;
@@ -79,6 +79,39 @@ pub struct ClusterState {
     pub(crate) dialers: Mutex<HashMap<String, Option<NodeId>>>,
     /// Per dial-loop address, what cuts its reconnect backoff short.
     pub(crate) dial_wakes: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
+    /// Notified whenever a link to a peer went up or down (see [`Self::links_changed`]).
+    changed: tokio::sync::Notify,
+}
+
+/// What the cluster layer's tasks need from the node.
+#[derive(Debug, Clone)]
+pub struct ClusterContext {
+    /// Where messages forwarded by peers go (and whose sublist holds peers' interest).
+    pub bus: Bus,
+    /// The links, peers and interest.
+    pub cluster: Arc<ClusterState>,
+    /// Link tasks, awaited at shutdown.
+    pub tasks: tokio_util::task::TaskTracker,
+    /// Cancelled on shutdown.
+    pub shutdown: tokio_util::sync::CancellationToken,
+}
+
+impl PeerLinks for ClusterState {
+    fn forward(&self, node: NodeId, msg: Msg) {
+        ClusterState::forward(self, node, msg);
+    }
+
+    fn has_outbound(&self, node: NodeId) -> bool {
+        ClusterState::has_outbound(self, node)
+    }
+
+    fn local_subscribed(&self, subject: &str, queue: Option<&str>) {
+        ClusterState::local_subscribed(self, subject, queue);
+    }
+
+    fn local_unsubscribed(&self, subject: &str, queue: Option<&str>) {
+        ClusterState::local_unsubscribed(self, subject, queue);
+    }
 }
 
 impl ClusterState {
@@ -95,7 +128,19 @@ impl ClusterState {
             dialers: Mutex::new(HashMap::new()),
             dial_wakes: Mutex::new(HashMap::new()),
             has_meta_state: std::sync::atomic::AtomicBool::new(false),
+            changed: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Records that a link to a peer went up or down; [`Self::wait_links_changed`] returns.
+    pub fn links_changed(&self) {
+        self.changed.notify_one();
+    }
+
+    /// Waits until a link went up or down since the last call returned (a change made while
+    /// nobody waited is not lost).
+    pub async fn wait_links_changed(&self) {
+        self.changed.notified().await;
     }
 
     /// Whether this node has meta-group state, as announced to peers.
@@ -362,8 +407,9 @@ mod tests {
         assert!(st.has_outbound(NodeId(5)));
         st.local_subscribed("x", None);
         st.local_unsubscribed("x", None);
-        st.forward(NodeId(5), outbound::msg("x", None, None, b"hi", Vec::new()));
-        st.forward(NodeId(6), outbound::msg("x", None, None, b"hi", Vec::new()));
+        let msg = crate::bus::Msg::new("x", b"hi").to_wire(Vec::new());
+        st.forward(NodeId(5), msg.clone());
+        st.forward(NodeId(6), msg);
         assert_eq!(st.stats.forwarded_msgs.load(Ordering::Relaxed), 1);
         assert_eq!(st.stats.dropped_msgs.load(Ordering::Relaxed), 1);
         st.unregister_sender(NodeId(5), &sender);

@@ -12,7 +12,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use bytes::Bytes;
 use futures_util::Stream;
 use jetraft_proto::cluster::{Frame, Hello, Interest, InterestChange, Msg, MsgBatch, frame::Kind};
 use parking_lot::Mutex;
@@ -165,24 +164,6 @@ impl PeerSender {
     }
 }
 
-/// A forwarded message in its wire form.
-pub(crate) fn msg(
-    subject: &str,
-    reply: Option<&[u8]>,
-    hdrs: Option<&[u8]>,
-    payload: &[u8],
-    queues: Vec<String>,
-) -> Msg {
-    Msg {
-        subject: subject.to_string(),
-        reply: reply.map_or_else(Bytes::new, Bytes::copy_from_slice),
-        headers: hdrs.map_or_else(Bytes::new, Bytes::copy_from_slice),
-        payload: Bytes::copy_from_slice(payload),
-        queues,
-        shown_subject: String::new(),
-    }
-}
-
 fn change(subject: &str, queue: Option<&str>, delta: i32) -> InterestChange {
     InterestChange {
         subject: subject.to_string(),
@@ -227,7 +208,7 @@ mod tests {
         s.push_interest(key("c"), 1);
         s.push_interest(key("c"), -1);
         for i in 0..3 {
-            assert!(s.push_msg(msg("a", None, None, &[i], Vec::new())));
+            assert!(s.push_msg(crate::bus::Msg::new("a", &[i]).to_wire(Vec::new())));
         }
         let Some(Kind::Interest(snap)) = frames.next().await.unwrap().kind else {
             panic!("expected snapshot");
@@ -253,8 +234,8 @@ mod tests {
         let dropped = Arc::new(AtomicU64::new(0));
         let s = PeerSender::new(dropped.clone());
         let big = vec![0u8; MAX_QUEUED_BYTES / 2];
-        assert!(s.push_msg(msg("a", None, None, &big, Vec::new())));
-        assert!(!s.push_msg(msg("a", None, None, &big, Vec::new())));
+        assert!(s.push_msg(crate::bus::Msg::new("a", &big).to_wire(Vec::new())));
+        assert!(!s.push_msg(crate::bus::Msg::new("a", &big).to_wire(Vec::new())));
         assert_eq!(dropped.load(Ordering::Relaxed), 1);
     }
 }

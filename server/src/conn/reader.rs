@@ -11,11 +11,11 @@ use tokio::io::AsyncReadExt;
 use tokio::net::tcp::OwnedReadHalf;
 use tracing::{debug, trace};
 
-use super::{Client, CloseReason, Subscription};
+use super::ConnContext;
+use crate::bus::{Client, CloseReason, FlushSet, Msg, Origin, Subscription};
 use crate::protocol::encode;
 use crate::protocol::{ClientOp, ConnectOptions, Parser, ProtocolError};
 use crate::router::subject;
-use crate::server::{FlushSet, Origin, Server};
 
 /// Reply subjects a client may not use (JetStream acks, service imports, gateway replies).
 const RESERVED_REPLY_PREFIXES: [&[u8]; 3] = [b"$JS.ACK.", b"_R_.", b"$GNR."];
@@ -28,7 +28,7 @@ const READ_CHUNK: usize = 64 * 1024;
 
 /// Per-connection protocol state owned by the reader.
 struct Session {
-    server: Arc<Server>,
+    ctx: Arc<ConnContext>,
     client: Arc<Client>,
     /// Options in force (nats-server's defaults apply before CONNECT).
     opts: ConnectOptions,
@@ -39,12 +39,12 @@ struct Session {
 }
 
 /// Runs the reader until the connection closes, then unregisters the client.
-pub async fn run(server: Arc<Server>, client: Arc<Client>, mut rd: OwnedReadHalf) {
-    let cfg = server.config.clone();
+pub async fn run(ctx: Arc<ConnContext>, client: Arc<Client>, mut rd: OwnedReadHalf) {
+    let cfg = ctx.config.clone();
     let mut parser = Parser::new(cfg.max_payload, cfg.max_control_line);
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut s = Session {
-        server: server.clone(),
+        ctx: ctx.clone(),
         client: client.clone(),
         opts: ConnectOptions {
             verbose: true,
@@ -56,7 +56,7 @@ pub async fn run(server: Arc<Server>, client: Arc<Client>, mut rd: OwnedReadHalf
         sent_connect_info: false,
         flush: FlushSet::default(),
     };
-    let auth_required = server.auth.required();
+    let auth_required = ctx.auth.required();
     let auth_timer = tokio::time::sleep(cfg.auth.timeout);
     tokio::pin!(auth_timer);
     'conn: loop {
@@ -105,7 +105,7 @@ pub async fn run(server: Arc<Server>, client: Arc<Client>, mut rd: OwnedReadHalf
             },
         }
     }
-    server.remove_client(&client);
+    ctx.clients.remove(&client, &ctx.bus);
 }
 
 impl Session {
@@ -164,7 +164,7 @@ impl Session {
     /// Handles one op; `Err` closes the connection with that reason (any `-ERR` already sent).
     fn on_op(&mut self, op: ClientOp) -> Result<(), CloseReason> {
         trace!(cid = self.client.cid, ?op, "<<-");
-        if !self.connected && self.server.auth.required() && !matches!(op, ClientOp::Connect(_)) {
+        if !self.connected && self.ctx.auth.required() && !matches!(op, ClientOp::Connect(_)) {
             self.client.send_err("Authorization Violation");
             return Err(CloseReason::AuthViolation);
         }
@@ -202,7 +202,7 @@ impl Session {
                 {
                     self.sent_connect_info = true;
                     let mut out = self.client.out.lock();
-                    encode::info(&mut out.buf, &self.server.info_for(&self.client, true));
+                    encode::info(&mut out.buf, &self.ctx.info_for(&self.client, true));
                 }
                 Ok(())
             }
@@ -231,7 +231,7 @@ impl Session {
                 .send_err("no responders requires headers support");
             return Err(CloseReason::ProtocolViolation);
         }
-        let Ok(authed) = self.server.auth.authenticate(&opts) else {
+        let Ok(authed) = self.ctx.auth.authenticate(&opts) else {
             self.client.send_err("Authorization Violation");
             return Err(CloseReason::AuthViolation);
         };
@@ -267,11 +267,9 @@ impl Session {
         let size = payload.len() + hdrs.as_ref().map_or(0, Bytes::len);
         c.stats.in_msgs.fetch_add(1, Ordering::Relaxed);
         c.stats.in_bytes.fetch_add(size as u64, Ordering::Relaxed);
-        self.server.stats.in_msgs.fetch_add(1, Ordering::Relaxed);
-        self.server
-            .stats
-            .in_bytes
-            .fetch_add(size as u64, Ordering::Relaxed);
+        let traffic = self.ctx.bus.stats();
+        traffic.in_msgs.fetch_add(1, Ordering::Relaxed);
+        traffic.in_bytes.fetch_add(size as u64, Ordering::Relaxed);
         let Ok(subj) = std::str::from_utf8(subject) else {
             c.send_err("Invalid Publish Subject");
             return;
@@ -300,20 +298,16 @@ impl Session {
             client: &self.client,
             echo: self.opts.echo(),
         };
-        let delivered = self.server.route(
-            from,
-            subj,
-            reply.as_deref(),
-            hdrs.as_deref(),
-            payload,
-            &mut self.flush,
-        );
+        let msg = Msg::new(subj, payload)
+            .reply(reply.as_deref())
+            .headers(hdrs.as_deref());
+        let delivered = self.ctx.bus.route(from, &msg, &mut self.flush);
         if delivered == 0
             && self.opts.no_responders
             && self.opts.headers
             && let Some(r) = reply.as_deref().and_then(|r| std::str::from_utf8(r).ok())
         {
-            self.server.send_no_responders(&self.client, subj, r);
+            self.ctx.bus.send_no_responders(&self.client, subj, r);
         }
     }
 
@@ -352,7 +346,7 @@ impl Session {
             self.ok();
             return;
         }
-        let max_subs = self.server.config.max_subscriptions as usize;
+        let max_subs = self.ctx.config.max_subscriptions as usize;
         if max_subs > 0 && subs.len() >= max_subs {
             drop(subs);
             c.send_err("maximum subscriptions exceeded");
@@ -366,7 +360,7 @@ impl Session {
             delivered: Default::default(),
             max: Default::default(),
         });
-        if self.server.add_subscription(&sub).is_err() {
+        if self.ctx.bus.add_subscription(&sub).is_err() {
             drop(subs);
             c.send_err("Invalid Subject");
             return;
@@ -385,7 +379,7 @@ impl Session {
                     sub.max.store(n, Ordering::Relaxed);
                 }
                 _ => {
-                    self.server.unsubscribe(c, sid);
+                    self.ctx.bus.unsubscribe(c, sid);
                 }
             }
         }

@@ -13,9 +13,10 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
 use tracing::debug;
 
-use super::{Client, CloseReason};
+use super::ConnContext;
+use crate::bus::{Client, CloseReason};
+use crate::config::Config;
 use crate::protocol::encode;
-use crate::server::Server;
 
 /// nats-server sends the first PING soon after connect to measure RTT.
 const FIRST_PING: Duration = Duration::from_secs(2);
@@ -23,8 +24,8 @@ const FIRST_PING: Duration = Duration::from_secs(2);
 const CLOSE_FLUSH: Duration = Duration::from_secs(1);
 
 /// Runs the writer until the connection closes.
-pub async fn run(server: Arc<Server>, client: Arc<Client>, mut wr: OwnedWriteHalf) {
-    let cfg = server.config.clone();
+pub async fn run(ctx: Arc<ConnContext>, client: Arc<Client>, mut wr: OwnedWriteHalf) {
+    let cfg = ctx.config.clone();
     let mut spare = BytesMut::with_capacity(64 * 1024);
     // No PINGs before CONNECT; the first one comes FIRST_PING after it (to measure RTT).
     let far = || after(Duration::from_secs(86400));
@@ -45,7 +46,7 @@ pub async fn run(server: Arc<Server>, client: Arc<Client>, mut wr: OwnedWriteHal
         // Checked after every wake-up, so a constantly busy writer still runs its ping timer.
         if tokio::time::Instant::now() >= next_ping {
             next_ping = after(cfg.ping_interval);
-            on_ping_timer(&server, &client, rtt_pending);
+            on_ping_timer(&cfg, &client, rtt_pending);
             rtt_pending = false;
         }
         if let Err(reason) = flush(&client, &mut wr, &mut spare, cfg.write_deadline).await {
@@ -98,13 +99,13 @@ async fn flush(
 
 /// nats-server's ping timer: PING when idle (or to measure the first RTT); close as stale when
 /// too many PINGs are unanswered.
-fn on_ping_timer(server: &Server, client: &Client, rtt_pending: bool) {
+fn on_ping_timer(cfg: &Config, client: &Client, rtt_pending: bool) {
     let idle = time::OffsetDateTime::now_utc() - *client.last_activity.lock();
-    if !(rtt_pending || idle >= server.config.ping_interval) {
+    if !(rtt_pending || idle >= cfg.ping_interval) {
         return;
     }
     let out = client.pings_out.load(Ordering::Relaxed);
-    if out + 1 > server.config.ping_max {
+    if out + 1 > cfg.ping_max {
         debug!(cid = client.cid, "stale client connection - closing");
         let mut buf = client.out.lock();
         encode::err(&mut buf.buf, "Stale Connection");

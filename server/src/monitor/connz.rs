@@ -8,9 +8,9 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
+use super::MonitorView;
 use super::{Params, flag, go_duration, json_response, number, rfc3339, uptime_string};
-use crate::conn::Client;
-use crate::server::Server;
+use crate::bus::Client;
 
 /// Default page size, as in nats-server.
 const DEFAULT_LIMIT: usize = 1024;
@@ -22,7 +22,7 @@ struct Row {
 }
 
 /// `GET /connz?offset&limit&subs&state&cid&sort`.
-pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> Response {
+pub(super) async fn handler(State(s): State<Arc<MonitorView>>, Query(q): Params) -> Response {
     let offset = number(&q, "offset", 0);
     let limit = match number(&q, "limit", DEFAULT_LIMIT) {
         0 => DEFAULT_LIMIT,
@@ -34,13 +34,13 @@ pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> R
 
     let mut rows: Vec<Row> = Vec::new();
     if matches!(state, "open" | "any" | "all") {
-        rows.extend(s.clients.read().values().map(|c| Row {
+        rows.extend(s.conns.clients.open().iter().map(|c| Row {
             client: c.clone(),
             closed: None,
         }));
     }
     if matches!(state, "closed" | "any" | "all") {
-        rows.extend(s.closed.lock().iter().map(|c| Row {
+        rows.extend(s.conns.clients.closed().iter().map(|c| Row {
             client: c.client.clone(),
             closed: Some((c.stop, c.reason.as_str())),
         }));
@@ -58,7 +58,7 @@ pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> R
         .map(|r| connection(r, subs))
         .collect();
     let body = json!({
-        "server_id": s.server_id,
+        "server_id": s.node.server_id,
         "now": rfc3339(time::OffsetDateTime::now_utc()),
         "num_connections": page.len(),
         "total": total,

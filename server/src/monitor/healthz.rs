@@ -7,16 +7,16 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::json;
 
+use super::MonitorView;
 use super::{Params, compact_json_response, flag};
 use crate::jetstream::runtime::{HealthProblem, HealthScope};
-use crate::server::Server;
 
 /// `GET /healthz[?js-enabled-only|js-server-only|js-meta-only|account&stream&consumer|details]`.
 ///
 /// 200 `{"status":"ok"}` when healthy. The default check (the Kubernetes startup probe's) also
 /// requires JetStream to be current: a meta leader heard from, and every stream replica
 /// assigned here caught up with its leader. 503 while shutting down or in lame duck mode.
-pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> Response {
+pub(super) async fn handler(State(s): State<Arc<MonitorView>>, Query(q): Params) -> Response {
     let details = flag(&q, "details");
     let error = |status: StatusCode, text: &str| {
         let body = if details {
@@ -40,7 +40,7 @@ pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> R
             "\"stream\" must not be empty when checking consumer health",
         );
     }
-    if s.shutdown.is_cancelled() || s.lame_duck.is_cancelled() {
+    if s.shutdown.is_cancelled() || s.conns.lame_duck.is_cancelled() {
         let why = if s.shutdown.is_cancelled() {
             "server is shutting down"
         } else {

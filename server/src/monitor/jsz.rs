@@ -12,11 +12,11 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::MonitorView;
 use super::{Params, flag, json_response, rfc3339};
 use crate::jetstream::runtime::{JszDetail, JszStats};
-use crate::server::Server;
 
-pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> Response {
+pub(super) async fn handler(State(s): State<Arc<MonitorView>>, Query(q): Params) -> Response {
     let Some(js) = s.jetstream.get() else {
         return json_response(StatusCode::OK, &disabled(&s));
     };
@@ -66,7 +66,7 @@ pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> R
 }
 
 /// The usage and identity fields every body starts with (`accounts`: 1 with JetStream, else 0).
-fn head(s: &Server, st: &JszStats, accounts: u32) -> Value {
+fn head(s: &MonitorView, st: &JszStats, accounts: u32) -> Value {
     json!({
         "memory": st.memory,
         "storage": st.storage,
@@ -75,14 +75,14 @@ fn head(s: &Server, st: &JszStats, accounts: u32) -> Value {
         "accounts": accounts,
         "ha_assets": st.ha_assets,
         "api": {"level": st.api_level, "total": st.api_total, "errors": st.api_errors},
-        "server_id": s.server_id,
+        "server_id": s.node.server_id,
         "now": rfc3339(time::OffsetDateTime::now_utc()),
     })
 }
 
 /// The JetStream config section (also `/varz`'s `jetstream.config`). jetraft fsyncs before every
 /// acknowledgement: `sync_always`.
-pub(super) fn config(s: &Server) -> Value {
+pub(super) fn config(s: &MonitorView) -> Value {
     let c = &s.config.jetstream;
     json!({
         "max_memory": c.max_memory_store.unwrap_or(0),
@@ -95,7 +95,7 @@ pub(super) fn config(s: &Server) -> Value {
 }
 
 /// The body of a server without JetStream.
-fn disabled(s: &Server) -> Value {
+fn disabled(s: &MonitorView) -> Value {
     let mut body = head(s, &JszStats::default(), 0);
     body["disabled"] = true.into();
     body["config"] = json!({"max_memory": 0, "max_storage": 0});

@@ -7,12 +7,13 @@ mod connz;
 mod format;
 mod healthz;
 mod jsz;
+pub mod metrics;
 mod subsz;
 mod varz;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use axum::Router;
 use axum::extract::{Query, State};
@@ -21,16 +22,42 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use crate::server::{Server, StartError};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::bus::Bus;
+use crate::config::Config;
+use crate::conn::ConnContext;
+use crate::jetstream::runtime::JetStream;
+use crate::node::NodeInfo;
 
 pub use format::{go_duration, rfc3339, uptime_string};
 
 /// Query parameters, as given.
 type Params = Query<HashMap<String, String>>;
 
-/// Binds the monitoring listener and serves it until shutdown; returns the bound address.
-pub async fn serve(server: Arc<Server>, host: &str, port: u16) -> Result<SocketAddr, StartError> {
-    let (listener, bound) = crate::server::bind("monitoring", &format!("{host}:{port}")).await?;
+/// What the monitoring endpoints read: read-only views of the node's parts.
+#[derive(Debug)]
+pub struct MonitorView {
+    /// The node's identity and addresses.
+    pub node: Arc<NodeInfo>,
+    /// The node's configuration.
+    pub config: Arc<Config>,
+    /// Subscriptions and traffic counters.
+    pub bus: Bus,
+    /// Connections, their counters, auth and lame duck state.
+    pub conns: Arc<ConnContext>,
+    /// The JetStream runtime, once started (monitoring starts before it).
+    pub jetstream: Arc<OnceLock<Arc<JetStream>>>,
+    /// The bound monitoring address.
+    pub http_addr: SocketAddr,
+    /// Cancelled on shutdown.
+    pub shutdown: CancellationToken,
+}
+
+/// Serves the monitoring endpoints on `listener` until shutdown.
+pub async fn serve(view: Arc<MonitorView>, listener: TcpListener) {
+    let shutdown = view.shutdown.clone();
     let app = Router::new()
         .route("/", get(index))
         .route("/healthz", get(healthz::handler))
@@ -39,20 +66,16 @@ pub async fn serve(server: Arc<Server>, host: &str, port: u16) -> Result<SocketA
         .route("/connz", get(connz::handler))
         .route("/subsz", get(subsz::handler))
         .route("/subscriptionsz", get(subsz::handler))
-        .route("/metrics", get(crate::metrics::handler))
+        .route("/metrics", get(metrics::handler))
         .route("/routez", get(routez))
         .route("/leafz", get(leafz))
         .route("/gatewayz", get(gatewayz))
         .route("/accountz", get(accountz))
         .route("/accstatz", get(accstatz))
-        .with_state(server.clone());
-    let shutdown = server.shutdown.clone();
-    server.tasks.spawn(async move {
-        let _ = axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await;
-    });
-    Ok(bound)
+        .with_state(view);
+    let _ = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await;
 }
 
 /// A pretty-printed JSON response with nats-server's headers.
@@ -96,7 +119,7 @@ pub(crate) fn number(q: &HashMap<String, String>, name: &str, default: usize) ->
         .unwrap_or(default)
 }
 
-async fn index(State(s): State<Arc<Server>>) -> Html<String> {
+async fn index(State(s): State<Arc<MonitorView>>) -> Html<String> {
     let links = [
         "varz", "connz", "subsz", "healthz", "metrics", "routez", "leafz", "gatewayz", "accountz",
     ];
@@ -108,8 +131,8 @@ async fn index(State(s): State<Arc<Server>>) -> Html<String> {
         "<html><head><title>jetraft</title></head><body><h1>jetraft {}</h1>\
          <p>server {} ({})</p><ul>{items}</ul></body></html>",
         env!("CARGO_PKG_VERSION"),
-        s.server_name,
-        s.server_id
+        s.node.server_name,
+        s.node.server_id
     ))
 }
 
@@ -117,31 +140,31 @@ fn now() -> String {
     rfc3339(time::OffsetDateTime::now_utc())
 }
 
-async fn routez(State(s): State<Arc<Server>>, _q: Params) -> Response {
-    let body = json!({"server_id": s.server_id, "server_name": s.server_name, "now": now(), "num_routes": 0, "routes": []});
+async fn routez(State(s): State<Arc<MonitorView>>, _q: Params) -> Response {
+    let body = json!({"server_id": s.node.server_id, "server_name": s.node.server_name, "now": now(), "num_routes": 0, "routes": []});
     json_response(StatusCode::OK, &body)
 }
 
-async fn leafz(State(s): State<Arc<Server>>, _q: Params) -> Response {
+async fn leafz(State(s): State<Arc<MonitorView>>, _q: Params) -> Response {
     json_response(
         StatusCode::OK,
-        &json!({"server_id": s.server_id, "now": now(), "leafnodes": 0, "leafs": []}),
+        &json!({"server_id": s.node.server_id, "now": now(), "leafnodes": 0, "leafs": []}),
     )
 }
 
-async fn gatewayz(State(s): State<Arc<Server>>, _q: Params) -> Response {
-    let body = json!({"server_id": s.server_id, "now": now(), "outbound_gateways": {}, "inbound_gateways": {}});
+async fn gatewayz(State(s): State<Arc<MonitorView>>, _q: Params) -> Response {
+    let body = json!({"server_id": s.node.server_id, "now": now(), "outbound_gateways": {}, "inbound_gateways": {}});
     json_response(StatusCode::OK, &body)
 }
 
-async fn accountz(State(s): State<Arc<Server>>, _q: Params) -> Response {
-    let body = json!({"server_id": s.server_id, "now": now(), "system_account": "$SYS", "accounts": ["$SYS", "$G"]});
+async fn accountz(State(s): State<Arc<MonitorView>>, _q: Params) -> Response {
+    let body = json!({"server_id": s.node.server_id, "now": now(), "system_account": "$SYS", "accounts": ["$SYS", "$G"]});
     json_response(StatusCode::OK, &body)
 }
 
-async fn accstatz(State(s): State<Arc<Server>>, _q: Params) -> Response {
+async fn accstatz(State(s): State<Arc<MonitorView>>, _q: Params) -> Response {
     json_response(
         StatusCode::OK,
-        &json!({"server_id": s.server_id, "now": now(), "account_statz": []}),
+        &json!({"server_id": s.node.server_id, "now": now(), "account_statz": []}),
     )
 }

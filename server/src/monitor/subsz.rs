@@ -8,24 +8,24 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
+use super::MonitorView;
 use super::{Params, flag, json_response, number, rfc3339};
-use crate::conn::SubRef;
+use crate::bus::SubRef;
 use crate::router::subject;
-use crate::server::Server;
 
 /// Default page size.
 const DEFAULT_LIMIT: usize = 1024;
 
 /// `GET /subsz?subs&offset&limit&test`.
-pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> Response {
-    let st = s.sublist.stats();
+pub(super) async fn handler(State(s): State<Arc<MonitorView>>, Query(q): Params) -> Response {
+    let st = s.bus.sublist().stats();
     let offset = number(&q, "offset", 0);
     let limit = match number(&q, "limit", DEFAULT_LIMIT) {
         0 => DEFAULT_LIMIT,
         n => n,
     };
     let mut body = json!({
-        "server_id": s.server_id,
+        "server_id": s.node.server_id,
         "now": rfc3339(time::OffsetDateTime::now_utc()),
         "num_subscriptions": st.num_subscriptions,
         "num_cache": st.num_cache,
@@ -42,7 +42,8 @@ pub(super) async fn handler(State(s): State<Arc<Server>>, Query(q): Params) -> R
     if flag(&q, "subs") || test.is_some() {
         // Remote interest counts in the totals (as in nats-server) but is not listed.
         let mut all: Vec<_> = s
-            .sublist
+            .bus
+            .sublist()
             .all()
             .into_iter()
             .filter_map(|(pattern, queue, sub)| match sub {

@@ -8,32 +8,34 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use super::MonitorView;
 use super::{Params, json_response, rfc3339, uptime_string};
-use crate::server::{NATS_VERSION, Server};
+use crate::node::NATS_VERSION;
 
 /// `GET /varz`.
-pub(super) async fn handler(State(s): State<Arc<Server>>, _q: Params) -> Response {
+pub(super) async fn handler(State(s): State<Arc<MonitorView>>, _q: Params) -> Response {
     json_response(StatusCode::OK, &varz(&s))
 }
 
 /// Builds the `/varz` document.
-pub(crate) fn varz(s: &Server) -> Value {
+pub(crate) fn varz(s: &MonitorView) -> Value {
     let c = &s.config;
-    let st = &s.stats;
-    let http_port = s.http_addr.lock().map_or(0, |a| a.port());
-    let subscriptions = s.sublist.count();
-    let connections = s.clients.read().len();
+    let traffic = s.bus.stats();
+    let st = &s.conns.clients.stats;
+    let http_port = s.http_addr.port();
+    let subscriptions = s.bus.sublist().count();
+    let connections = s.conns.clients.len();
     let mem = resident_memory_bytes();
     json!({
-        "server_id": s.server_id,
-        "server_name": s.server_name,
+        "server_id": s.node.server_id,
+        "server_name": s.node.server_name,
         "version": NATS_VERSION,
         "proto": 1,
         "git_commit": "",
         "go": format!("jetraft {}", env!("CARGO_PKG_VERSION")),
         "host": c.host,
-        "port": s.client_addr.port(),
-        "auth_required": s.auth.required(),
+        "port": s.node.client_addr.port(),
+        "auth_required": s.conns.auth.required(),
         "max_connections": c.max_connections,
         "ping_interval": c.ping_interval.as_nanos() as u64,
         "ping_max": c.ping_max,
@@ -53,28 +55,28 @@ pub(crate) fn varz(s: &Server) -> Value {
         "jetstream": jetstream(s),
         "tls_timeout": 2.0,
         "write_deadline": c.write_deadline.as_nanos() as u64,
-        "start": rfc3339(s.start),
+        "start": rfc3339(s.node.start),
         "now": rfc3339(time::OffsetDateTime::now_utc()),
-        "uptime": uptime_string(s.uptime()),
+        "uptime": uptime_string(s.node.uptime()),
         "mem": mem,
         "cores": std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
         "gomaxprocs": std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
-        "cpu": cpu_percent(s.uptime()),
+        "cpu": cpu_percent(s.node.uptime()),
         "connections": connections,
         "total_connections": st.total_connections.load(Ordering::Relaxed),
         "routes": 0,
         "remotes": 0,
         "leafnodes": 0,
-        "in_msgs": st.in_msgs.load(Ordering::Relaxed),
-        "out_msgs": st.out_msgs.load(Ordering::Relaxed),
-        "in_bytes": st.in_bytes.load(Ordering::Relaxed),
-        "out_bytes": st.out_bytes.load(Ordering::Relaxed),
+        "in_msgs": traffic.in_msgs.load(Ordering::Relaxed),
+        "out_msgs": traffic.out_msgs.load(Ordering::Relaxed),
+        "in_bytes": traffic.in_bytes.load(Ordering::Relaxed),
+        "out_bytes": traffic.out_bytes.load(Ordering::Relaxed),
         "slow_consumers": st.slow_consumers.load(Ordering::Relaxed),
         "stale_connections": st.stale_connections.load(Ordering::Relaxed),
         "stalled_clients": 0,
         "subscriptions": subscriptions,
         "http_req_stats": {},
-        "config_load_time": rfc3339(s.start),
+        "config_load_time": rfc3339(s.node.start),
         "system_account": "$SYS",
         "slow_consumer_stats": {"clients": st.slow_consumers.load(Ordering::Relaxed), "routes": 0, "gateways": 0, "leafs": 0},
         "stale_connection_stats": {"clients": st.stale_connections.load(Ordering::Relaxed), "routes": 0, "gateways": 0, "leafs": 0},
@@ -84,7 +86,7 @@ pub(crate) fn varz(s: &Server) -> Value {
 /// Average CPU use of the process since start, in percent of one core (from `/proc/self/stat`;
 /// 0 where unavailable).
 /// The `jetstream` section: config, this node's usage and API counters, the meta group.
-fn jetstream(s: &Server) -> Value {
+fn jetstream(s: &MonitorView) -> Value {
     let Some(js) = s.jetstream.get() else {
         return json!({"config": super::jsz::config(s), "stats": {}, "limits": {}});
     };

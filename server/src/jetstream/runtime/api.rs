@@ -13,7 +13,8 @@ use tracing::debug;
 use super::in_force;
 use super::replica::LocalStream;
 use super::{JetStream, next_msg, now_ns};
-use crate::internal::{InternalMsg, InternalSub};
+use crate::bus::Msg;
+use crate::bus::internal::{InternalMsg, InternalSub};
 use crate::jetstream::api::types::requests::{
     BodyRule, MsgDeleteRequest, MsgGetRequest, PurgeRequest, StreamInfoRequest, StreamNamesRequest,
     parse_body,
@@ -80,7 +81,7 @@ impl JetStream {
                 break;
             };
             let js = self.clone();
-            tokio::spawn(async move { js.handle_api(msg, 0).await });
+            self.tasks.spawn(async move { js.handle_api(msg, 0).await });
         }
     }
 
@@ -102,11 +103,11 @@ impl JetStream {
             if let Some(node) = super::remote::inbox_node(reply)
                 && node != self.node.0
             {
-                self.server
-                    .send_to_node(node, reply, None, None, json.as_bytes());
+                self.bus
+                    .send_to_node(NodeId(node), &Msg::new(reply, json.as_bytes()));
                 return;
             }
-            self.server.publish(reply, None, None, json.as_bytes());
+            self.bus.publish(&Msg::new(reply, json.as_bytes()));
         }
     }
 
@@ -717,14 +718,14 @@ impl JetStream {
         let leader = self.registry.leader(group).ok()?.leader?;
         let name = |id: u64| {
             if id == self.node.0 {
-                Some(self.server.server_name.clone())
+                Some(self.info.server_name.clone())
             } else {
                 // The meta peers, else the cluster layer's table (a node that died before the
                 // meta leader recorded it is still known there).
                 self.meta
                     .read(|m| m.peers().get(&id).map(|p| p.server_name.clone()))
                     .or_else(|| {
-                        self.server.cluster.as_ref().and_then(|c| {
+                        self.cluster.as_ref().and_then(|c| {
                             c.peers
                                 .snapshot()
                                 .get(&crate::cluster::NodeId(id))
@@ -735,7 +736,7 @@ impl JetStream {
             }
         };
         let mut ci = ClusterInfo {
-            name: self.server.config.cluster.name.clone().unwrap_or_default(),
+            name: self.info.cluster_name.clone().unwrap_or_default(),
             leader: name(leader.0).unwrap_or_default(),
             ..ClusterInfo::default()
         };
@@ -860,7 +861,7 @@ impl JetStream {
             DirectOutcome::Found(m, no_hdr) => {
                 let r = info::direct_get_reply(name, &m, no_hdr);
                 let hdrs = (!r.headers.is_empty()).then_some(r.headers.as_slice());
-                self.server.publish(reply, None, hdrs, &r.payload);
+                self.bus.publish(&Msg::new(reply, &r.payload).headers(hdrs));
             }
             DirectOutcome::NotFound => {
                 if let Some(hops) = miss_hops
@@ -872,11 +873,13 @@ impl JetStream {
                     return;
                 }
                 let status = info::direct_status(404, "Message Not Found");
-                self.server.publish(reply, None, Some(&status), b"");
+                self.bus
+                    .publish(&Msg::new(reply, b"").headers(Some(&status)));
             }
             DirectOutcome::BadRequest => {
                 let status = info::direct_status(408, "Bad Request");
-                self.server.publish(reply, None, Some(&status), b"");
+                self.bus
+                    .publish(&Msg::new(reply, b"").headers(Some(&status)));
             }
         }
     }

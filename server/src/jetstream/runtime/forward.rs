@@ -11,7 +11,8 @@ use jetraft_raft::NodeId;
 use tracing::debug;
 
 use super::{JetStream, next_msg};
-use crate::internal::{InternalMsg, InternalSub};
+use crate::bus::Msg;
+use crate::bus::internal::{InternalMsg, InternalSub};
 
 /// Prefix of forwarded subjects.
 const PREFIX: &str = "$JSC.F.";
@@ -39,13 +40,10 @@ impl JetStream {
             return false;
         }
         let subject = format!("{PREFIX}{}.{}.{}", node.0, hops + 1, msg.subject);
-        self.server.send_to_node(
-            node.0,
-            &subject,
-            msg.reply.as_deref(),
-            msg.hdrs.as_deref(),
-            &msg.payload,
-        )
+        let out = Msg::new(&subject, &msg.payload)
+            .reply_str(msg.reply.as_deref())
+            .headers(msg.hdrs.as_deref());
+        self.bus.send_to_node(node, &out)
     }
 
     /// Handles messages other nodes forwarded here. Publishes waiting one after another for the
@@ -101,7 +99,8 @@ impl JetStream {
                 // A pull request taken in order behind the acks forwarded before it.
             } else {
                 let js = self.clone();
-                tokio::spawn(async move { js.handle_api(inner, hops).await });
+                self.tasks
+                    .spawn(async move { js.handle_api(inner, hops).await });
             }
         }
     }

@@ -18,7 +18,7 @@ use jetraft_raft::NodeId;
 use tracing::debug;
 
 use super::JetStream;
-use crate::internal::InternalMsg;
+use crate::bus::internal::InternalMsg;
 use crate::jetstream::op::ApiOp;
 
 /// How long the client's node waits for the meta leader's answer to a relayed request (the

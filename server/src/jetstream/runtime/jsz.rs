@@ -100,7 +100,7 @@ impl JetStream {
             .map(|c| c.replicas.clone())
             .unwrap_or_default()
             .into_iter()
-            .filter(|p| p.name != self.server.server_name)
+            .filter(|p| p.name != self.info.server_name)
             .collect();
         if let (Some(c), Some(l)) = (&ci, leader)
             && l != self.node
@@ -115,7 +115,7 @@ impl JetStream {
         replicas.sort_by(|a, b| a.name.cmp(&b.name));
         let size = voters.len();
         Some(json!({
-            "name": self.server.config.cluster.name.clone().unwrap_or_default(),
+            "name": self.info.cluster_name.clone().unwrap_or_default(),
             "leader": ci.map(|c| c.leader).unwrap_or_default(),
             "replicas": replicas,
             "cluster_size": size,

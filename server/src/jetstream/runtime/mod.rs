@@ -49,9 +49,12 @@ use parking_lot::{Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::Server;
+use crate::bus::Bus;
+use crate::cluster::ClusterState;
+use crate::config::Config;
 use crate::jetstream::meta::machine::{MetaMachine, MetaView};
 use crate::jetstream::stream::ServerIdentity;
+use crate::node::{API_LEVEL, NATS_VERSION, NodeInfo};
 pub use health::{HealthProblem, HealthScope};
 pub use jsz::{JszDetail, JszStats};
 use replica::LocalStream;
@@ -86,13 +89,38 @@ struct Capture {
     cancel: CancellationToken,
     /// The subscriptions: dropping the capture unsubscribes at once, so a node that no longer
     /// captures a stream (deleted, subjects changed) takes no more publishes for it.
-    _subs: Vec<crate::internal::InternalSub>,
+    _subs: Vec<crate::bus::internal::InternalSub>,
+}
+
+/// What JetStream needs from the node it runs on.
+#[derive(Debug, Clone)]
+pub struct JetStreamContext {
+    /// Routing, internal subscriptions, publishing answers and deliveries.
+    pub bus: Bus,
+    /// What answers say about this node.
+    pub info: Arc<NodeInfo>,
+    /// The node's configuration (store dir, max_payload).
+    pub config: Arc<Config>,
+    /// The cluster's peer table; `None` without a cluster port.
+    pub cluster: Option<Arc<ClusterState>>,
+    /// JetStream's tasks, awaited at shutdown.
+    pub tasks: tokio_util::task::TaskTracker,
+    /// Cancelled on node shutdown.
+    pub shutdown: CancellationToken,
 }
 
 /// The node's JetStream runtime.
 pub struct JetStream {
-    /// The NATS side: routing, internal subscriptions, publishing answers.
-    server: Arc<Server>,
+    /// Routing, internal subscriptions, publishing answers and deliveries.
+    bus: Bus,
+    /// What answers say about this node.
+    info: Arc<NodeInfo>,
+    /// The node's configuration.
+    config: Arc<Config>,
+    /// The cluster's peer table; `None` without a cluster port.
+    cluster: Option<Arc<ClusterState>>,
+    /// Every task JetStream spawns (awaited at shutdown).
+    tasks: tokio_util::task::TaskTracker,
     /// This node's Raft id.
     node: NodeId,
     /// The node's Raft groups.
@@ -144,9 +172,9 @@ impl std::fmt::Debug for JetStream {
 /// The next message of an internal subscription, or `None` once `cancel` fired or the
 /// subscription ended.
 pub(crate) async fn next_msg(
-    sub: &mut crate::internal::InternalSub,
+    sub: &mut crate::bus::internal::InternalSub,
     cancel: &CancellationToken,
-) -> Option<crate::internal::InternalMsg> {
+) -> Option<crate::bus::internal::InternalMsg> {
     tokio::select! {
         () = cancel.cancelled() => None,
         m = sub.rx.recv() => m,
@@ -165,14 +193,14 @@ impl JetStream {
     /// Opens the node's store under `store_dir`, starts the meta group (forming a one-node
     /// cluster when there are no peers) and the request/capture/reconcile tasks.
     pub async fn start(
-        server: Arc<Server>,
+        ctx: JetStreamContext,
         node: NodeId,
         transport: GrpcTransport,
         cluster_addr: String,
         clustered: bool,
         timing: RaftTiming,
     ) -> Result<Arc<Self>, JetStreamError> {
-        let path = server.config.jetstream.store_dir.join("jetraft");
+        let path = ctx.config.jetstream.store_dir.join("jetraft");
         let logs = RocksLogs::open(&path).map_err(|source| JetStreamError::Store {
             path: path.display().to_string(),
             source,
@@ -184,7 +212,11 @@ impl JetStream {
         logs.create_group(&registry, GroupId::META, Box::new(meta_sm))
             .await?;
         let js = Arc::new(Self {
-            server: server.clone(),
+            bus: ctx.bus,
+            info: ctx.info,
+            config: ctx.config,
+            cluster: ctx.cluster,
+            tasks: ctx.tasks,
             node,
             registry,
             transport,
@@ -195,8 +227,8 @@ impl JetStream {
             acks: Mutex::new(HashMap::new()),
             direct: Arc::new(RwLock::new(HashSet::new())),
             identity: ServerIdentity {
-                version: crate::server::NATS_VERSION.to_string(),
-                api_level: crate::server::API_LEVEL,
+                version: NATS_VERSION.to_string(),
+                api_level: API_LEVEL,
             },
             cluster_addr,
             clustered,
@@ -206,7 +238,7 @@ impl JetStream {
             waiting: Mutex::new(HashMap::new()),
             next_token: AtomicU64::new(0),
             sourcing: Mutex::new(HashMap::new()),
-            cancel: server.shutdown.child_token(),
+            cancel: ctx.shutdown.child_token(),
         });
         js.spawn_tasks()?;
         info!(node = %node, "jetstream started");
@@ -215,7 +247,7 @@ impl JetStream {
 
     fn spawn_tasks(self: &Arc<Self>) -> Result<(), JetStreamError> {
         let direct = self.direct.clone();
-        let accept: crate::internal::AcceptFn = Arc::new(move |subject: &str| {
+        let accept: crate::bus::internal::AcceptFn = Arc::new(move |subject: &str| {
             if subject.starts_with(consumer::NEXT_PREFIX) {
                 // Pull requests travel with the acks (`consumer_ack_loop`), in their order.
                 return false;
@@ -230,8 +262,8 @@ impl JetStream {
             }
         });
         let api = self
-            .server
-            .internal
+            .bus
+            .internal()
             .subscribe_filtered("$JS.API.>", accept)
             .map_err(|e| {
                 JetStreamError::Raft(jetraft_raft::RaftError::Config {
@@ -239,8 +271,8 @@ impl JetStream {
                 })
             })?;
         let fwd = self
-            .server
-            .internal
+            .bus
+            .internal()
             .subscribe_inbox(&forward::inbox_pattern(self.node))
             .map_err(|e| {
                 JetStreamError::Raft(jetraft_raft::RaftError::Config {
@@ -251,8 +283,8 @@ impl JetStream {
         // its next pull reach the consumer's engine in the order the client sent them.
         let next = format!("{}>", consumer::NEXT_PREFIX);
         let sub = self
-            .server
-            .internal
+            .bus
+            .internal()
             .subscribe_many(&["$JS.ACK.>", "$JS.FC.>", &next])
             .map_err(|e| {
                 JetStreamError::Raft(jetraft_raft::RaftError::Config {
@@ -260,29 +292,18 @@ impl JetStream {
                 })
             })?;
         let js = self.clone();
-        self.server
-            .tasks
+        self.tasks
             .spawn(async move { js.consumer_ack_loop(sub).await });
         let js = self.clone();
-        self.server
-            .tasks
-            .spawn(async move { js.api_loop(api).await });
+        self.tasks.spawn(async move { js.api_loop(api).await });
         let js = self.clone();
-        self.server
-            .tasks
-            .spawn(async move { js.forward_loop(fwd).await });
+        self.tasks.spawn(async move { js.forward_loop(fwd).await });
         let js = self.clone();
-        self.server
-            .tasks
-            .spawn(async move { js.reconcile_loop().await });
+        self.tasks.spawn(async move { js.reconcile_loop().await });
         let js = self.clone();
-        self.server
-            .tasks
-            .spawn(async move { js.expiry_loop().await });
+        self.tasks.spawn(async move { js.expiry_loop().await });
         let js = self.clone();
-        self.server
-            .tasks
-            .spawn(async move { js.sourcing_loop().await });
+        self.tasks.spawn(async move { js.sourcing_loop().await });
         Ok(())
     }
 
@@ -333,7 +354,7 @@ impl JetStream {
 
     /// The server's `max_payload` (consumer rate limits use it as their burst).
     pub(crate) fn server_max_payload(&self) -> u32 {
-        self.server.config.max_payload
+        self.config.max_payload
     }
 
     /// The meta state view.
@@ -363,10 +384,10 @@ impl JetStream {
             .filter(|a| !a.is_empty());
         from_meta
             .or_else(|| {
-                self.server.cluster.as_ref().and_then(|c| {
+                self.cluster.as_ref().and_then(|c| {
                     c.peers
                         .snapshot()
-                        .get(&crate::cluster::NodeId(node))
+                        .get(&NodeId(node))
                         .map(|p| p.cluster_addr.clone())
                 })
             })

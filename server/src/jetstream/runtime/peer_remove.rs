@@ -26,7 +26,7 @@ use tracing::{info, warn};
 use super::JetStream;
 use super::api::meta_answer;
 use super::replica::LocalStream;
-use crate::internal::InternalMsg;
+use crate::bus::internal::InternalMsg;
 use crate::jetstream::api::types::requests::{ApiRequest, BodyRule, parse_body};
 use crate::jetstream::api::{ApiError, ErrorKind};
 
@@ -156,7 +156,7 @@ impl JetStream {
         }
         let js = self.clone();
         let ls = ls.clone();
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             let result = js.change_members(&ls, &voters, &wanted).await;
             js.moving.lock().remove(&ls.uid);
             match result {

@@ -28,10 +28,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::{Capture, JetStream, now_ns};
-use crate::internal::InternalMsg;
+use crate::bus::internal::InternalMsg;
+use crate::bus::{FlushSet, Msg, Origin};
 use crate::jetstream::api::validate::subjects_overlap;
 use crate::jetstream::stream::command;
-use crate::server::{FlushSet, Origin};
 
 /// Whether a publish whose outcome is unknown may be proposed again (see
 /// `JetStream::answer`): it has a `Nats-Msg-Id` and no `Nats-Expected-Last-*` condition.
@@ -101,15 +101,14 @@ impl JetStream {
             let cancel = self.cancel.child_token();
             let mut subs = Vec::with_capacity(subjects.len());
             for subject in subjects {
-                match self.server.internal.subscribe(subject) {
+                match self.bus.internal().subscribe(subject) {
                     Ok(mut sub) => {
                         let rx = sub.take_rx();
                         subs.push(sub);
                         let js = self.clone();
                         let name = name.clone();
                         let cancel = cancel.clone();
-                        self.server
-                            .tasks
+                        self.tasks
                             .spawn(async move { js.capture_loop(name, rx, cancel).await });
                     }
                     Err(e) => warn!(stream = %name, subject, error = %e, "capture not set up"),
@@ -191,7 +190,7 @@ impl JetStream {
             None => {
                 // An election is running: wait for it off the capture path.
                 let js = self.clone();
-                tokio::spawn(async move {
+                self.tasks.spawn(async move {
                     match js.wait_group_leader(group, LEADER_WAIT).await {
                         Some(l) if l == js.node => js.submit_append(group, msgs, hops).await,
                         Some(l) => js.forward_all(l, hops, &msgs),
@@ -252,8 +251,7 @@ impl JetStream {
         let _ = tx.send(ack);
         queues.insert(group, tx.clone());
         let js = self.clone();
-        self.server
-            .tasks
+        self.tasks
             .spawn(async move { js.ack_loop(group, tx, rx).await });
     }
 
@@ -317,8 +315,8 @@ impl JetStream {
                     if let Some(reply) = &msg.reply
                         && !ack.is_empty()
                     {
-                        self.server
-                            .route(Origin::Server, reply, None, None, &ack, flush);
+                        self.bus
+                            .route(Origin::Server, &Msg::new(reply, &ack), flush);
                     }
                 }
             }
@@ -329,7 +327,8 @@ impl JetStream {
             // stepping down): proposing it again cannot store it twice.
             Err(RaftError::NotLeader { leader: None, .. }) if p.hops < REPROPOSE_MAX_HOPS => {
                 let js = self.clone();
-                tokio::spawn(async move { js.on_captured(None, p.msgs, p.hops + 1).await });
+                self.tasks
+                    .spawn(async move { js.on_captured(None, p.msgs, p.hops + 1).await });
             }
             // The entry was logged, then dropped or overtaken by a leader change, so its
             // publishes may or may not be stored. Those with a Nats-Msg-Id (and no
@@ -340,7 +339,8 @@ impl JetStream {
                 let again: Vec<InternalMsg> = p.msgs.into_iter().filter(retry_is_safe).collect();
                 if !again.is_empty() {
                     let js = self.clone();
-                    tokio::spawn(async move { js.on_captured(None, again, p.hops + 1).await });
+                    self.tasks
+                        .spawn(async move { js.on_captured(None, again, p.hops + 1).await });
                 }
             }
             // Otherwise (or after a timeout) no answer: the client retries, and its

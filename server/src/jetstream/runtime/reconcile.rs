@@ -52,7 +52,7 @@ impl JetStream {
                 self.transport.add_peer(NodeId(p.node_id), &p.cluster_addr);
             }
         }
-        if let Some(cluster) = &self.server.cluster {
+        if let Some(cluster) = &self.cluster {
             for p in cluster.peers.snapshot().values() {
                 if !p.cluster_addr.is_empty() {
                     self.transport
@@ -157,9 +157,9 @@ impl JetStream {
     pub(super) fn self_peer(&self) -> Peer {
         Peer {
             node_id: self.node.0,
-            server_name: self.server.server_name.clone(),
+            server_name: self.info.server_name.clone(),
             cluster_addr: self.cluster_addr.clone(),
-            client_url: self.server.client_addr.to_string(),
+            client_url: self.info.client_addr.to_string(),
         }
     }
 
@@ -213,8 +213,7 @@ impl JetStream {
         });
         self.local.write().insert(a.name.clone(), local.clone());
         let js = self.clone();
-        self.server
-            .tasks
+        self.tasks
             .spawn(async move { js.supervise_consumers(local).await });
         info!(stream = %a.name, uid = a.uid, "stream replica started");
         Ok(())

@@ -14,7 +14,7 @@ use jetraft_raft::NodeId;
 use tokio::sync::oneshot;
 
 use super::JetStream;
-use crate::internal::InternalMsg;
+use crate::bus::internal::InternalMsg;
 
 /// Prefix of the original subject of an answer to [`JetStream::ask`].
 const ANSWER_PREFIX: &str = "$JSC.R.";

@@ -8,7 +8,8 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::engine::{EngineView, Event};
-use crate::internal::InternalMsg;
+use crate::bus::Msg;
+use crate::bus::internal::InternalMsg;
 use crate::jetstream::api::consumer_validate::{
     ConsumerContext, CreateForm, CreateOutcome, check_create, random_name, resolve_create,
     with_response_metadata,
@@ -298,7 +299,8 @@ impl JetStream {
         });
         if !delivered {
             let hdrs = crate::protocol::headers::status_block(503, None, &[]);
-            self.server.publish(&reply, None, Some(&hdrs), b"");
+            self.bus
+                .publish(&Msg::new(&reply, b"").headers(Some(&hdrs)));
         }
     }
 

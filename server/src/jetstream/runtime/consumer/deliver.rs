@@ -7,11 +7,11 @@ use jetraft_storage::stream::StoredMsg;
 use rand::Rng;
 use serde::Serialize;
 
+use crate::bus::{FlushSet, Msg};
 use crate::jetstream::api::types::{go_time, to_go_json};
 use crate::jetstream::runtime::{JetStream, now_ns};
 use crate::protocol::encode::push_decimal;
 use crate::protocol::headers::{push_header, status_block};
-use crate::server::FlushSet;
 
 /// A message a consumer sends, queued so it leaves after the deliveries before it were
 /// committed (see the engine's outbox).
@@ -62,14 +62,11 @@ impl OutMsg {
     /// Publishes it, leaving the receivers' writers to wake in `flush` (one batch, one
     /// wake-up per writer).
     pub(crate) fn publish_into(&self, js: &JetStream, flush: &mut FlushSet) {
-        js.server.publish_as_into(
-            &self.subject,
-            self.shown.as_deref().unwrap_or(&self.subject),
-            self.reply.as_deref(),
-            self.hdrs.as_deref(),
-            &self.payload,
-            flush,
-        );
+        let msg = Msg::new(&self.subject, &self.payload)
+            .shown_as(self.shown.as_deref().unwrap_or(&self.subject))
+            .reply_str(self.reply.as_deref())
+            .headers(self.hdrs.as_deref());
+        js.bus.publish_into(&msg, flush);
     }
 }
 
@@ -243,7 +240,7 @@ pub(crate) fn has_interest(js: &JetStream, subject: &str, group: Option<&str>) -
     if subject.is_empty() {
         return false;
     }
-    let result = js.server.sublist.match_subject(subject);
+    let result = js.bus.sublist().match_subject(subject);
     match group {
         None => !result.plain.is_empty(),
         Some(g) => result.queues.iter().any(|q| &*q.name == g),
@@ -299,8 +296,8 @@ impl<'a> Advisory<'a> {
             "$JS.EVENT.ADVISORY.CONSUMER.{event}.{}.{}",
             self.stream, self.consumer
         );
-        js.server
-            .publish(&subject, None, None, to_go_json(self).as_bytes());
+        let json = to_go_json(self);
+        js.bus.publish(&Msg::new(&subject, json.as_bytes()));
     }
 }
 
@@ -393,7 +390,8 @@ pub(crate) fn dead_letter(
     );
     push_header(&mut h, "Nats-Dead-Letter-Reason", reason);
     h.extend_from_slice(b"\r\n");
-    js.server.publish(subject, None, Some(&h), &msg.payload);
+    js.bus
+        .publish(&Msg::new(subject, &msg.payload).headers(Some(&h)));
 }
 
 #[cfg(test)]

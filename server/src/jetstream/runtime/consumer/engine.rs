@@ -37,6 +37,7 @@ use tracing::debug;
 use super::deadlines::Deadlines;
 use super::deliver::{self, OutMsg, PullStatus};
 use super::pacing::Pacer;
+use crate::bus::FlushSet;
 use crate::jetstream::ack::AckKind;
 use crate::jetstream::api::types::consumer::{AckPolicy, ConsumerConfig, DeliverPolicy};
 use crate::jetstream::api::types::consumer_requests::{
@@ -48,7 +49,6 @@ use crate::jetstream::stream::StreamStateMachine;
 use crate::jetstream::stream::consumers::{
     count_last_per_subject, count_pending, is_initial_last_per_subject,
 };
-use crate::server::FlushSet;
 
 /// Flow control window start and cap (bytes outstanding since the last FC reply).
 const FC_WINDOW_START: u64 = 2 * 1024 * 1024;
@@ -285,7 +285,7 @@ impl Engine {
         let now = Instant::now();
         let pacer = Pacer::new(&cfg, rate_burst(&js, &sm));
         let (outbox, outbox_rx) = mpsc::unbounded_channel();
-        tokio::spawn(outbox_loop(js.clone(), outbox_rx));
+        js.tasks.spawn(outbox_loop(js.clone(), outbox_rx));
         let mut e = Self {
             js,
             stream,
@@ -1071,7 +1071,7 @@ impl Engine {
                 ));
                 return false;
             }
-            js.server.sublist.has_interest(&req.reply)
+            js.bus.has_interest(&req.reply)
         });
     }
 

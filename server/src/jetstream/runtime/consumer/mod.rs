@@ -29,7 +29,7 @@ use tracing::debug;
 
 use super::replica::LocalStream;
 use super::{JetStream, next_msg};
-use crate::internal::{InternalMsg, InternalSub};
+use crate::bus::internal::{InternalMsg, InternalSub};
 use crate::jetstream::ack::{AckSubject, parse_ack};
 use crate::jetstream::op::ApiOp;
 use engine::{Engine, Event};
@@ -109,9 +109,7 @@ impl JetStream {
                 continue;
             };
             let cancel = ls.cancel.child_token();
-            self.server
-                .tasks
-                .spawn(async move { engine.run(cancel).await });
+            self.tasks.spawn(async move { engine.run(cancel).await });
             running.insert(name, EngineHandle { tx });
         }
     }
@@ -166,7 +164,7 @@ impl JetStream {
                     self.api_total.fetch_add(1, Ordering::Relaxed);
                 } else {
                     let js = self.clone();
-                    tokio::spawn(async move { js.handle_api(msg, 0).await });
+                    self.tasks.spawn(async move { js.handle_api(msg, 0).await });
                 }
             } else {
                 self.on_ack_msg(msg, 0);

@@ -287,8 +287,7 @@ impl JetStream {
                 let js = self.clone();
                 let plan = CopyPlan::new(mirror, src);
                 let (ls, st, cancel) = (ls.clone(), st.clone(), cancel.clone());
-                self.server
-                    .tasks
+                self.tasks
                     .spawn(async move { js.copy_task(ls, plan, st, cancel).await });
             }
             info!(stream = %ls.name, origins = origins.len(), mirror, "copy tasks started");

@@ -1,6 +1,6 @@
 //! Prometheus metrics through the `metrics` facade, served at `/metrics`.
 //!
-//! Hot paths count into plain atomics ([`crate::server::ServerStats`]); a scrape copies them into
+//! Hot paths count into plain atomics ([`crate::bus::TrafficStats`], [`crate::conn::ConnStats`]); a scrape copies them into
 //! the facade's counters and gauges and renders the exporter's text. Names follow
 //! `jetraft_<subsystem>_<name>_<unit>`.
 
@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use metrics::{counter, describe_counter, describe_gauge, gauge};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
-use crate::server::Server;
+use super::MonitorView;
 
 /// Open client connections.
 pub const CONNECTIONS: &str = "jetraft_connections";
@@ -65,15 +65,16 @@ pub fn install() -> Option<&'static PrometheusHandle> {
 }
 
 /// Copies the server's counters into the recorder.
-fn sync(s: &Server) {
-    let st = &s.stats;
-    gauge!(CONNECTIONS).set(s.clients.read().len() as f64);
+fn sync(s: &MonitorView) {
+    let traffic = s.bus.stats();
+    let st = &s.conns.clients.stats;
+    gauge!(CONNECTIONS).set(s.conns.clients.len() as f64);
     counter!(CONNECTIONS_TOTAL).absolute(st.total_connections.load(Ordering::Relaxed));
-    counter!(MSGS_IN).absolute(st.in_msgs.load(Ordering::Relaxed));
-    counter!(MSGS_OUT).absolute(st.out_msgs.load(Ordering::Relaxed));
-    counter!(BYTES_IN).absolute(st.in_bytes.load(Ordering::Relaxed));
-    counter!(BYTES_OUT).absolute(st.out_bytes.load(Ordering::Relaxed));
-    gauge!(SUBSCRIPTIONS).set(s.sublist.count() as f64);
+    counter!(MSGS_IN).absolute(traffic.in_msgs.load(Ordering::Relaxed));
+    counter!(MSGS_OUT).absolute(traffic.out_msgs.load(Ordering::Relaxed));
+    counter!(BYTES_IN).absolute(traffic.in_bytes.load(Ordering::Relaxed));
+    counter!(BYTES_OUT).absolute(traffic.out_bytes.load(Ordering::Relaxed));
+    gauge!(SUBSCRIPTIONS).set(s.bus.sublist().count() as f64);
     counter!(SLOW_CONSUMERS).absolute(st.slow_consumers.load(Ordering::Relaxed));
     counter!(STALE_CONNECTIONS).absolute(st.stale_connections.load(Ordering::Relaxed));
     if let Some(js) = s.jetstream.get() {
@@ -84,7 +85,7 @@ fn sync(s: &Server) {
 }
 
 /// `GET /metrics` in the Prometheus text format.
-pub(crate) async fn handler(State(s): State<Arc<Server>>) -> Response {
+pub(crate) async fn handler(State(s): State<Arc<MonitorView>>) -> Response {
     let Some(handle) = install() else {
         return (
             StatusCode::SERVICE_UNAVAILABLE,

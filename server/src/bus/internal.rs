@@ -1,7 +1,7 @@
 //! Server-internal subscriptions: how JetStream (API handlers, stream capture, acks) receives
 //! messages from the router without being a client connection.
 //!
-//! An [`InternalSubs`] index sits beside the client sublist; [`Server::route`](crate::Server::route)
+//! An [`InternalSubs`] index sits beside the client sublist; [`Bus::route`](super::Bus::route)
 //! consults both. A match is handed to the subscriber's channel ([`InternalMsg`]) and counts as a
 //! delivery (so a request to `$JS.API.>` never gets a no-responders status). Internal interest is
 //! local to the node: it is never propagated to peers, so a message published on one node reaches

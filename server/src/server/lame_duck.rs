@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use tracing::info;
 
-use crate::conn::{Client, CloseReason};
-use crate::server::ServerHandle;
+use super::ServerHandle;
+use crate::bus::{Client, CloseReason};
 
 /// Longest the leadership hand-off may take before the node goes on regardless.
 const HANDOFF_BOUND: Duration = Duration::from_secs(15);
@@ -28,17 +28,15 @@ const MIN_CLOSE_INTERVAL: Duration = Duration::from_millis(10);
 impl ServerHandle {
     /// Runs lame duck mode to its end: the server has shut down when this returns.
     pub async fn lame_duck(&self) {
-        let s = &self.server;
+        let conns = &self.conns;
         info!("entering lame duck mode, stop accepting new clients");
-        s.lame_duck.cancel();
-        s.send_async_info();
-        if let Some(js) = s.jetstream.get() {
-            js.hand_off_leaderships(HANDOFF_BOUND).await;
-        }
-        let clients = live_clients(s);
+        conns.lame_duck.cancel();
+        conns.send_async_info();
+        self.jetstream.hand_off_leaderships(HANDOFF_BOUND).await;
+        let clients = conns.clients.live();
         if !clients.is_empty() {
-            let grace = s.config.lame_duck_grace_period;
-            let window = s.config.lame_duck_duration.saturating_sub(grace);
+            let grace = conns.config.lame_duck_grace_period;
+            let window = conns.config.lame_duck_duration.saturating_sub(grace);
             info!(
                 clients = clients.len(),
                 ?grace,
@@ -47,24 +45,12 @@ impl ServerHandle {
             );
             tokio::select! {
                 () = tokio::time::sleep(grace) => {}
-                () = s.shutdown.cancelled() => {}
+                () = self.shutdown.cancelled() => {}
             }
-            close_spread(&live_clients(s), window, &s.shutdown).await;
+            close_spread(&conns.clients.live(), window, &self.shutdown).await;
         }
         self.shutdown().await;
     }
-}
-
-fn live_clients(s: &crate::server::Server) -> Vec<Arc<Client>> {
-    let mut clients: Vec<Arc<Client>> = s
-        .clients
-        .read()
-        .values()
-        .filter(|c| !c.is_closed())
-        .cloned()
-        .collect();
-    clients.sort_by_key(|c| c.cid);
-    clients
 }
 
 /// Closes `clients` evenly over `window` (in batches when there are many), stopping early if

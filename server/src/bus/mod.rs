@@ -1,0 +1,245 @@
+//! The node's message bus: who is interested in which subject, and getting a message to them.
+//!
+//! [`Bus`] is a cheap cloneable handle. It owns the client interest index (the sublist of local
+//! subscriptions and of peers' interest), the server-internal subscriptions JetStream listens on
+//! ([`internal`]), the traffic counters, and the outbound side of the cluster links
+//! ([`PeerLinks`]). Connections publish through it, cluster links hand it what peers forwarded,
+//! and JetStream answers, delivers and forwards through it; none of them needs the server object.
+//!
+//! - [`client`]: the router-side state of a client connection ([`Client`], [`Subscription`]).
+//! - [`internal`]: server-internal subscribers ([`InternalSubs`]).
+//! - `route`: routing one message ([`Bus::route`]) and the publish helpers.
+//!
+//! Invariants:
+//! - A message published by a client or by the server goes to every matching local
+//!   subscription (one member per queue group cluster-wide, preferring a local one) and is
+//!   forwarded once to each peer with interest. A message a peer forwarded is delivered locally
+//!   only (one hop, as nats-server routes).
+//! - Routing never blocks: deliveries are encoded into the receivers' buffers, internal
+//!   subscribers get a channel send, forwards go to the peer's bounded queue (dropped and
+//!   counted when it is full or the link is down).
+
+pub mod client;
+pub mod internal;
+mod route;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use bytes::Bytes;
+use jetraft_raft::NodeId;
+
+pub use client::{Client, CloseReason, SubRef, Subscription};
+pub use internal::{InternalMsg, InternalSub, InternalSubs};
+
+use crate::router::sublist::Sublist;
+
+/// The outbound side of the cluster links, as the bus needs it (implemented by the cluster
+/// layer; a node without a cluster port has none).
+pub trait PeerLinks: Send + Sync + std::fmt::Debug {
+    /// Queues `msg` for `node`; a link that is down or full drops it (and counts the drop).
+    fn forward(&self, node: NodeId, msg: jetraft_proto::cluster::Msg);
+    /// Whether an outbound link to `node` is up.
+    fn has_outbound(&self, node: NodeId) -> bool;
+    /// A local client subscribed: peers learn of a pattern new on this node.
+    fn local_subscribed(&self, subject: &str, queue: Option<&str>);
+    /// A local subscription went away: peers learn when it was the last on its pattern.
+    fn local_unsubscribed(&self, subject: &str, queue: Option<&str>);
+}
+
+/// Message traffic through the bus (monotonic).
+#[derive(Debug, Default)]
+pub struct TrafficStats {
+    /// Messages received from clients.
+    pub in_msgs: AtomicU64,
+    /// Payload bytes received from clients.
+    pub in_bytes: AtomicU64,
+    /// Messages delivered to clients.
+    pub out_msgs: AtomicU64,
+    /// Payload bytes delivered to clients.
+    pub out_bytes: AtomicU64,
+}
+
+/// One message to route, borrowed from whoever holds it.
+#[derive(Debug, Clone, Copy)]
+pub struct Msg<'a> {
+    /// The subject it is routed by.
+    pub subject: &'a str,
+    /// The subject receivers see (JetStream deliveries are routed by the deliver or inbox
+    /// subject and show the stored subject); usually `subject`.
+    pub shown: &'a str,
+    /// Reply subject.
+    pub reply: Option<&'a [u8]>,
+    /// Header block (`NATS/1.0\r\n...`).
+    pub hdrs: Option<&'a [u8]>,
+    /// Payload.
+    pub payload: &'a [u8],
+}
+
+impl<'a> Msg<'a> {
+    /// A message on `subject` with `payload`, no reply and no headers.
+    pub fn new(subject: &'a str, payload: &'a [u8]) -> Self {
+        Self {
+            subject,
+            shown: subject,
+            reply: None,
+            hdrs: None,
+            payload,
+        }
+    }
+
+    /// With reply subject `reply`.
+    #[must_use]
+    pub fn reply(mut self, reply: Option<&'a [u8]>) -> Self {
+        self.reply = reply;
+        self
+    }
+
+    /// With reply subject `reply` (text form).
+    #[must_use]
+    pub fn reply_str(self, reply: Option<&'a str>) -> Self {
+        self.reply(reply.map(str::as_bytes))
+    }
+
+    /// With header block `hdrs`.
+    #[must_use]
+    pub fn headers(mut self, hdrs: Option<&'a [u8]>) -> Self {
+        self.hdrs = hdrs;
+        self
+    }
+
+    /// Shown to receivers under `shown` instead of the subject it is routed by.
+    #[must_use]
+    pub fn shown_as(mut self, shown: &'a str) -> Self {
+        self.shown = shown;
+        self
+    }
+
+    /// Header and payload bytes.
+    pub fn size(&self) -> usize {
+        self.payload.len() + self.hdrs.map_or(0, <[u8]>::len)
+    }
+
+    /// The message in its node-to-node wire form, for the queue groups `queues` the receiving
+    /// node must serve.
+    pub fn to_wire(self, queues: Vec<String>) -> jetraft_proto::cluster::Msg {
+        jetraft_proto::cluster::Msg {
+            subject: self.subject.to_string(),
+            reply: self.reply.map_or_else(Bytes::new, Bytes::copy_from_slice),
+            headers: self.hdrs.map_or_else(Bytes::new, Bytes::copy_from_slice),
+            payload: Bytes::copy_from_slice(self.payload),
+            queues,
+            shown_subject: if self.shown == self.subject {
+                String::new()
+            } else {
+                self.shown.to_string()
+            },
+        }
+    }
+}
+
+/// Where a routed message comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum Origin<'a> {
+    /// A client of this node published it; with `echo` off its own subscriptions are skipped.
+    /// It goes to local subscribers and is forwarded once to each peer with interest.
+    Client {
+        /// The publisher.
+        client: &'a Arc<Client>,
+        /// Whether the publisher receives its own messages.
+        echo: bool,
+    },
+    /// A peer forwarded it: local subscribers only (one hop), and of the queue groups only the
+    /// ones the peer picked this node for.
+    Peer {
+        /// Queue groups this node must serve.
+        queues: &'a [String],
+    },
+    /// The server itself (JetStream answers and deliveries): like a client publish, with no
+    /// echo rule.
+    Server,
+}
+
+/// Receivers touched by one read batch of a producer: writers to wake once at the end of the
+/// batch, and receivers so far behind that the producer should pause for them.
+#[derive(Debug, Default)]
+pub struct FlushSet {
+    /// Writers to wake.
+    pub wake: Vec<Arc<Client>>,
+    /// Receivers above their stall threshold.
+    pub stalled: Vec<Arc<Client>>,
+}
+
+impl FlushSet {
+    /// Wakes every collected writer and empties the set, so it can collect the next batch.
+    pub fn wake_all(&mut self) {
+        for client in self.wake.drain(..) {
+            client.wake_writer();
+        }
+        self.stalled.clear();
+    }
+
+    fn record(&mut self, client: &Arc<Client>, pending: usize) {
+        if client.schedule_flush() {
+            self.wake.push(client.clone());
+        }
+        if pending > client.stall_threshold()
+            && !self.stalled.iter().any(|c| Arc::ptr_eq(c, client))
+        {
+            self.stalled.push(client.clone());
+        }
+    }
+}
+
+/// The node's message bus; clones share it.
+#[derive(Debug, Clone)]
+pub struct Bus {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// Local subscriptions and peers' interest.
+    sublist: Sublist<SubRef>,
+    /// Server-internal subscribers, local to this node.
+    internal: InternalSubs,
+    /// Traffic counters.
+    stats: TrafficStats,
+    /// The cluster links' send side; `None` without a cluster port.
+    peers: Option<Arc<dyn PeerLinks>>,
+}
+
+impl Bus {
+    /// A bus that forwards to peers through `peers` (none on a node without a cluster port).
+    pub fn new(peers: Option<Arc<dyn PeerLinks>>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                sublist: Sublist::new(),
+                internal: InternalSubs::default(),
+                stats: TrafficStats::default(),
+                peers,
+            }),
+        }
+    }
+
+    /// The interest index (local subscriptions and peers' interest).
+    pub fn sublist(&self) -> &Sublist<SubRef> {
+        &self.inner.sublist
+    }
+
+    /// The server-internal subscriptions.
+    pub fn internal(&self) -> &InternalSubs {
+        &self.inner.internal
+    }
+
+    /// Traffic counters.
+    pub fn stats(&self) -> &TrafficStats {
+        &self.inner.stats
+    }
+
+    /// Whether a client of this node or a peer listens on `subject` (internal subscribers
+    /// do not count).
+    pub fn has_interest(&self, subject: &str) -> bool {
+        self.inner.sublist.has_interest(subject)
+    }
+}
