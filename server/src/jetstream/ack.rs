@@ -1,4 +1,5 @@
-//! The JetStream ack protocol as data (spec §5.1-5.2): the ack reply subject a delivery
+//! The JetStream ack protocol as data (spec/nats-protocol-and-jetstream.md §5.1-5.2): the ack
+//! reply subject a delivery
 //! carries ([`AckSubject`]) and the payloads clients publish to it ([`parse_ack`]).
 //!
 //! Pure: no clocks, no consumer state. Follows nats-server 2.15.1 `processAck`/`processNak`/
@@ -49,7 +50,7 @@ struct NakOptions {
     delay: i64,
 }
 
-/// Classifies an ack payload (spec §5.2).
+/// Classifies an ack payload (spec/nats-protocol-and-jetstream.md §5.2).
 pub fn parse_ack(payload: &[u8]) -> AckKind {
     match payload {
         b"" | b"+ACK" | b"+OK" => AckKind::Ack,
@@ -225,7 +226,7 @@ mod tests {
 
     #[test]
     fn ack_subject_v1_round_trips() {
-        // Captured from nats-server 2.15.1 (spec §5.1).
+        // Captured from nats-server 2.15.1 (spec/nats-protocol-and-jetstream.md §5.1).
         let s = "$JS.ACK.P.pc.1.1.1.1796199547958174861.4";
         let a = AckSubject::parse(s).unwrap();
         assert_eq!(

@@ -1,4 +1,5 @@
-//! `/jsz`: JetStream usage of this node, as nats-server reports it (spec section 2.5).
+//! `/jsz`: JetStream usage of this node, as nats-server reports it
+//! (spec/nats-protocol-and-jetstream.md §2.5).
 //!
 //! Query: `accounts`, `streams`, `consumers`, `config` (details, each implying the ones before
 //! it as on nats-server) and `leader-only` (400 `filtered response: not leader` from a node that

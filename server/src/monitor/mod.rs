@@ -1,5 +1,6 @@
 //! The monitoring HTTP server (`-m`): `/healthz`, `/varz`, `/jsz`, `/connz`, `/subsz`, `/metrics` and
-//! the stub endpoints exporters probe. JSON keys and shapes follow nats-server (spec section 2):
+//! the stub endpoints exporters probe. JSON keys and shapes follow nats-server
+//! (spec/nats-protocol-and-jetstream.md §2):
 //! pretty-printed with two-space indent, `Content-Type: application/json` and
 //! `Access-Control-Allow-Origin: *`.
 

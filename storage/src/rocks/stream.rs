@@ -378,7 +378,7 @@ impl StreamStore for RocksStreamStore {
     }
 
     fn msg_size(&self, subject: &str, headers_len: usize, payload_len: usize) -> u64 {
-        // nats-server's file store record size (spec section 4.6).
+        // nats-server's file store record size (spec/nats-protocol-and-jetstream.md §4.6).
         if headers_len == 0 {
             (subject.len() + payload_len + 30) as u64
         } else {

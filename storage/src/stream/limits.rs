@@ -5,7 +5,7 @@
 //! command, never the local clock) makes the same decision. They work on any [`StreamStore`], so
 //! memory and file streams behave identically apart from `msg_size`.
 //!
-//! Semantics follow nats-server (spec section 4.4):
+//! Semantics follow nats-server (spec/nats-protocol-and-jetstream.md §4.4):
 //! - `max_msg_size` rejects under both discard policies.
 //! - discard `new`: a message that would exceed `max_msgs` or `max_bytes` is rejected; with
 //!   `discard_new_per_subject`, so is one that would exceed `max_msgs_per_subject`. Without it, a

@@ -107,7 +107,8 @@ pub trait StreamStore: Send {
     /// The stream this store holds.
     fn uid(&self) -> StreamUid;
 
-    /// The stored size of a message, the unit of `bytes` and `max_bytes` (spec section 4.6).
+    /// The stored size of a message, the unit of `bytes` and `max_bytes`
+    /// (spec/nats-protocol-and-jetstream.md §4.6).
     fn msg_size(&self, subject: &str, headers_len: usize, payload_len: usize) -> u64;
 
     /// Stores `msg`; `msg.seq` must be above `last_seq`. Skipped sequences become deleted gaps

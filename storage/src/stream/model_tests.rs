@@ -178,7 +178,8 @@ impl Model {
 }
 
 fn run<S: StreamStore>(mut store: S, ops: Vec<Op>) -> Result<(), TestCaseError> {
-    // The two stores size messages differently (memory vs file formula of spec section 4.6).
+    // The two stores size messages differently (memory vs file formula of
+    // spec/nats-protocol-and-jetstream.md §4.6).
     let memory_sizes = store.msg_size("", 0, 0) == 16;
     let size_of = move |m: &StoredMsg| {
         let (s, h, p) = (

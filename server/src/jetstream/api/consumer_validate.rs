@@ -1,5 +1,6 @@
 //! Consumer create/update: subject forms, name resolution, nats-server's defaults and every
-//! validation rule of spec §3.8-3.9, as nats-server 2.15.1 does it (`jsConsumerCreateRequest`,
+//! validation rule of spec/nats-protocol-and-jetstream.md §3.8-3.9, as nats-server 2.15.1 does it
+//! (`jsConsumerCreateRequest`,
 //! `setConsumerConfigDefaults`, `checkConsumerCfg`, `addConsumerWithAssignment`,
 //! `checkNewConsumerConfig`).
 //!
@@ -111,7 +112,8 @@ pub fn parse_create_subject(subject: &str) -> Option<Result<(String, CreateForm)
     }
 }
 
-/// Decodes a create body and resolves the consumer name per subject form (spec §3.8):
+/// Decodes a create body and resolves the consumer name per subject form
+/// (spec/nats-protocol-and-jetstream.md §3.8):
 /// `400/10025` bad JSON or action, `10056` stream mismatch (also for an empty body), `10127`
 /// path separators in the subject name, `10018`/`10017`/`10020` durable-name rules,
 /// `10137`/`10131` filtered-subject rules. The returned config has `name` set, except for a

@@ -1,4 +1,5 @@
-//! The one JetStream API error table (spec §3.13, nats-server `errors.json`, 226 entries) and
+//! The one JetStream API error table (spec/nats-protocol-and-jetstream.md §3.13, nats-server
+//! `errors.json`, 226 entries) and
 //! [`ApiError`], the `{"code","err_code","description"}` object every failed API reply carries.
 //!
 //! Each row is `(kind, err_code, code, description template)`. Templates contain `{name}`

@@ -1,5 +1,5 @@
 //! Stream configuration normalisation and validation, as nats-server 2.15.1 does it
-//! (`checkStreamCfg` and the create/update handlers; spec §3.4–3.5).
+//! (`checkStreamCfg` and the create/update handlers; spec/nats-protocol-and-jetstream.md §3.4–3.5).
 //!
 //! Everything is pure: the caller passes the other streams' subjects and the cluster size.
 //! Error texts below were checked against the real server (fixture

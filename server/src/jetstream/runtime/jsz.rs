@@ -1,6 +1,7 @@
 //! What this node's JetStream reports to the monitoring endpoints (`/jsz`, `/varz`): usage of the
 //! streams hosted here, API counters, the meta group as this node sees it, and per-stream
-//! details. Shapes follow nats-server's `/jsz` (spec section 2.5): counts and bytes are those of
+//! details. Shapes follow nats-server's `/jsz` (spec/nats-protocol-and-jetstream.md §2.5): counts
+//! and bytes are those of
 //! the replicas on this node, so a cluster's sum counts each replica once.
 
 use std::sync::atomic::Ordering;

@@ -1,5 +1,6 @@
 //! Applying a publish: the checks of nats-server's `processJetStreamMsg`, in its order
-//! (spec §4.3, confirmed by the fixture where `Nats-Expected-Last-Sequence` fails before a
+//! (spec/nats-protocol-and-jetstream.md §4.3, confirmed by the fixture where
+//! `Nats-Expected-Last-Sequence` fails before a
 //! duplicate `Nats-Msg-Id` is noticed): sealed → expected stream → TTL enabled → expected last
 //! subject sequence → expected last sequence → msg-id dedup → expected last msg id → rollup
 //! permission → header size → message size → store with limits (discard policy).

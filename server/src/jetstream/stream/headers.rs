@@ -1,5 +1,5 @@
 //! Reading `Nats-*` publish headers out of a raw NATS header block (ADR-4), and the header
-//! names the stream state machine acts on (spec §4.3).
+//! names the stream state machine acts on (spec/nats-protocol-and-jetstream.md §4.3).
 //!
 //! Lookups are case-sensitive on the canonical names clients send, as nats-server's
 //! `getHeader` is; the value is trimmed of surrounding spaces. The first occurrence wins.

@@ -140,7 +140,8 @@ pub struct DirectReply {
     pub payload: bytes::Bytes,
 }
 
-/// Builds the DIRECT.GET reply for a found message (spec §3.12): the original headers followed
+/// Builds the DIRECT.GET reply for a found message (spec/nats-protocol-and-jetstream.md §3.12):
+/// the original headers followed
 /// by `Nats-Stream`, `Nats-Subject`, `Nats-Sequence`, `Nats-Time-Stamp`; or, with `no_hdr`,
 /// the payload alone.
 pub fn direct_get_reply(stream: &str, msg: &StoredMsg, no_hdr: bool) -> DirectReply {

@@ -447,7 +447,7 @@ fn two_machines_fed_the_same_commands_agree() {
 }
 
 /// Compares two machines; `bytes` only when both use the same store kind (memory and file
-/// stores count stored sizes differently, spec §4.6).
+/// stores count stored sizes differently, spec/nats-protocol-and-jetstream.md §4.6).
 fn assert_same_state(a: &StreamStateMachine, b: &StreamStateMachine) {
     let (mut sa, mut sb) = (a.state(), b.state());
     if a.store().msg_size("s", 0, 0) != b.store().msg_size("s", 0, 0) {

@@ -1,4 +1,5 @@
-//! `$JS.API.INFO` (spec §3.3): the full shape, since async-nats refuses to create a KV bucket
+//! `$JS.API.INFO` (spec/nats-protocol-and-jetstream.md §3.3): the full shape, since async-nats
+//! refuses to create a KV bucket
 //! when any of these fields is missing.
 
 use serde::{Deserialize, Serialize};
@@ -44,7 +45,8 @@ impl Default for AccountLimits {
 /// API usage counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApiStats {
-    /// Highest API level implemented (spec §3.3: 0 = 2.10, 1 = 2.11 ...).
+    /// Highest API level implemented (spec/nats-protocol-and-jetstream.md §3.3: 0 = 2.10, 1 = 2.11
+    /// ...).
     pub level: u32,
     /// Requests served.
     pub total: u64,

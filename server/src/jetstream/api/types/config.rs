@@ -1,4 +1,5 @@
-//! `StreamConfig` (spec §3.5) in nats-server's field order, with its omitempty rules.
+//! `StreamConfig` (spec/nats-protocol-and-jetstream.md §3.5) in nats-server's field order, with
+//! its omitempty rules.
 //!
 //! Fields that Go always emits are plain values; omitempty ones are skipped when zero/empty.
 //! Every field accepts JSON `null` as "absent". Unknown fields are rejected, as 2.15.1 does in
@@ -135,7 +136,7 @@ pub struct External {
     pub deliver: String,
 }
 
-/// A mirror or source definition (spec §9).
+/// A mirror or source definition (spec/nats-protocol-and-jetstream.md §9).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StreamSource {

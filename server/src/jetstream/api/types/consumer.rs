@@ -1,4 +1,5 @@
-//! `ConsumerConfig` and `ConsumerInfo` (spec §3.9) in nats-server's field order, with its
+//! `ConsumerConfig` and `ConsumerInfo` (spec/nats-protocol-and-jetstream.md §3.9) in nats-server's
+//! field order, with its
 //! omitempty rules.
 //!
 //! Unlike `StreamConfig`, unknown fields are ignored: clients add consumer fields often

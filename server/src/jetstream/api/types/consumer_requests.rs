@@ -1,4 +1,5 @@
-//! Consumer API request and response bodies (spec §3.8, §3.10, §5.4) and the pull request
+//! Consumer API request and response bodies (spec/nats-protocol-and-jetstream.md §3.8, §3.10,
+//! §5.4) and the pull request
 //! (`CONSUMER.MSG.NEXT`) parser.
 //!
 //! Decoding follows nats-server 2.15.1 (server/jetstream_api.go, server/consumer.go):

@@ -1,4 +1,4 @@
-//! `StreamInfo`, its `state` and `cluster` objects (spec §3.6).
+//! `StreamInfo`, its `state` and `cluster` objects (spec/nats-protocol-and-jetstream.md §3.6).
 
 use std::collections::BTreeMap;
 
@@ -21,7 +21,7 @@ pub struct LostStreamData {
 pub struct StreamStateInfo {
     /// Messages present.
     pub messages: u64,
-    /// Stored bytes (spec §4.6).
+    /// Stored bytes (spec/nats-protocol-and-jetstream.md §4.6).
     pub bytes: u64,
     /// Lowest present sequence, `last_seq + 1` when empty, 0 for a brand-new stream.
     pub first_seq: u64,
@@ -133,7 +133,8 @@ pub struct StreamInfo {
     pub ts: String,
 }
 
-/// `StreamSourceInfo`: the state of a mirror or of one source (spec §9.2). Field order is
+/// `StreamSourceInfo`: the state of a mirror or of one source (spec/nats-protocol-and-jetstream.md
+/// §9.2). Field order is
 /// nats-server's (observed: `name, lag, seq, active, error, filter_subject, subject_transforms`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StreamSourceInfo {

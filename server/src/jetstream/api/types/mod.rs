@@ -35,7 +35,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 /// The `type` prefix of every API response.
 pub const TYPE_PREFIX: &str = "io.nats.jetstream.api.v1.";
 
-/// Response `type` strings (spec §3.2).
+/// Response `type` strings (spec/nats-protocol-and-jetstream.md §3.2).
 pub mod response_type {
     /// `$JS.API.INFO`.
     pub const ACCOUNT_INFO: &str = "io.nats.jetstream.api.v1.account_info_response";

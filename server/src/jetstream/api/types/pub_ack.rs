@@ -1,4 +1,5 @@
-//! The PubAck a stream sends to a publisher's reply subject (spec §4.2).
+//! The PubAck a stream sends to a publisher's reply subject (spec/nats-protocol-and-jetstream.md
+//! §4.2).
 //!
 //! Exact bytes from 2.15.1 (fixture): `{"stream":"S","seq":1}`, a duplicate is
 //! `{"stream":"S","seq":2,"duplicate": true}` (Go writes that one by hand, with a space), a domain

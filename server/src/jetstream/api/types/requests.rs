@@ -1,4 +1,5 @@
-//! Request bodies and the body-acceptance rules of 2.15.1 (spec §3.1, all observed).
+//! Request bodies and the body-acceptance rules of 2.15.1 (spec/nats-protocol-and-jetstream.md
+//! §3.1, all observed).
 //!
 //! Go's JSON decoder errors are mapped to the texts clients see after `invalid JSON: `:
 //! `json: unknown field "x"`, `unexpected EOF`, `can not unmarshal "\"bogus\""` for a bad enum.

@@ -1,4 +1,5 @@
-//! Mirrors and sources (spec §9): the leader of a stream with `mirror` or `sources` copies its
+//! Mirrors and sources (spec/nats-protocol-and-jetstream.md §9): the leader of a stream with
+//! `mirror` or `sources` copies its
 //! origins' messages into its own Raft group.
 //!
 //! Design:
