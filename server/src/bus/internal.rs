@@ -10,8 +10,17 @@
 //! sent.
 //!
 //! Invariants:
-//! - Delivery never blocks the publisher: the channel is unbounded and the handler task drains
-//!   it. (Back-pressure for stream publishes comes from the Raft proposal deadline.)
+//! - Delivery never blocks the publisher: routing runs inline in a connection's reader (or a
+//!   cluster link's task), which must neither wait nor drop a message another subscriber may
+//!   take, so the channel is unbounded and the handler task drains it.
+//!
+//! What bounds a subscriber's queue is its producers. API requests and acks come from clients
+//! that wait for their answers (a request per reply subject, acks up to `max_ack_pending`). A
+//! stream's capture queue holds the publishes its leader has not yet proposed: publishers that
+//! wait for their PubAcks keep at most their in-flight window there; a fire-and-forget publisher
+//! to a stream subject is not paced by it (the capture task proposes up to 1,024 messages per
+//! Raft entry, so it drains faster than one connection fills it while the group has a leader).
+//! Pacing such publishers on the queue's length is not done yet.
 //! - Dropping an [`InternalSub`] removes its interest.
 
 use std::sync::Arc;
