@@ -10,6 +10,7 @@ use jetraft_raft::{GroupId, NodeId, RaftError};
 use prost::Message;
 use tracing::debug;
 
+use super::dispatch::{self, Facts, Route, StreamFacts};
 use super::in_force;
 use super::replica::LocalStream;
 use super::{JetStream, next_msg, now_ns};
@@ -38,6 +39,11 @@ const REMOTE_INFO_WAIT: Duration = Duration::from_secs(2);
 
 /// A follower that has not acknowledged the stream leader for this long is reported offline.
 const OFFLINE_AFTER: Duration = Duration::from_secs(10);
+
+/// How long a request waits for the meta group to elect a leader (start-up, failover).
+const META_LEADER_WAIT: Duration = Duration::from_secs(3);
+/// How long a request waits for its stream group to elect a leader.
+const STREAM_LEADER_WAIT: Duration = Duration::from_secs(2);
 
 /// How long a create waits for the new stream's group to elect a leader before answering.
 const CREATE_LEADER_WAIT: Duration = Duration::from_secs(5);
@@ -85,17 +91,6 @@ impl JetStream {
         }
     }
 
-    /// The meta leader; while an election runs (start-up, failover) waits a moment for one.
-    async fn await_meta_leader(&self) -> Option<NodeId> {
-        match self.meta_leader() {
-            Some(l) => Some(l),
-            None => {
-                self.wait_group_leader(GroupId::META, Duration::from_secs(3))
-                    .await
-            }
-        }
-    }
-
     pub(super) fn reply(&self, msg: &InternalMsg, json: &str) {
         if let Some(reply) = &msg.reply {
             // A node asking for itself (`remote`) waits in its forward inbox, which has no
@@ -121,7 +116,9 @@ impl JetStream {
         self.reply(msg, &json);
     }
 
-    /// Answers (or forwards) one API request; `hops` counts forwards so far.
+    /// Answers (or forwards) one API request; `hops` counts forwards so far. Where it is
+    /// answered is [`dispatch::route`]'s decision over what this node knows; this carries it
+    /// out, waiting at most once for an election.
     pub(super) async fn handle_api(self: Arc<Self>, msg: InternalMsg, hops: u32) {
         let Some(op) = ApiOp::parse(&msg.subject) else {
             return;
@@ -129,97 +126,103 @@ impl JetStream {
         if hops == 0 {
             self.api_total.fetch_add(1, Ordering::Relaxed);
         }
-        match op.owner() {
-            Owner::MetaLeader => match self.await_meta_leader().await {
-                Some(l) if l == self.node => {
-                    self.answer_as_leader(&op, &msg, hops, GroupId::META).await
+        let relays = in_force::holds_answer(&op);
+        let mut waited = false;
+        let route = loop {
+            let facts = self.dispatch_facts(&op, hops, waited);
+            match dispatch::route(&op, &facts, relays) {
+                Route::WaitForLeader(group) if !waited => {
+                    let (group, bound) = match group {
+                        None => (GroupId::META, META_LEADER_WAIT),
+                        Some(g) => (g, STREAM_LEADER_WAIT),
+                    };
+                    self.wait_group_leader(group, bound).await;
+                    waited = true;
                 }
-                Some(l) if hops == 0 && in_force::holds_answer(&op) => {
-                    if !self.relay_in_force(l, &op, &msg).await {
-                        self.reply_error(&msg, &op, ApiError::new(ErrorKind::ClusterNotAvail));
+                route => break route,
+            }
+        };
+        let name = op.stream().unwrap_or_default();
+        match route {
+            Route::AsLeader(group) => self.answer_as_leader(&op, &msg, hops, group).await,
+            Route::FromReplica(group) => {
+                // Any replica may answer, but the leader not before it caught up (a
+                // follower's answer may lag, as on nats-server).
+                self.wait_leader_caught_up(group, LEADER_CATCH_UP_WAIT)
+                    .await;
+                let local = self.local_stream(name);
+                match (&op, local) {
+                    (ApiOp::DirectGet(_), Some(local)) => {
+                        self.direct_get_from(&local, None, &msg, Some(hops));
                     }
-                }
-                Some(l) => {
-                    if !self.forward_to(l, hops, &msg) {
-                        self.reply_error(&msg, &op, ApiError::new(ErrorKind::ClusterNotAvail));
+                    (ApiOp::DirectGetLast(_, subject), Some(local)) => {
+                        self.direct_get_from(&local, Some(subject), &msg, Some(hops));
                     }
+                    _ => self.answer_here(&op, &msg).await,
                 }
-                None => self.reply_error(&msg, &op, ApiError::new(ErrorKind::ClusterNotAvail)),
-            },
-            Owner::StreamLeader | Owner::AnyReplica => {
-                let name = op.stream().unwrap_or_default().to_string();
-                if matches!(op, ApiOp::DirectGet(_) | ApiOp::DirectGetLast(..))
-                    && self.local_stream(&name).is_none()
-                    && let Some(mirror) = self.local_direct_mirror(&name)
-                {
-                    // `mirror_direct`: a local mirror answers for its origin.
+            }
+            Route::FromMirror => {
+                if let Some(mirror) = self.local_direct_mirror(name) {
                     let last = match &op {
                         ApiOp::DirectGetLast(_, subject) => Some(subject.as_str()),
                         _ => None,
                     };
                     self.direct_get_from(&mirror, last, &msg, None);
-                    return;
-                }
-                let Some(replicas) = self
-                    .meta
-                    .read(|m| m.stream(&name).map(|s| s.replicas.clone()))
-                else {
-                    if matches!(op, ApiOp::DirectGet(_) | ApiOp::DirectGetLast(..)) {
-                        return;
-                    }
-                    if let ApiOp::ConsumerNext(s, c) = &op {
-                        self.consumer_next(s, c, &msg);
-                        return;
-                    }
-                    self.reply_error(&msg, &op, ApiError::stream_not_found());
-                    return;
-                };
-                let Some(local) = self.local_stream(&name) else {
-                    let target = replicas.first().copied().map(NodeId);
-                    if !target.is_some_and(|t| self.forward_to(t, hops, &msg)) {
-                        self.reply_error(&msg, &op, ApiError::new(ErrorKind::ClusterNotAvail));
-                    }
-                    return;
-                };
-                if op.owner() == Owner::AnyReplica {
-                    // Any replica may answer, but the leader not before it caught up (a
-                    // follower's answer may lag, as on nats-server).
-                    self.wait_leader_caught_up(local.group(), LEADER_CATCH_UP_WAIT)
-                        .await;
-                    match &op {
-                        ApiOp::DirectGet(_) => self.direct_get_from(&local, None, &msg, Some(hops)),
-                        ApiOp::DirectGetLast(_, subject) => {
-                            self.direct_get_from(&local, Some(subject), &msg, Some(hops));
-                        }
-                        _ => self.answer_here(&op, &msg).await,
-                    }
-                    return;
-                }
-                let leader = match self
-                    .registry
-                    .leader(local.group())
-                    .ok()
-                    .and_then(|l| l.leader)
-                {
-                    Some(l) => Some(l),
-                    None => {
-                        self.wait_group_leader(local.group(), Duration::from_secs(2))
-                            .await
-                    }
-                };
-                match leader {
-                    Some(l) if l == self.node => {
-                        self.answer_as_leader(&op, &msg, hops, local.group()).await
-                    }
-                    Some(l) => {
-                        if !self.forward_to(l, hops, &msg) {
-                            self.reply_error(&msg, &op, ApiError::new(ErrorKind::ClusterNotAvail));
-                        }
-                    }
-                    None => self.reply_error(&msg, &op, ApiError::new(ErrorKind::StreamOffline)),
                 }
             }
+            Route::RelayInForce(leader) => {
+                if !self.relay_in_force(leader, &op, &msg).await {
+                    self.reply_error(&msg, &op, ApiError::new(ErrorKind::ClusterNotAvail));
+                }
+            }
+            Route::Forward(node) => {
+                if !self.forward_to(node, hops, &msg) {
+                    self.reply_error(&msg, &op, ApiError::new(ErrorKind::ClusterNotAvail));
+                }
+            }
+            Route::PullForUnknownStream => {
+                if let ApiOp::ConsumerNext(s, c) = &op {
+                    self.consumer_next(s, c, &msg);
+                }
+            }
+            Route::Ignore | Route::WaitForLeader(_) => {}
+            Route::Refuse(error) => self.reply_error(&msg, &op, error),
         }
+    }
+
+    /// What [`dispatch::route`] needs to know about `op`'s owner, as this node sees it now.
+    fn dispatch_facts(&self, op: &ApiOp, hops: u32, waited: bool) -> Facts {
+        let mut facts = Facts {
+            node: self.node,
+            hops,
+            meta_leader: None,
+            stream: None,
+            direct_mirror: false,
+            waited,
+        };
+        match op.owner() {
+            Owner::MetaLeader => facts.meta_leader = self.meta_leader(),
+            Owner::StreamLeader | Owner::AnyReplica => {
+                let name = op.stream().unwrap_or_default();
+                let local = self.local_stream(name);
+                if matches!(op, ApiOp::DirectGet(_) | ApiOp::DirectGetLast(..)) && local.is_none() {
+                    facts.direct_mirror = self.local_direct_mirror(name).is_some();
+                }
+                let replicas = self
+                    .meta
+                    .read(|m| m.stream(name).map(|s| s.replicas.clone()));
+                facts.stream = replicas.map(|replicas| {
+                    let local_group = local.as_ref().map(|l| l.group());
+                    StreamFacts {
+                        replicas: replicas.into_iter().map(NodeId).collect(),
+                        local_group,
+                        leader: local_group
+                            .and_then(|g| self.registry.leader(g).ok().and_then(|l| l.leader)),
+                    }
+                });
+            }
+        }
+        facts
     }
 
     async fn answer_here(self: &Arc<Self>, op: &ApiOp, msg: &InternalMsg) {
