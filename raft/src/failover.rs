@@ -75,7 +75,7 @@ impl<T: Transport> GroupRegistry<T> {
                 voters: u32::try_from(survivors.len()).unwrap_or(u32::MAX),
             };
             let this = self.clone();
-            tokio::spawn(async move { this.succeed(s).await });
+            self.spawn_task(async move { this.succeed(s).await });
         }
     }
 

@@ -235,7 +235,7 @@ impl<T: Transport> GroupRegistry<T> {
         };
         let this = self.clone();
         let period = (after / 2).clamp(Duration::from_millis(100), Duration::from_secs(1));
-        tokio::spawn(async move {
+        self.spawn_task(async move {
             let mut idle = IdleSince::new();
             let mut every = tokio::time::interval(period);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -261,6 +261,9 @@ pub struct GroupRegistry<T: Transport> {
     /// Set by [`shutdown`](Self::shutdown); stops the background tasks and the calls still
     /// waiting on a group.
     stopping: Stopping,
+    /// The registry's background tasks (quiescence, watchdog, failover turns), awaited by
+    /// [`shutdown`](Self::shutdown).
+    tasks: tokio_util::task::TaskTracker,
 }
 
 impl<T: Transport> GroupRegistry<T> {
@@ -274,7 +277,20 @@ impl<T: Transport> GroupRegistry<T> {
             config,
             groups: Groups::default(),
             stopping: Stopping::default(),
+            tasks: tokio_util::task::TaskTracker::new(),
         })
+    }
+
+    /// Runs `task` in the background until it ends or shutdown begins (it is dropped then);
+    /// [`shutdown`](Self::shutdown) waits for it.
+    pub(crate) fn spawn_task<F>(&self, task: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let stopping = self.stopping.clone();
+        self.tasks.spawn(async move {
+            stopping.run(task).await;
+        });
     }
 
     /// The timing every group on the node uses.
@@ -381,6 +397,16 @@ impl<T: Transport> GroupRegistry<T> {
     /// Stops every group (node shutdown).
     pub async fn shutdown(&self) {
         self.stopping.stop(SHUTDOWN_DRAIN).await;
+        self.tasks.close();
+        if tokio::time::timeout(SHUTDOWN_DRAIN, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                tasks = self.tasks.len(),
+                "raft background tasks still running"
+            );
+        }
         let all: Vec<(GroupId, GroupRaft)> = self
             .groups
             .map

@@ -35,7 +35,7 @@ impl<T: Transport> GroupRegistry<T> {
     /// registry, inside a Tokio runtime.
     pub fn spawn_leaderless_watchdog(&self) {
         let this = self.clone();
-        tokio::spawn(async move {
+        self.spawn_task(async move {
             let mut spells = Leaderless::new();
             let mut every = tokio::time::interval(PERIOD);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
