@@ -30,6 +30,8 @@ export JETRAFT_BIN="$CARGO_TARGET_DIR/debug/jetraft"
 
 step "rust tests"
 if command -v cargo-nextest >/dev/null 2>&1; then
+  step "test tiers (every test in exactly one of fast, cluster, long)"
+  ./scripts/check-tiers.sh --nextest
   cargo nextest run --workspace --locked --no-fail-fast
 else
   cargo test --workspace --locked --no-fail-fast
