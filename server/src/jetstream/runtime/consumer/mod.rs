@@ -2,7 +2,8 @@
 //! supervisor that starts and stops engines as leadership and the consumer set change, and the
 //! routing of acks and flow-control replies (published on any node) to the engine.
 //!
-//! - `engine`: the delivery engine.
+//! - `core`: the sans-IO consumer core: every delivery decision, driven with explicit time.
+//! - `engine`: the delivery engine task around the core (mailbox, clock, publishing, proposals).
 //! - `deliver`: the bytes a consumer sends.
 //! - `api`: the `$JS.API.CONSUMER.*` handlers.
 //!
@@ -13,6 +14,7 @@
 //!   stream leader over the cluster link, like API requests.
 
 pub(crate) mod api;
+mod core;
 mod deadlines;
 pub(crate) mod deliver;
 pub(crate) mod engine;
