@@ -35,7 +35,7 @@ pub(super) struct World {
     /// Reply subjects nobody listens on any more.
     gone: Rc<RefCell<HashSet<String>>>,
     /// Whether the push consumer's deliver subject has a subscriber.
-    push_bound: Rc<Cell<bool>>,
+    pub(super) push_bound: Rc<Cell<bool>>,
 }
 
 impl ConsumerView for World {

@@ -5,9 +5,12 @@
 //! - a new message goes out only while fewer than `max_ack_pending` are unacknowledged;
 //! - the core's pending set and delivery counts are the model's after every step, and the
 //!   progress batches it proposed, applied in order, rebuild the same state;
+//! - a push consumer with flow control sends nothing once a window's worth of bytes is
+//!   unanswered, and nothing at all without interest;
 //! - in the end (a client that NAKs everything and keeps pulling) every message is acked,
 //!   terminated or dropped after exactly `max_deliver` deliveries.
 //!
+//! Half the seeds run a pull consumer, half a push consumer with flow control.
 //! A failure names its seed; `CONSUMER_MODEL_SEED=<n>` replays one.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -68,6 +71,24 @@ struct Model {
     replica: ConsumerState,
     /// Proposals not reported done.
     in_flight: usize,
+    /// Push: whether the deliver subject has interest.
+    push_bound: bool,
+    /// Push: the flow-control subject waiting for its answer.
+    fc_pending: Option<String>,
+    /// Push: bytes delivered since the last answered flow-control request.
+    fc_outstanding: u64,
+    /// Push: the flow-control window.
+    fc_window: u64,
+}
+
+/// What all seeds did together (so the test cannot pass by doing nothing).
+#[derive(Default, Debug)]
+struct Totals {
+    deliveries: u64,
+    redeliveries: u64,
+    dropped: u64,
+    acked: u64,
+    fc_answered: u64,
 }
 
 impl Model {
@@ -81,9 +102,16 @@ impl Model {
             Action::Deliver {
                 stream_seq,
                 deliveries,
-                ..
+                msg,
             } => {
                 let seq = *stream_seq;
+                // A push delivery's size, as flow control counts it.
+                let push = (msg.subject == "deliver").then(|| {
+                    (msg.shown.as_ref().map_or(0, String::len)
+                        + msg.reply.as_ref().map_or(0, String::len)
+                        + msg.payload.len()
+                        + msg.hdrs.as_ref().map_or(0, Vec::len)) as u64
+                });
                 assert!(
                     seq >= 1 && seq <= self.published,
                     "seed {seed}: {seq} unknown"
@@ -92,6 +120,16 @@ impl Model {
                     !self.gone(seq),
                     "seed {seed}: {seq} delivered after its end"
                 );
+                if let Some(to) = push {
+                    assert!(self.push_bound, "seed {seed}: push without interest");
+                    if self.fc_pending.is_some() {
+                        assert!(
+                            self.fc_outstanding < self.fc_window,
+                            "seed {seed}: delivery past the flow-control window"
+                        );
+                    }
+                    self.fc_outstanding += to;
+                }
                 let n = self.deliveries.entry(seq).or_default();
                 *n += 1;
                 assert_eq!(*n, *deliveries, "seed {seed}: delivery count of {seq}");
@@ -118,6 +156,10 @@ impl Model {
                 assert_eq!(self.deliveries.get(&seq), Some(deliveries), "seed {seed}");
                 assert_eq!(*deliveries, self.max_deliver, "seed {seed}: {seq} dropped");
                 self.dropped.insert(seq);
+            }
+            Action::FlowControlRequest { reply, .. } => {
+                assert!(self.fc_pending.is_none(), "seed {seed}: two FC requests");
+                self.fc_pending = Some(reply.clone());
             }
             Action::Propose { progress, .. } => {
                 self.apply(progress);
@@ -149,6 +191,8 @@ struct Run {
     seed: u64,
     ms: u64,
     replies: u64,
+    /// A push consumer with flow control (else pull).
+    push: bool,
 }
 
 impl Run {
@@ -161,24 +205,34 @@ impl Run {
         } else {
             vec![(300 * MS) as i64, SEC as i64]
         };
-        let cfg = ConsumerConfig {
+        let push = seed % 2 == 0;
+        let mut cfg = ConsumerConfig {
             ack_wait: SEC as i64,
             max_deliver: max_deliver as i64,
             max_ack_pending: max_ack_pending as i64,
             backoff,
             ..pull_cfg()
         };
+        if push {
+            cfg.deliver_subject = "deliver".to_string();
+            cfg.flow_control = true;
+            cfg.idle_heartbeat = SEC as i64;
+            cfg.max_waiting = 0;
+        }
         Self {
             script: Script::new(cfg, 0),
             model: Model {
                 max_deliver,
                 max_ack_pending: usize::try_from(max_ack_pending).expect("small"),
+                push_bound: true,
+                fc_window: 2 * 1024 * 1024,
                 ..Model::default()
             },
             rng,
             seed,
             ms: 0,
             replies: 0,
+            push,
         }
     }
 
@@ -221,6 +275,21 @@ impl Run {
         });
     }
 
+    /// Push: answers the pending flow-control request.
+    fn answer_fc(&mut self) {
+        if let Some(subject) = self.model.fc_pending.take() {
+            self.model.fc_outstanding = 0;
+            self.model.fc_window = (self.model.fc_window * 2).min(32 * 1024 * 1024);
+            self.on(ConsumerEvent::FlowControl { subject });
+        }
+    }
+
+    /// Push: interest on the deliver subject comes or goes.
+    fn set_interest(&mut self, bound: bool) {
+        self.model.push_bound = bound;
+        self.script.world.push_bound.set(bound);
+    }
+
     fn commit_all(&mut self) {
         let count = std::mem::take(&mut self.model.in_flight);
         self.on(ConsumerEvent::ProgressDone { count });
@@ -229,12 +298,17 @@ impl Run {
     fn random_step(&mut self) {
         match self.rng.below(10) {
             0 | 1 => {
+                let len = if self.push { 100 * 1024 } else { 10 };
                 for _ in 0..=self.rng.below(3) {
-                    self.script.world.publish("orders.new", 10);
+                    self.script.world.publish("orders.new", len);
                     self.model.published += 1;
                 }
                 self.on(ConsumerEvent::StreamChanged);
             }
+            2 | 3 if self.push => match self.rng.below(4) {
+                0 => self.set_interest(!self.model.push_bound),
+                _ => self.answer_fc(),
+            },
             2 | 3 => {
                 let batch = 1 + self.rng.below(4);
                 let body = match self.rng.below(3) {
@@ -294,7 +368,12 @@ impl Run {
             if (1..=self.model.published).all(|s| self.model.gone(s)) {
                 break;
             }
-            self.pull(r#"{"batch":10}"#.to_string());
+            if self.push {
+                self.set_interest(true);
+                self.answer_fc();
+            } else {
+                self.pull(r#"{"batch":10}"#.to_string());
+            }
             let outstanding: Vec<u64> = self.model.outstanding.iter().copied().collect();
             for seq in outstanding {
                 self.ack(seq, AckKind::Nak { delay_ns: None });
@@ -318,12 +397,18 @@ impl Run {
     }
 }
 
-fn run_seed(seed: u64) {
+fn run_seed(seed: u64, totals: &mut Totals) {
     let mut run = Run::new(seed);
     for _ in 0..400 {
         run.random_step();
     }
     run.drain();
+    let m = &run.model;
+    totals.deliveries += m.deliveries.values().sum::<u64>();
+    totals.redeliveries += m.deliveries.values().map(|n| n - 1).sum::<u64>();
+    totals.dropped += m.dropped.len() as u64;
+    totals.acked += m.acked.len() as u64;
+    totals.fc_answered += u64::from(m.fc_window > 2 * 1024 * 1024);
 }
 
 #[test]
@@ -332,10 +417,19 @@ fn random_events_keep_the_delivery_invariants() {
         .ok()
         .and_then(|s| s.parse().ok())
     {
-        run_seed(seed);
+        run_seed(seed, &mut Totals::default());
         return;
     }
+    let mut t = Totals::default();
     for seed in 1..=200 {
-        run_seed(seed);
+        run_seed(seed, &mut t);
     }
+    assert!(
+        t.deliveries > 10_000
+            && t.redeliveries > 1_000
+            && t.dropped > 100
+            && t.acked > 1_000
+            && t.fc_answered > 20,
+        "the events did too little: {t:?}"
+    );
 }
