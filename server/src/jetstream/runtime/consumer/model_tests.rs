@@ -205,7 +205,7 @@ impl Run {
         } else {
             vec![(300 * MS) as i64, SEC as i64]
         };
-        let push = seed % 2 == 0;
+        let push = seed.is_multiple_of(2);
         let mut cfg = ConsumerConfig {
             ack_wait: SEC as i64,
             max_deliver: max_deliver as i64,
