@@ -43,6 +43,10 @@ pub(crate) const NEXT_PREFIX: &str = "$JS.API.CONSUMER.MSG.NEXT.";
 
 /// A running engine.
 pub(crate) struct EngineHandle {
+    /// The engine's mailbox. Not bounded (yet): its senders are the node's one ack/pull routing
+    /// loop and the API handlers, which must not wait behind one slow consumer, and dropping an
+    /// ack, pull, stop or reconfigure when full would change what clients see. The engine takes
+    /// up to 256 events per round, so it only grows while events arrive faster than it delivers.
     tx: mpsc::UnboundedSender<Event>,
 }
 
