@@ -13,6 +13,7 @@ use jetraft_storage::stream::{StoredMsg, StreamStore, StreamUid};
 
 use super::*;
 use crate::jetstream::ack::parse_ack;
+use crate::jetstream::runtime::consumer::deliver;
 
 pub(super) const MS: u64 = 1_000_000;
 pub(super) const SEC: u64 = 1_000 * MS;
