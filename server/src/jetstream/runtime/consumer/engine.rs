@@ -1,5 +1,5 @@
 //! The delivery engine task of one consumer: runs on the stream leader only, one task per
-//! consumer. It owns the consumer's [`ConsumerCore`] (every delivery decision, see `core.rs`)
+//! consumer. It owns the consumer's [`ConsumerCore`] (every delivery decision, see `core/`)
 //! and everything the core must not touch: its mailbox, the clock, publishing to the bus,
 //! proposing progress batches to the stream group, and the outbox that sends AckSync replies
 //! once their batch is committed.
