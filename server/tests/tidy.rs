@@ -43,6 +43,33 @@ fn protocol_module_is_sans_io() {
     }
 }
 
+/// The consumer core (and the pacing and deadline helpers it uses) is driven with explicit
+/// time by its engine task: no runtime, clock, randomness or server handle of its own.
+#[test]
+fn consumer_core_is_sans_io() {
+    let consumer = workspace().join("server/src/jetstream/runtime/consumer");
+    let mut files = vec![consumer.join("pacing.rs"), consumer.join("deadlines.rs")];
+    rust_files(&consumer.join("core"), &mut files);
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("readable file");
+        for banned in [
+            "tokio",
+            "Instant::",
+            "std::time::Instant",
+            "SystemTime",
+            "now_ns()",
+            "rand::",
+            "JetStream",
+        ] {
+            assert!(
+                !text.contains(banned),
+                "{} uses {banned}: the consumer core is sans-IO",
+                f.display()
+            );
+        }
+    }
+}
+
 #[test]
 fn no_placeholders_in_shipped_code() {
     for krate in ["server", "storage", "raft", "proto", "tests"] {

@@ -305,6 +305,60 @@ async fn nak_redelivers_and_term_stops_with_advisory() {
     assert_eq!(i.ack_floor.stream_sequence, 2);
 }
 
+/// NAKs count as deliveries towards `max_deliver` (nats-server): a client that NAKs every
+/// delivery of a consumer with `max_deliver: 3` gets the message exactly 3 times, then the
+/// max-deliveries advisory goes out and the message is not delivered again.
+#[tokio::test]
+async fn naks_count_towards_max_deliver() {
+    let srv = start_server().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    let s = stream_with(
+        &js,
+        stream::Config {
+            name: "NM".into(),
+            subjects: vec!["nm".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut adv = nc
+        .subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.NM.c")
+        .await
+        .expect("sub");
+    publish_n(&js, "nm", 1).await;
+    let mut c: consumer::Consumer<pull::Config> = s
+        .create_consumer(pull::Config {
+            durable_name: Some("c".into()),
+            ack_policy: AckPolicy::Explicit,
+            max_deliver: 3,
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    for round in 1..=3i64 {
+        let m = fetch(&c, 1).await;
+        assert_eq!(m.len(), 1, "delivery {round}");
+        let i = m[0].info().expect("info");
+        assert_eq!((i.stream_sequence, i.delivered), (1, round));
+        m[0].ack_with(AckKind::Nak(None)).await.expect("nak");
+        if server_kind() != ServerKind::Jetraft {
+            // nats-server may serve the next pull before it sees the NAK.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    assert!(fetch(&c, 1).await.is_empty(), "no fourth delivery");
+    let advisory = within(Duration::from_secs(5), "advisory", adv.next())
+        .await
+        .expect("advisory");
+    let a: Value = serde_json::from_slice(&advisory.payload).expect("json");
+    assert_eq!(a["type"], "io.nats.jetstream.advisory.v1.max_deliver");
+    assert_eq!(a["stream_seq"], 1);
+    assert_eq!(a["deliveries"], 3);
+    assert!(fetch(&c, 1).await.is_empty(), "still no fourth delivery");
+    assert_eq!(info(&mut c).await.num_ack_pending, 0);
+}
+
 #[tokio::test]
 async fn push_consumer_delivers_to_its_subject_and_heartbeats() {
     let srv = start_server().await;

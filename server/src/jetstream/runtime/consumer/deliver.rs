@@ -220,11 +220,6 @@ pub(crate) fn heartbeat_msg(
     )
 }
 
-/// A fresh flow-control reply subject.
-pub(crate) fn fc_subject(stream: &str, consumer: &str) -> String {
-    format!("$JS.FC.{stream}.{consumer}.{}", random_token(4))
-}
-
 /// `100 FlowControl Request` to the deliver subject with `reply` as its reply.
 pub(crate) fn flow_control_msg(deliver_subject: &str, reply: &str) -> OutMsg {
     OutMsg::status(

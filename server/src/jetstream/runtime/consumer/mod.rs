@@ -2,7 +2,8 @@
 //! supervisor that starts and stops engines as leadership and the consumer set change, and the
 //! routing of acks and flow-control replies (published on any node) to the engine.
 //!
-//! - `engine`: the delivery engine.
+//! - `core`: the sans-IO consumer core: every delivery decision, driven with explicit time.
+//! - `engine`: the delivery engine task around the core (mailbox, clock, publishing, proposals).
 //! - `deliver`: the bytes a consumer sends.
 //! - `api`: the `$JS.API.CONSUMER.*` handlers.
 //!
@@ -13,6 +14,7 @@
 //!   stream leader over the cluster link, like API requests.
 
 pub(crate) mod api;
+mod core;
 mod deadlines;
 pub(crate) mod deliver;
 pub(crate) mod engine;
@@ -41,6 +43,10 @@ pub(crate) const NEXT_PREFIX: &str = "$JS.API.CONSUMER.MSG.NEXT.";
 
 /// A running engine.
 pub(crate) struct EngineHandle {
+    /// The engine's mailbox. Not bounded (yet): its senders are the node's one ack/pull routing
+    /// loop and the API handlers, which must not wait behind one slow consumer, and dropping an
+    /// ack, pull, stop or reconfigure when full would change what clients see. The engine takes
+    /// up to 256 events per round, so it only grows while events arrive faster than it delivers.
     tx: mpsc::UnboundedSender<Event>,
 }
 

@@ -8,12 +8,9 @@
 //!   server's `max_payload`, as nats-server sizes it. A delivery waits until the bucket holds
 //!   its size (at most a burst), then takes its size (the bucket may go below zero).
 //!
-//! The engine asks [`Pacer::ready_at`] before a delivery and reports it with [`Pacer::sent`];
-//! when a message is not ready the engine sleeps until then (the wake joins `next_wake`).
-
-use std::time::Duration;
-
-use tokio::time::Instant;
+//! The core asks [`Pacer::ready_at`] before a delivery and reports it with [`Pacer::sent`];
+//! when a message is not ready the core asks to be woken then (`poll_timeout`). Times are the
+//! core's monotonic nanoseconds: no clock is read here.
 
 use crate::jetstream::api::types::consumer::{ConsumerConfig, ReplayPolicy};
 
@@ -21,8 +18,9 @@ use crate::jetstream::api::types::consumer::{ConsumerConfig, ReplayPolicy};
 #[derive(Debug, Default)]
 pub(super) struct Pacer {
     original: bool,
-    /// Stored timestamp and send time of the last new message (original replay).
-    last_new: Option<(u64, Instant)>,
+    /// Stored timestamp and send time (monotonic ns) of the last new message (original
+    /// replay).
+    last_new: Option<(u64, u64)>,
     /// The rate limit's token bucket.
     bucket: Option<Bucket>,
 }
@@ -36,26 +34,34 @@ struct Bucket {
     burst: f64,
     /// Bytes available at `at` (negative after an oversize take).
     tokens: f64,
-    at: Instant,
+    /// Monotonic ns.
+    at: u64,
 }
 
+/// Nanoseconds in a second, as a float.
+const NS_PER_SEC: f64 = 1e9;
+
 impl Bucket {
-    fn refill(&mut self, now: Instant) {
+    fn refill(&mut self, now: u64) {
         if now > self.at {
-            let earned = (now - self.at).as_secs_f64() * self.rate;
+            let earned = (now - self.at) as f64 / NS_PER_SEC * self.rate;
             self.tokens = (self.tokens + earned).min(self.burst);
             self.at = now;
         }
     }
 
-    fn ready_at(&self, bytes: u64, now: Instant) -> Option<Instant> {
+    fn ready_at(&self, bytes: u64, now: u64) -> Option<u64> {
         let mut b = *self;
         b.refill(now);
         let need = (bytes as f64).min(b.burst);
-        (b.tokens < need).then(|| now + Duration::from_secs_f64((need - b.tokens) / b.rate))
+        (b.tokens < need).then(|| {
+            let wait = ((need - b.tokens) / b.rate * NS_PER_SEC).ceil();
+            // Float to integer casts saturate.
+            now.saturating_add(wait as u64)
+        })
     }
 
-    fn take(&mut self, bytes: u64, now: Instant) {
+    fn take(&mut self, bytes: u64, now: u64) {
         self.refill(now);
         self.tokens -= bytes as f64;
     }
@@ -63,8 +69,8 @@ impl Bucket {
 
 impl Pacer {
     /// Pacing for `cfg`; `burst` is the rate limit's burst in bytes (the stream's
-    /// `max_msg_size`, else the server's `max_payload`).
-    pub(super) fn new(cfg: &ConsumerConfig, burst: u64) -> Self {
+    /// `max_msg_size`, else the server's `max_payload`); `now` is monotonic ns.
+    pub(super) fn new(cfg: &ConsumerConfig, burst: u64, now: u64) -> Self {
         let bps = if cfg.is_push() { cfg.rate_limit_bps } else { 0 };
         let bucket = (bps >= 8).then(|| {
             let burst = burst.max(1) as f64;
@@ -72,7 +78,7 @@ impl Pacer {
                 rate: (bps / 8) as f64,
                 burst,
                 tokens: burst,
-                at: Instant::now(),
+                at: now,
             }
         });
         Self {
@@ -89,15 +95,14 @@ impl Pacer {
         stored_ns: u64,
         bytes: u64,
         redelivery: bool,
-        now: Instant,
-    ) -> Option<Instant> {
+        now: u64,
+    ) -> Option<u64> {
         let mut at = self.bucket.as_ref().and_then(|b| b.ready_at(bytes, now));
         if self.original
             && !redelivery
             && let Some((prev_ns, sent)) = self.last_new
         {
-            let gap = Duration::from_nanos(stored_ns.saturating_sub(prev_ns));
-            let due = sent + gap;
+            let due = sent.saturating_add(stored_ns.saturating_sub(prev_ns));
             if due > now {
                 at = Some(at.map_or(due, |a| a.max(due)));
             }
@@ -106,7 +111,7 @@ impl Pacer {
     }
 
     /// Records a delivery of `bytes` bytes of a message stored at `stored_ns`.
-    pub(super) fn sent(&mut self, stored_ns: u64, bytes: u64, redelivery: bool, now: Instant) {
+    pub(super) fn sent(&mut self, stored_ns: u64, bytes: u64, redelivery: bool, now: u64) {
         if self.original && !redelivery {
             self.last_new = Some((stored_ns, now));
         }
@@ -125,6 +130,8 @@ impl Pacer {
 mod tests {
     use super::*;
 
+    const MS: u64 = 1_000_000;
+
     fn cfg(original: bool, bps: u64) -> ConsumerConfig {
         ConsumerConfig {
             deliver_subject: "d".to_string(),
@@ -140,8 +147,8 @@ mod tests {
 
     #[test]
     fn instant_unlimited_never_waits() {
-        let mut p = Pacer::new(&cfg(false, 0), 1024);
-        let now = Instant::now();
+        let mut p = Pacer::new(&cfg(false, 0), 1024, 0);
+        let now = 5_000;
         assert!(!p.active());
         p.sent(1, 1000, false, now);
         assert_eq!(p.ready_at(10_000_000_000, 1000, false, now), None);
@@ -149,8 +156,8 @@ mod tests {
 
     #[test]
     fn original_replay_keeps_the_stored_spacing_of_new_messages() {
-        let mut p = Pacer::new(&cfg(true, 0), 1024);
-        let t0 = Instant::now();
+        let mut p = Pacer::new(&cfg(true, 0), 1024, 0);
+        let t0: u64 = 1_000;
         assert_eq!(
             p.ready_at(5_000_000_000, 10, false, t0),
             None,
@@ -159,7 +166,7 @@ mod tests {
         p.sent(5_000_000_000, 10, false, t0);
         // Stored 300 ms later: due 300 ms after the first was sent.
         let due = p.ready_at(5_300_000_000, 10, false, t0).expect("waits");
-        assert_eq!(due, t0 + Duration::from_millis(300));
+        assert_eq!(due, t0 + 300 * MS);
         assert_eq!(p.ready_at(5_300_000_000, 10, false, due), None);
         // Redeliveries are not held back by the replay spacing.
         assert_eq!(p.ready_at(9_000_000_000, 10, true, t0), None);
@@ -168,8 +175,8 @@ mod tests {
     #[test]
     fn rate_limit_spaces_deliveries_by_their_size() {
         // 1,000 bytes per second, burst 500 bytes.
-        let mut p = Pacer::new(&cfg(false, 8_000), 500);
-        let t0 = Instant::now();
+        let mut p = Pacer::new(&cfg(false, 8_000), 500, 0);
+        let t0: u64 = 1_000;
         assert_eq!(
             p.ready_at(0, 500, false, t0),
             None,
@@ -178,18 +185,12 @@ mod tests {
         p.sent(0, 500, false, t0);
         let next = p.ready_at(0, 500, false, t0).expect("empty bucket waits");
         let wait = next - t0;
-        assert!(
-            wait > Duration::from_millis(490) && wait < Duration::from_millis(510),
-            "{wait:?}"
-        );
+        assert!(wait > 490 * MS && wait < 510 * MS, "{wait}");
         // An oversize delivery waits for a full burst, then leaves the bucket in debt.
         p.sent(0, 2_000, true, next);
         let after = p.ready_at(0, 100, true, next).expect("in debt");
         let debt = after - next;
-        assert!(
-            debt > Duration::from_millis(1_590) && debt < Duration::from_millis(1_610),
-            "{debt:?}"
-        );
+        assert!(debt > 1_590 * MS && debt < 1_610 * MS, "{debt}");
     }
 
     #[test]
@@ -198,8 +199,8 @@ mod tests {
             rate_limit_bps: 8,
             ..ConsumerConfig::default()
         };
-        let mut p = Pacer::new(&pull, 1);
-        let now = Instant::now();
+        let mut p = Pacer::new(&pull, 1, 0);
+        let now = 5_000;
         p.sent(0, 1_000_000, false, now);
         assert_eq!(p.ready_at(0, 1_000_000, false, now), None);
     }
