@@ -597,6 +597,7 @@ async fn idle_group_goes_quiet_and_wakes_for_writes() {
 
     // A write wakes the group and commits everywhere at the first try (the leader renews the
     // lease that ran out while it sent no heartbeats); the followers hear the leader again.
+    let written = std::time::Instant::now();
     c.node(leader)
         .registry()
         .propose(G, cmd(1))
@@ -610,10 +611,15 @@ async fn idle_group_goes_quiet_and_wakes_for_writes() {
             since.is_some_and(|s| s < timing.election_min),
             "node {n}: {since:?}"
         );
-        // Awake again (it goes quiet only after 600 ms more without writes).
+        // Awake again: it goes quiet only after `quiesce_after` more without writes (on a
+        // loaded machine that can pass before this check runs; then quiet again is right).
+        let idle_again = timing
+            .quiesce_after
+            .is_some_and(|after| written.elapsed() >= after);
         assert!(
-            !c.node(n).registry().groups().is_quiet(G),
-            "node {n} still quiet"
+            !c.node(n).registry().groups().is_quiet(G) || idle_again,
+            "node {n} still quiet {:?} after the write",
+            written.elapsed()
         );
     }
     eventually("all replicas quiet again", Duration::from_secs(10), || {
