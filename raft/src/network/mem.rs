@@ -159,6 +159,14 @@ impl MemNetwork {
         self.wire.faults.lock().drop_probability = p.clamp(0.0, 1.0);
     }
 
+    /// Whether the link between `a` and `b` is up: neither is isolated and it is not cut (delays
+    /// and random drops left aside). Lets other in-process traffic between the same nodes (a
+    /// test's node-to-node message links) share this network's partitions.
+    pub fn is_linked(&self, a: NodeId, b: NodeId) -> bool {
+        let f = self.wire.faults.lock();
+        !(f.isolated.contains(&a) || f.isolated.contains(&b) || f.cut.contains(&link(a, b)))
+    }
+
     fn fate(&self, from: NodeId, to: NodeId) -> Fate {
         let mut f = self.wire.faults.lock();
         if f.isolated.contains(&from) || f.isolated.contains(&to) || f.cut.contains(&link(from, to))
@@ -434,7 +442,10 @@ mod tests {
             net.fate(NodeId(3), NodeId(2)),
             Fate::Fail(LinkError::Cut { .. })
         ));
+        assert!(!net.is_linked(NodeId(2), NodeId(3)));
+        assert!(!net.is_linked(NodeId(2), NodeId(1)));
         net.heal();
+        assert!(net.is_linked(NodeId(2), NodeId(1)) && net.is_linked(NodeId(3), NodeId(2)));
         assert!(matches!(net.fate(NodeId(1), NodeId(2)), Fate::Deliver(_)));
         assert!(matches!(net.fate(NodeId(3), NodeId(2)), Fate::Deliver(_)));
     }
