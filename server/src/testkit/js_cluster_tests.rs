@@ -328,7 +328,10 @@ async fn a_durable_pull_consumer_continues_on_the_new_leader_without_redeliverin
     assert_eq!(info["ack_floor"]["stream_seq"], 5, "{info}");
     assert_eq!(info["num_ack_pending"], 0, "{info}");
 
-    c.net().isolate(old);
+    // Cut the leader off link by link (the same as isolating it, through `partition`).
+    for other in &majority {
+        c.net().partition(old, *other);
+    }
     let new = wait_new_leader(&c, group, &majority, old).await;
     assert!(majority.contains(&new));
     let client = c.client(majority[1]);
