@@ -1,6 +1,6 @@
-//! Three-node JetStream clusters in one process ([`JsCluster`]): placement, forwarding from any
-//! node, stepdown, leader loss without losing acknowledged messages, consumer failover, node
-//! restart and meta leader loss.
+//! JetStream clusters in one process ([`JsCluster`]): placement, forwarding from any node,
+//! stepdown, leader loss without losing acknowledged messages, consumer failover, node restart,
+//! meta leader loss (three nodes) and a replica moved by STREAM.PEER.REMOVE (four nodes).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -65,6 +65,8 @@ async fn must_publish(c: &JsCluster, via: NodeId, subject: &str, id: &str, paylo
             tokio::time::Instant::now() < deadline,
             "publish {id} through {via} not acknowledged within {WAIT:?}: {last}"
         );
+        // An error comes back at once (no leader yet): poll, do not spin.
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -412,5 +414,71 @@ async fn losing_the_meta_leader_elects_another_and_the_api_keeps_working() {
     })
     .await;
     wait_stored_everywhere(&c, 2).await;
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_peer_is_replaced_by_the_spare_node_which_catches_up() {
+    let c = JsCluster::start(4).await;
+    assert_ok(&c.api(n(1), "STREAM.CREATE.S", STREAM_S).await);
+    let group = c.stream_group(n(1), "S").expect("assigned");
+    let replicas: BTreeSet<u64> = c
+        .node(n(1))
+        .js
+        .meta()
+        .read(|m| m.stream("S").map(|s| s.replicas.iter().copied().collect()))
+        .expect("assignment");
+    assert_eq!(replicas.len(), 3);
+    let placed: Vec<NodeId> = replicas.iter().map(|r| NodeId(*r)).collect();
+    let spare = others(&c, &placed)[0];
+    let leader = c.wait_leader(group, &placed).await;
+    for i in 1..=5u64 {
+        must_publish(&c, spare, "s.a", &format!("m{i}"), &format!("m{i}")).await;
+    }
+    // Move a follower's replica away, through the spare node.
+    let removed = others(&c, &[leader, spare])[0];
+    let answer = c
+        .api(
+            spare,
+            "STREAM.PEER.REMOVE.S",
+            &format!(r#"{{"peer":"{}"}}"#, c.name(removed)),
+        )
+        .await;
+    assert_ok(&answer);
+    assert_eq!(answer["success"], true, "{answer}");
+    let wanted: BTreeSet<u64> = replicas
+        .iter()
+        .copied()
+        .filter(|r| *r != removed.0)
+        .chain([spare.0])
+        .collect();
+    eventually("the spare node replaces the removed one", || {
+        let assigned: BTreeSet<u64> = c
+            .node(leader)
+            .js
+            .meta()
+            .read(|m| m.stream("S").map(|s| s.replicas.iter().copied().collect()))
+            .unwrap_or_default();
+        let voters = c.voters(leader, group);
+        let on_spare = stored_on(&c, spare);
+        let removed_streams = c.node(removed).js.jsz_stats().streams;
+        if assigned == wanted && voters == wanted && on_spare == 5 && removed_streams == 0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "assigned {assigned:?}, voters {voters:?}, {on_spare} messages on the spare, \
+                 {removed_streams} streams left on the removed node"
+            ))
+        }
+    })
+    .await;
+    let leader = c.wait_leader(group, &[leader, spare]).await;
+    assert_eq!(
+        must_publish(&c, removed, "s.a", "after", "after").await,
+        6,
+        "a publish through the removed node still reaches the stream"
+    );
+    assert_eq!(get_payload(&c, spare, 6).await, "after");
+    assert!(wanted.contains(&leader.0));
     c.shutdown().await;
 }
