@@ -18,9 +18,12 @@
 //! - [`JsCluster::start`]`(n)`: nodes `1..=n`, formed, every node recorded in the meta peers.
 //! - [`JsCluster::client`]`(node)`: a [`TestClient`] of that node's bus; `request`/`publish`.
 //! - [`JsCluster::api`]: one `$JS.API` request through a node, answer as JSON.
-//! - Faults: [`JsCluster::net`] (`partition`, `isolate`, `heal`, delays, drops; Raft and
+//! - Faults: [`JsCluster::isolate`], [`JsCluster::partition`], [`JsCluster::heal`] (Raft and
 //!   message links alike), [`JsCluster::stop`] and [`JsCluster::restart`] (same store dir,
-//!   same node id).
+//!   same node id); [`JsCluster::net`] for delays and random drops. Like
+//!   `JetStream::membership_loop` when links drop or come back, each of them reports the link
+//!   state to every running node's Raft registry (`set_peer_reachable`), so the groups a lost
+//!   node led elect a successor at once, as in a real cluster.
 //! - Waits: [`JsCluster::wait_leader`] (every node in a set agrees), [`eventually`].
 //!
 //! Every wait is bounded and panics with what it saw. Set `RUST_LOG` to see the nodes' logs in
@@ -251,6 +254,7 @@ impl JsCluster {
             .unwrap_or_else(|| panic!("node {id} is not running"));
         self.net.unregister(id);
         self.hub.detach(id);
+        self.report_links();
         node.js.shutdown().await;
         node.shutdown.cancel();
         node.tasks.close();
@@ -269,6 +273,43 @@ impl JsCluster {
         );
         let node = self.boot(id).await;
         self.slot_mut(id).running = Some(node);
+        for other in self.running() {
+            if other != id {
+                self.node(other).js.registry().peer_restarted(id);
+            }
+        }
+        self.report_links();
+    }
+
+    /// Cuts every link of node `id` (Raft and messages).
+    pub(crate) fn isolate(&self, id: NodeId) {
+        self.net.isolate(id);
+        self.report_links();
+    }
+
+    /// Cuts the links between `a` and `b` (Raft and messages), both directions.
+    pub(crate) fn partition(&self, a: NodeId, b: NodeId) {
+        self.net.partition(a, b);
+        self.report_links();
+    }
+
+    /// Removes every cut and isolation.
+    pub(crate) fn heal(&self) {
+        self.net.heal();
+        self.report_links();
+    }
+
+    /// Tells every running node's registry which peers it can reach (running and not cut off),
+    /// as the membership loop does from the cluster links' state.
+    fn report_links(&self) {
+        let running = self.running();
+        for a in &running {
+            let registry = self.node(*a).js.registry();
+            for b in self.ids().into_iter().filter(|b| b != a) {
+                let reachable = running.contains(&b) && self.net.is_linked(*a, b);
+                registry.set_peer_reachable(b, reachable);
+            }
+        }
     }
 
     /// Stops every running node.
@@ -278,7 +319,8 @@ impl JsCluster {
         }
     }
 
-    /// The Raft wire: `partition`, `isolate`, `heal` and friends cut the message links too.
+    /// The Raft wire, for delays and random drops (cuts go through [`Self::isolate`],
+    /// [`Self::partition`] and [`Self::heal`], which also report them to the nodes).
     pub(crate) fn net(&self) -> &MemNetwork {
         &self.net
     }
