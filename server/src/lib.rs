@@ -11,6 +11,8 @@
 //! - [`monitor`]: the monitoring HTTP endpoints over read-only views;
 //! - `server`: the wiring that builds all of the above; only `main` uses it
 //!   ([`server::start`]).
+//! - `testkit` (tests only): in-process JetStream clusters over the raft crate's
+//!   `MemTransport`, for the cluster tests of the unit-test tier.
 
 #![recursion_limit = "256"]
 
@@ -27,5 +29,7 @@ pub mod node;
 pub mod protocol;
 pub mod router;
 pub mod server;
+#[cfg(test)]
+mod testkit;
 
 pub use server::{ServerHandle, start};

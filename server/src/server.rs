@@ -276,7 +276,7 @@ async fn start_jetstream(ctx: JetStreamContext) -> Result<Arc<JetStream>, StartE
         Some(c) => c.node_id(),
         None => identity::load_or_create(&ctx.config.jetstream.store_dir)?,
     };
-    let transport = jetraft_raft::network::grpc::GrpcTransport::new(node);
+    let transport = jetraft_raft::network::grpc::GrpcTransport::new(node).into();
     let cluster_addr = ctx
         .cluster
         .as_ref()

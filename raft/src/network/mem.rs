@@ -3,7 +3,10 @@
 //! All nodes of a test cluster share one [`MemNetwork`] (the "wire"). Each node registers its
 //! [`Groups`] table with it and gets a [`MemTransport`] (its outbound router, shared by all its
 //! groups). A call goes: fault check → optional delay → look up target node and group → call the
-//! target's `Raft` directly, with no serialisation.
+//! target's `Raft` directly, with no serialisation. On the receiving side it does what the gRPC
+//! service does around that call: a vote for a candidate is marked like a leadership transfer
+//! when the voter's leader is reported unreachable ([`Groups::leader_unreachable`]), and an
+//! accepted AppendEntries is noted as leader contact ([`Groups::note_leader_contact`]).
 //!
 //! Fault knobs (all on [`MemNetwork`]): [`partition`](MemNetwork::partition) cuts the link
 //! between two nodes in both directions, [`isolate`](MemNetwork::isolate) cuts every link of a
@@ -159,6 +162,14 @@ impl MemNetwork {
         self.wire.faults.lock().drop_probability = p.clamp(0.0, 1.0);
     }
 
+    /// Whether the link between `a` and `b` is up: neither is isolated and it is not cut (delays
+    /// and random drops left aside). Lets other in-process traffic between the same nodes (a
+    /// test's node-to-node message links) share this network's partitions.
+    pub fn is_linked(&self, a: NodeId, b: NodeId) -> bool {
+        let f = self.wire.faults.lock();
+        !(f.isolated.contains(&a) || f.isolated.contains(&b) || f.cut.contains(&link(a, b)))
+    }
+
     fn fate(&self, from: NodeId, to: NodeId) -> Fate {
         let mut f = self.wire.faults.lock();
         if f.isolated.contains(&from) || f.isolated.contains(&to) || f.cut.contains(&link(from, to))
@@ -203,7 +214,7 @@ impl MemTransport {
         f: F,
     ) -> Result<T, RPCError<JetraftConfig>>
     where
-        F: FnOnce(GroupRaft) -> Fut,
+        F: FnOnce(GroupRaft, Groups) -> Fut,
         Fut: Future<Output = Result<T, String>>,
     {
         let to = NodeId(target);
@@ -222,7 +233,7 @@ impl MemTransport {
                 .net
                 .target(to, group)
                 .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
-            let answer = f(raft).await.map_err(|reason| {
+            let answer = f(raft, groups.clone()).await.map_err(|reason| {
                 RPCError::Unreachable(Unreachable::new(&LinkError::Remote { reason }))
             });
             if wakes {
@@ -292,7 +303,13 @@ impl GroupRouter<JetraftConfig, GroupId> for MemTransport {
             group,
             (RPCTypes::AppendEntries, !rpc.entries.is_empty()),
             option.hard_ttl(),
-            |raft| async move { raft.append_entries(rpc).await.map_err(|e| e.to_string()) },
+            |raft, groups| async move {
+                let resp = raft.append_entries(rpc).await.map_err(|e| e.to_string())?;
+                if !matches!(resp, AppendEntriesResponse::HigherVote(_)) {
+                    groups.note_leader_contact(group);
+                }
+                Ok(resp)
+            },
         )
         .await
     }
@@ -309,7 +326,15 @@ impl GroupRouter<JetraftConfig, GroupId> for MemTransport {
             group,
             (RPCTypes::Vote, true),
             option.hard_ttl(),
-            |raft| async move { raft.vote(rpc).await.map_err(|e| e.to_string()) },
+            |raft, groups| async move {
+                let mut rpc = rpc;
+                if !rpc.leadership_transfer
+                    && groups.leader_unreachable(group, rpc.vote.leader_id.node_id)
+                {
+                    rpc.leadership_transfer = true;
+                }
+                raft.vote(rpc).await.map_err(|e| e.to_string())
+            },
         )
         .await
     }
@@ -326,7 +351,7 @@ impl GroupRouter<JetraftConfig, GroupId> for MemTransport {
             group,
             (RPCTypes::Vote, true),
             option.hard_ttl(),
-            |raft| async move { raft.pre_vote(rpc).await.map_err(|e| e.to_string()) },
+            |raft, _| async move { raft.pre_vote(rpc).await.map_err(|e| e.to_string()) },
         )
         .await
     }
@@ -343,7 +368,7 @@ impl GroupRouter<JetraftConfig, GroupId> for MemTransport {
             group,
             (RPCTypes::TransferLeader, true),
             option.hard_ttl(),
-            |raft| async move {
+            |raft, _| async move {
                 raft.handle_transfer_leader(req)
                     .await
                     .map_err(|e| e.to_string())
@@ -366,7 +391,7 @@ impl GroupRouter<JetraftConfig, GroupId> for MemTransport {
             group,
             (RPCTypes::InstallSnapshot, true),
             option.hard_ttl(),
-            |raft| async move {
+            |raft, _| async move {
                 raft.install_full_snapshot(vote, snapshot)
                     .await
                     .map_err(|e| e.to_string())
@@ -434,7 +459,10 @@ mod tests {
             net.fate(NodeId(3), NodeId(2)),
             Fate::Fail(LinkError::Cut { .. })
         ));
+        assert!(!net.is_linked(NodeId(2), NodeId(3)));
+        assert!(!net.is_linked(NodeId(2), NodeId(1)));
         net.heal();
+        assert!(net.is_linked(NodeId(2), NodeId(1)) && net.is_linked(NodeId(3), NodeId(2)));
         assert!(matches!(net.fate(NodeId(1), NodeId(2)), Fate::Deliver(_)));
         assert!(matches!(net.fate(NodeId(3), NodeId(2)), Fate::Deliver(_)));
     }

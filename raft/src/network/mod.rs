@@ -5,7 +5,8 @@
 //! it binds (target, group) with openraft-multi's [`GroupNetworkAdapter`].
 //!
 //! Implementations: [`mem::MemTransport`] (in-process, with fault knobs) and
-//! [`grpc::GrpcTransport`] (tonic, one connection per peer address shared by all groups).
+//! [`grpc::GrpcTransport`] (tonic, one connection per peer address shared by all groups);
+//! [`NodeTransport`] is either of them, picked when a node starts.
 //!
 //! Peers are addressed by node id; a transport that dials addresses learns them from
 //! [`Transport::note_peer`], which [`GroupNetwork`] calls with the [`PeerNode`] openraft takes
@@ -21,6 +22,9 @@
 
 pub mod grpc;
 pub mod mem;
+mod node_transport;
+
+pub use node_transport::NodeTransport;
 
 use std::future::Future;
 use std::time::Duration;

@@ -44,7 +44,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use jetraft_raft::network::grpc::GrpcTransport;
+use jetraft_raft::network::NodeTransport;
 use jetraft_raft::rocks_log::RocksLogs;
 use jetraft_raft::{GroupId, GroupRegistry, NodeId, PeerNode, RaftTiming};
 use parking_lot::{Mutex, RwLock};
@@ -126,9 +126,10 @@ pub struct JetStream {
     /// This node's Raft id.
     node: NodeId,
     /// The node's Raft groups.
-    registry: GroupRegistry<GrpcTransport>,
-    /// Outbound Raft transport (peer addresses are registered here).
-    transport: GrpcTransport,
+    registry: GroupRegistry<NodeTransport>,
+    /// Outbound Raft transport (peer addresses are registered here): gRPC in a server process,
+    /// in-process in the multi-node tests (`crate::testkit`).
+    transport: NodeTransport,
     /// The node's RocksDB and group-commit log writer.
     logs: RocksLogs,
     /// Read handle on the meta state.
@@ -193,11 +194,12 @@ pub(crate) fn now_ns() -> u64 {
 
 impl JetStream {
     /// Opens the node's store under `store_dir`, starts the meta group (forming a one-node
-    /// cluster when there are no peers) and the request/capture/reconcile tasks.
+    /// cluster when there are no peers) and the request/capture/reconcile tasks. The groups
+    /// talk to peers over `transport` (gRPC in a server process).
     pub async fn start(
         ctx: JetStreamContext,
         node: NodeId,
-        transport: GrpcTransport,
+        transport: NodeTransport,
         cluster_addr: String,
         clustered: bool,
         timing: RaftTiming,
@@ -350,7 +352,7 @@ impl JetStream {
     }
 
     /// The node's Raft groups (for the cluster listener's Raft service).
-    pub fn registry(&self) -> &GroupRegistry<GrpcTransport> {
+    pub fn registry(&self) -> &GroupRegistry<NodeTransport> {
         &self.registry
     }
 
