@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::core::ConsumerEvent;
 use super::engine::{EngineView, Event};
 use crate::bus::Msg;
 use crate::bus::internal::InternalMsg;
@@ -89,7 +90,10 @@ impl JetStream {
             CreateOutcome::Unchanged => None,
         };
         if let Some(cfg) = updated
-            && !ls.engines.send(&name, Event::Reconfigure(Box::new(cfg)))
+            && !ls.engines.send(
+                &name,
+                Event::Core(ConsumerEvent::Reconfigure(Box::new(cfg))),
+            )
         {
             self.sync_consumers(&ls);
         }
@@ -231,7 +235,7 @@ impl JetStream {
         }
         self.propose_consumer(&ls, command::consumer_delete(name))
             .await?;
-        ls.engines.send(name, Event::Stop { deleted: true });
+        ls.engines.send(name, Event::stop(true));
         Ok(())
     }
 
@@ -291,10 +295,10 @@ impl JetStream {
         let delivered = self.local_stream(stream).is_some_and(|ls| {
             ls.engines.send(
                 name,
-                Event::Pull {
+                Event::Core(ConsumerEvent::Pull {
                     reply: reply.clone(),
                     body: msg.payload.clone(),
-                },
+                }),
             )
         });
         if !delivered {
@@ -323,7 +327,8 @@ impl JetStream {
         cfg.pause_until = (until > 0).then(|| go_time::format(until));
         self.propose_consumer(&ls, command::consumer_create(name, &cfg, created_ns))
             .await?;
-        ls.engines.send(name, Event::Reconfigure(Box::new(cfg)));
+        ls.engines
+            .send(name, Event::Core(ConsumerEvent::Reconfigure(Box::new(cfg))));
         let body = ConsumerPauseResponse::at(until, now_ns());
         Ok(ApiResponse::ok(response_type::CONSUMER_PAUSE, body).to_json())
     }

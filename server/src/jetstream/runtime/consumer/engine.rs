@@ -33,8 +33,6 @@ use super::core::{
 };
 use super::deliver::{self, OutMsg};
 use crate::bus::FlushSet;
-use crate::jetstream::ack::AckKind;
-use crate::jetstream::api::types::consumer::ConsumerConfig;
 use crate::jetstream::runtime::{JetStream, now_ns};
 use crate::jetstream::stream::StreamStateMachine;
 
@@ -57,36 +55,18 @@ struct InFlight {
 
 /// What a consumer engine is asked to do (its mailbox).
 pub(crate) enum Event {
-    /// A pull request (`MSG.NEXT` or `+NXT`) with its reply subject.
-    Pull {
-        /// Where deliveries and statuses go.
-        reply: String,
-        /// The request body.
-        body: Bytes,
-    },
-    /// An ack for stream sequence `stream_seq`.
-    Ack {
-        /// Stream sequence acknowledged.
-        stream_seq: u64,
-        /// What kind of ack.
-        kind: AckKind,
-        /// AckSync reply subject.
-        reply: Option<String>,
-    },
-    /// A flow-control reply arrived on `subject`.
-    FlowControl {
-        /// The `$JS.FC...` subject answered.
-        subject: String,
-    },
-    /// The configuration was updated.
-    Reconfigure(Box<ConsumerConfig>),
+    /// Something for the core: a pull request, an ack, a flow-control reply, a new
+    /// configuration, or stop.
+    Core(ConsumerEvent),
     /// A snapshot of the engine's view for `CONSUMER.INFO`.
     Info(oneshot::Sender<EngineView>),
+}
+
+impl Event {
     /// Stop: the consumer was deleted (true) or leadership moved (false).
-    Stop {
-        /// Whether the consumer was deleted.
-        deleted: bool,
-    },
+    pub(crate) fn stop(deleted: bool) -> Self {
+        Self::Core(ConsumerEvent::Stop { deleted })
+    }
 }
 
 /// What `CONSUMER.INFO` reports from a running engine.
@@ -299,26 +279,12 @@ impl Engine {
 
     /// Hands one mailbox event to the core (or answers it, for `Info`).
     fn on_event(&mut self, ev: Event) {
-        let event = match ev {
-            Event::Pull { reply, body } => ConsumerEvent::Pull { reply, body },
-            Event::Ack {
-                stream_seq,
-                kind,
-                reply,
-            } => ConsumerEvent::Ack {
-                stream_seq,
-                kind,
-                reply,
-            },
-            Event::FlowControl { subject } => ConsumerEvent::FlowControl { subject },
-            Event::Reconfigure(cfg) => ConsumerEvent::Reconfigure(cfg),
+        match ev {
+            Event::Core(event) => self.core.handle(self.now(), event),
             Event::Info(tx) => {
                 let _ = tx.send(self.core.info());
-                return;
             }
-            Event::Stop { deleted } => ConsumerEvent::Stop { deleted },
-        };
-        self.core.handle(self.now(), event);
+        }
     }
 
     /// Leadership moved (or the replica is going): waiting requests get `409 Leadership

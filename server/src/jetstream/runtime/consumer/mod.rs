@@ -29,6 +29,7 @@ use jetraft_raft::NodeId;
 use tokio::sync::mpsc;
 use tracing::debug;
 
+use self::core::ConsumerEvent;
 use super::replica::LocalStream;
 use super::{JetStream, next_msg};
 use crate::bus::internal::{InternalMsg, InternalSub};
@@ -76,7 +77,7 @@ impl Engines {
     /// Stops every engine.
     pub(crate) fn stop_all(&self, deleted: bool) {
         for (_, h) in self.running.lock().drain() {
-            let _ = h.tx.send(Event::Stop { deleted });
+            let _ = h.tx.send(Event::stop(deleted));
         }
     }
 }
@@ -94,7 +95,7 @@ impl JetStream {
         running.retain(|name, h| {
             let keep = names.contains(name) && !h.tx.is_closed();
             if !keep {
-                let _ = h.tx.send(Event::Stop { deleted: true });
+                let _ = h.tx.send(Event::stop(true));
             }
             keep
         });
@@ -192,10 +193,10 @@ impl JetStream {
         self.local_stream(&stream).is_some_and(|ls| {
             ls.engines.send(
                 &name,
-                Event::Pull {
+                Event::Core(ConsumerEvent::Pull {
                     reply: reply.clone(),
                     body: msg.payload.clone(),
-                },
+                }),
             )
         })
     }
@@ -211,19 +212,19 @@ impl JetStream {
             (
                 s.to_string(),
                 c.to_string(),
-                Event::FlowControl {
+                Event::Core(ConsumerEvent::FlowControl {
                     subject: msg.subject.clone(),
-                },
+                }),
             )
         } else {
             let Some(ack) = AckSubject::parse(&msg.subject) else {
                 return;
             };
-            let event = Event::Ack {
+            let event = Event::Core(ConsumerEvent::Ack {
                 stream_seq: ack.stream_seq,
                 kind: parse_ack(&msg.payload),
                 reply: msg.reply.clone(),
-            };
+            });
             (ack.stream, ack.consumer, event)
         };
         let Some(ls) = self.local_stream(&stream) else {
