@@ -17,7 +17,7 @@ work=$(mktemp -d)
 cleanup() {
   # Keep the benchmark tool's errors for a look after the run.
   # With errors, the servers' logs are kept too.
-  if [[ -s $work/bench-errors.log ]]; then
+  if grep -qi error "$work/bench-errors.log" 2>/dev/null; then
     local keep="${TMPDIR:-/tmp}/jetraft-bench-logs"
     cp "$work/bench-errors.log" "${TMPDIR:-/tmp}/jetraft-bench-errors.log"
     rm -rf "$keep" && mkdir -p "$keep" && cp "$work"/*.log "$keep"/ 2>/dev/null || true
@@ -78,7 +78,7 @@ report() {
 
 # report_errors SCRIPT: summarises the benchmark tool's errors, if any.
 report_errors() {
-  if [[ -s $work/bench-errors.log ]]; then
+  if grep -qi error "$work/bench-errors.log" 2>/dev/null; then
     echo >&2; echo "$1: benchmark errors:" >&2
     grep -i error "$work/bench-errors.log" | sort | uniq -c >&2 || true
   fi
