@@ -5,7 +5,7 @@
 //!
 //! - [`replica`]: a stream replica on this node and the shared state machine Raft applies to.
 //! - `reconcile`: start/stop local stream groups and capture subscriptions from the meta state.
-//! - `api`: the `$JS.API` request loop and its handlers.
+//! - `api`: the `$JS.API` request loop and its handlers, one file per API family.
 //! - `dispatch`: where a request is answered (a pure decision, tested on its own).
 //! - `publish`: stream capture and proposals of `Append` entries.
 //! - `expiry`: the leader's timer proposing `Expire` for `max_age` and per-message TTLs.

@@ -364,3 +364,28 @@ fn pending_of(rec: &ConsumerRecord, store: &dyn jetraft_storage::stream::StreamS
     };
     n.unwrap_or(0)
 }
+
+impl JetStream {
+    pub(crate) async fn consumer_stepdown(
+        &self,
+        stream: &str,
+        name: &str,
+    ) -> Result<String, ApiError> {
+        // Consumers follow their stream's leader: stepping one down moves the stream group.
+        let exists = self
+            .local_stream(stream)
+            .ok_or_else(ApiError::stream_not_found)?
+            .sm
+            .lock()
+            .consumer(name)
+            .is_some();
+        if !exists {
+            return Err(ApiError::new(ErrorKind::ConsumerNotFound));
+        }
+        self.stream_stepdown(stream).await?;
+        Ok(format!(
+            "{{\"type\":\"{}\",\"success\":true}}",
+            response_type::CONSUMER_LEADER_STEPDOWN
+        ))
+    }
+}

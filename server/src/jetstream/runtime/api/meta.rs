@@ -1,0 +1,94 @@
+//! Account info and the cluster operations the meta leader answers: placement sizes, meta
+//! proposals, META.LEADER.STEPDOWN.
+
+use std::time::Duration;
+
+use jetraft_proto::meta::{MetaCommand, MetaResult, meta_command};
+use jetraft_raft::{GroupId, NodeId};
+use prost::Message;
+
+use super::raft_api_error;
+use crate::jetstream::api::types::AccountInfo;
+use crate::jetstream::api::{ApiError, ErrorKind};
+use crate::jetstream::runtime::JetStream;
+
+impl JetStream {
+    pub(crate) fn account_info(&self) -> String {
+        // Usage of the replicas on this node (the meta leader answers), as `/jsz` reports it.
+        let st = self.jsz_stats();
+        let mut info = AccountInfo {
+            streams: self.meta.read(|m| m.streams().count() as u64),
+            consumers: st.consumers,
+            memory: st.memory,
+            storage: st.storage,
+            ..AccountInfo::default()
+        };
+        info.api.total = st.api_total;
+        info.api.errors = st.api_errors;
+        // Clients gate features on it (async-nats refuses KV limit markers below level 1).
+        info.api.level = st.api_level;
+        crate::jetstream::api::types::to_go_json(&info)
+    }
+
+    /// The meta group's voters: the nodes streams can be placed on.
+    pub(crate) fn voters(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .registry
+            .raft(GroupId::META)
+            .map(|r| r.voter_ids().collect())
+            .unwrap_or_default();
+        if v.is_empty() {
+            v.push(self.node.0);
+        }
+        v
+    }
+
+    pub(crate) fn cluster_size(&self) -> usize {
+        self.voters().len()
+    }
+
+    /// The number of placement candidates for `replicas`; while the cluster is still forming
+    /// (fewer voters than asked for) waits a moment for joining nodes.
+    pub(crate) async fn placement_size(&self, replicas: i64) -> usize {
+        let want = usize::try_from(replicas).unwrap_or(1);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+        loop {
+            let n = self.cluster_size();
+            if n >= want || !self.clustered() || tokio::time::Instant::now() >= deadline {
+                return n;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub(crate) async fn propose_meta(&self, op: meta_command::Op) -> Result<MetaResult, ApiError> {
+        let cmd = MetaCommand { op: Some(op) };
+        let bytes = self
+            .registry
+            .propose(GroupId::META, cmd.encode_to_vec().into())
+            .await
+            .map_err(raft_api_error)?;
+        MetaResult::decode(bytes.as_ref()).map_err(|e| ApiError::store_failed(&e.to_string()))
+    }
+
+    pub(crate) async fn meta_stepdown(&self) -> Result<String, ApiError> {
+        if !self.clustered() {
+            return Err(ApiError::new(ErrorKind::ClusterRequired));
+        }
+        let to = self
+            .registry
+            .raft(GroupId::META)
+            .map_err(raft_api_error)?
+            .voter_ids()
+            .find(|v| *v != self.node.0);
+        let Some(to) = to else {
+            return Err(ApiError::new(ErrorKind::ClusterNoPeers));
+        };
+        self.registry
+            .transfer_leadership(GroupId::META, NodeId(to))
+            .await
+            .map_err(raft_api_error)?;
+        Ok("{\"type\":\"io.nats.jetstream.api.v1.meta_leader_stepdown_response\",\"success\":true}"
+            .to_string())
+    }
+}
