@@ -17,17 +17,20 @@
 //! What bounds a subscriber's queue is its producers. API requests and acks come from clients
 //! that wait for their answers (a request per reply subject, acks up to `max_ack_pending`). A
 //! stream's capture queue holds the publishes its leader has not yet proposed: publishers that
-//! wait for their PubAcks keep at most their in-flight window there; a fire-and-forget publisher
-//! to a stream subject is not paced by it (the capture task proposes up to 1,024 messages per
-//! Raft entry, so it drains faster than one connection fills it while the group has a leader).
-//! Pacing such publishers on the queue's length is not done yet.
+//! wait for their PubAcks keep at most their in-flight window there. A client that publishes
+//! without waiting (fire-and-forget to a stream subject) is paced instead: each queue counts
+//! what it holds ([`QueueGauge`]); a delivery that finds more than [`PACE_ABOVE`] messages
+//! queued marks the queue in the producer's [`FlushSet`](super::FlushSet), and the client's
+//! reader pauses (at most its stall bound per read) until the queue drained to half of that,
+//! as it pauses for a slow client receiver. Messages from peers are not paced (a cluster link
+//! must not stop for one queue); their senders are paced on their own nodes.
 //! - Dropping an [`InternalSub`] removes its interest.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 use crate::router::{Sublist, SublistError};
 
@@ -48,6 +51,87 @@ pub struct InternalMsg {
 /// count as delivered, so the publisher may get a no-responders status).
 pub type AcceptFn = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
+/// Queued messages above which a client publishing into an internal queue is paced.
+pub const PACE_ABOVE: usize = 16 * 1024;
+/// A paced producer goes on once the queue is down to this.
+const RESUME_AT: usize = PACE_ABOVE / 2;
+
+/// How many messages an internal subscription's queue holds, and a signal when it drained.
+#[derive(Debug, Default)]
+pub struct QueueGauge {
+    /// Messages sent and not yet received.
+    queued: AtomicUsize,
+    /// Notified when `queued` falls to [`RESUME_AT`].
+    drained: Notify,
+}
+
+impl QueueGauge {
+    /// Messages queued now.
+    pub fn len(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether a paced producer may go on.
+    pub fn resumable(&self) -> bool {
+        self.len() <= RESUME_AT
+    }
+
+    /// Waits (bounded by the caller) until the queue is down to [`RESUME_AT`].
+    pub async fn wait_resumable(&self) {
+        loop {
+            let drained = self.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            if self.resumable() {
+                return;
+            }
+            drained.await;
+        }
+    }
+
+    fn received(&self) {
+        if self.queued.fetch_sub(1, Ordering::AcqRel) == RESUME_AT + 1 {
+            self.drained.notify_waiters();
+        }
+    }
+}
+
+/// The receiving side of an internal subscription: the messages in routing order, each counted
+/// off its [`QueueGauge`] as it is taken.
+#[derive(Debug)]
+pub struct InternalRx {
+    rx: mpsc::UnboundedReceiver<InternalMsg>,
+    gauge: Arc<QueueGauge>,
+}
+
+impl InternalRx {
+    /// The next message; `None` once the subscription ended and its queue is empty.
+    pub async fn recv(&mut self) -> Option<InternalMsg> {
+        let msg = self.rx.recv().await?;
+        self.gauge.received();
+        Some(msg)
+    }
+
+    /// The next message if one is queued.
+    pub fn try_recv(&mut self) -> Result<InternalMsg, mpsc::error::TryRecvError> {
+        let msg = self.rx.try_recv()?;
+        self.gauge.received();
+        Ok(msg)
+    }
+
+    fn closed() -> Self {
+        Self {
+            rx: mpsc::unbounded_channel().1,
+            gauge: Arc::default(),
+        }
+    }
+}
+
 /// A subscriber entry in the internal index.
 #[derive(Clone)]
 pub struct InternalRef {
@@ -60,6 +144,8 @@ pub struct InternalRef {
     /// Whether messages forwarded by peers reach it (only node inboxes: a publish is captured
     /// and an API request answered by the node the client used, never again by a peer).
     from_peers: bool,
+    /// What its queue holds.
+    gauge: Arc<QueueGauge>,
 }
 
 impl std::fmt::Debug for InternalRef {
@@ -87,7 +173,7 @@ pub struct InternalSubs {
 #[derive(Debug)]
 pub struct InternalSub {
     /// Matched messages, in routing order.
-    pub rx: mpsc::UnboundedReceiver<InternalMsg>,
+    pub rx: InternalRx,
     /// The entry to remove on drop.
     entry: InternalRef,
     /// The patterns it was inserted under (all feed the one receiver, in routing order).
@@ -102,8 +188,8 @@ impl InternalSub {
     /// Takes the receiver out, leaving a closed one: the caller reads the messages while this
     /// handle stays the subscription (dropping it unsubscribes at once, and the taken receiver
     /// then ends once it has handed out what was already queued).
-    pub fn take_rx(&mut self) -> mpsc::UnboundedReceiver<InternalMsg> {
-        std::mem::replace(&mut self.rx, mpsc::unbounded_channel().1)
+    pub fn take_rx(&mut self) -> InternalRx {
+        std::mem::replace(&mut self.rx, InternalRx::closed())
     }
 }
 
@@ -161,15 +247,17 @@ impl InternalSubs {
         from_peers: bool,
     ) -> Result<InternalSub, SublistError> {
         let (tx, rx) = mpsc::unbounded_channel();
+        let gauge = Arc::new(QueueGauge::default());
         let entry = InternalRef {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             tx,
             accept,
             from_peers,
+            gauge: gauge.clone(),
         };
         self.list.insert(subject, None, entry.clone())?;
         Ok(InternalSub {
-            rx,
+            rx: InternalRx { rx, gauge },
             entry,
             subjects: vec![subject.to_string()],
             queue: None,
@@ -178,7 +266,9 @@ impl InternalSubs {
     }
 
     /// Hands a message to every matching internal subscriber; returns how many took it.
-    /// `from_peer` marks a message a peer forwarded: only inboxes take those.
+    /// `from_peer` marks a message a peer forwarded: only inboxes take those. Queues holding
+    /// more than [`PACE_ABOVE`] messages are added to `paced` (when given), for the producer
+    /// to wait on.
     pub fn deliver(
         &self,
         subject: &str,
@@ -186,6 +276,7 @@ impl InternalSubs {
         hdrs: Option<&[u8]>,
         payload: &[u8],
         from_peer: bool,
+        mut paced: Option<&mut Vec<Arc<QueueGauge>>>,
     ) -> usize {
         let result = self.list.match_subject(subject);
         if result.plain.is_empty() {
@@ -197,13 +288,26 @@ impl InternalSubs {
             hdrs: hdrs.map(Bytes::copy_from_slice),
             payload: Bytes::copy_from_slice(payload),
         };
-        result
-            .plain
-            .iter()
-            .filter(|r| r.from_peers == from_peer)
-            .filter(|r| r.accept.as_ref().is_none_or(|accept| accept(subject)))
-            .filter(|r| r.tx.send(msg.clone()).is_ok())
-            .count()
+        let mut taken = 0;
+        for r in &result.plain {
+            if r.from_peers != from_peer || r.accept.as_ref().is_some_and(|accept| !accept(subject))
+            {
+                continue;
+            }
+            let queued = r.gauge.queued.fetch_add(1, Ordering::AcqRel) + 1;
+            if r.tx.send(msg.clone()).is_err() {
+                r.gauge.queued.fetch_sub(1, Ordering::AcqRel);
+                continue;
+            }
+            taken += 1;
+            if queued > PACE_ABOVE
+                && let Some(paced) = paced.as_deref_mut()
+                && !paced.iter().any(|g| Arc::ptr_eq(g, &r.gauge))
+            {
+                paced.push(r.gauge.clone());
+            }
+        }
+        taken
     }
 
     /// Whether any internal subscriber matches `subject`.
@@ -220,16 +324,16 @@ mod tests {
     fn one_subscription_on_several_patterns_keeps_their_routing_order() {
         let subs = InternalSubs::default();
         let mut both = subs.subscribe_many(&["a.>", "b.*"]).unwrap();
-        assert_eq!(subs.deliver("b.1", None, None, b"", false), 1);
-        assert_eq!(subs.deliver("a.x.y", None, None, b"", false), 1);
-        assert_eq!(subs.deliver("b.2", None, None, b"", false), 1);
+        assert_eq!(subs.deliver("b.1", None, None, b"", false, None), 1);
+        assert_eq!(subs.deliver("a.x.y", None, None, b"", false, None), 1);
+        assert_eq!(subs.deliver("b.2", None, None, b"", false, None), 1);
         let order: Vec<String> = (0..3)
             .filter_map(|_| both.rx.try_recv().ok().map(|m| m.subject))
             .collect();
         assert_eq!(order, ["b.1", "a.x.y", "b.2"]);
         drop(both);
-        assert_eq!(subs.deliver("a.x", None, None, b"", false), 0);
-        assert_eq!(subs.deliver("b.1", None, None, b"", false), 0);
+        assert_eq!(subs.deliver("a.x", None, None, b"", false, None), 0);
+        assert_eq!(subs.deliver("b.1", None, None, b"", false, None), 0);
         assert!(subs.subscribe_many(&[]).is_err());
     }
 
@@ -238,27 +342,33 @@ mod tests {
         let subs = InternalSubs::default();
         let mut a = subs.subscribe("$JS.API.>").unwrap();
         assert_eq!(
-            subs.deliver("$JS.API.INFO", Some(b"r"), None, b"{}", false),
+            subs.deliver("$JS.API.INFO", Some(b"r"), None, b"{}", false, None),
             1
         );
-        assert_eq!(subs.deliver("other", None, None, b"", false), 0);
+        assert_eq!(subs.deliver("other", None, None, b"", false, None), 0);
         // Forwarded by a peer: not for a local-publish subscription.
-        assert_eq!(subs.deliver("$JS.API.INFO", None, None, b"", true), 0);
+        assert_eq!(subs.deliver("$JS.API.INFO", None, None, b"", true, None), 0);
         let m = a.rx.try_recv().unwrap();
         assert_eq!(m.subject, "$JS.API.INFO");
         assert_eq!(m.reply.as_deref(), Some("r"));
         assert_eq!(m.payload, Bytes::from_static(b"{}"));
         drop(a);
         assert!(!subs.has_interest("$JS.API.INFO"));
-        assert_eq!(subs.deliver("$JS.API.INFO", None, None, b"", false), 0);
+        assert_eq!(
+            subs.deliver("$JS.API.INFO", None, None, b"", false, None),
+            0
+        );
     }
 
     #[test]
     fn inboxes_take_only_messages_from_peers() {
         let subs = InternalSubs::default();
         let mut inbox = subs.subscribe_inbox("$JSC.F.1.>").unwrap();
-        assert_eq!(subs.deliver("$JSC.F.1.0.x", None, None, b"", false), 0);
-        assert_eq!(subs.deliver("$JSC.F.1.0.x", None, None, b"", true), 1);
+        assert_eq!(
+            subs.deliver("$JSC.F.1.0.x", None, None, b"", false, None),
+            0
+        );
+        assert_eq!(subs.deliver("$JSC.F.1.0.x", None, None, b"", true, None), 1);
         assert_eq!(inbox.rx.try_recv().unwrap().subject, "$JSC.F.1.0.x");
     }
 
@@ -267,9 +377,51 @@ mod tests {
         let subs = InternalSubs::default();
         let accept: AcceptFn = Arc::new(|s: &str| !s.ends_with(".no"));
         let mut sub = subs.subscribe_filtered("a.*", accept).unwrap();
-        assert_eq!(subs.deliver("a.no", None, None, b"", false), 0);
-        assert_eq!(subs.deliver("a.yes", None, None, b"", false), 1);
+        assert_eq!(subs.deliver("a.no", None, None, b"", false, None), 0);
+        assert_eq!(subs.deliver("a.yes", None, None, b"", false, None), 1);
         assert_eq!(sub.rx.try_recv().unwrap().subject, "a.yes");
         assert!(sub.rx.try_recv().is_err());
+    }
+
+    #[tokio::test]
+    async fn a_queue_past_the_pacing_threshold_is_reported_until_it_drains() {
+        let subs = InternalSubs::default();
+        let mut sub = subs.subscribe("cap.>").unwrap();
+        let mut paced = Vec::new();
+        for _ in 0..PACE_ABOVE {
+            assert_eq!(
+                subs.deliver("cap.a", None, None, b"x", false, Some(&mut paced)),
+                1
+            );
+        }
+        assert!(paced.is_empty(), "at the threshold nobody is paced yet");
+        for _ in 0..3 {
+            subs.deliver("cap.a", None, None, b"x", false, Some(&mut paced));
+        }
+        assert_eq!(paced.len(), 1, "one entry per queue, however many messages");
+        let gauge = paced.pop().unwrap();
+        assert_eq!(gauge.len(), PACE_ABOVE + 3);
+        assert!(!gauge.resumable());
+        // Messages from peers are never paced.
+        subs.deliver("cap.a", None, None, b"x", true, Some(&mut paced));
+        assert!(paced.is_empty());
+        // A paced producer waits until the consumer drained the queue to half the threshold.
+        let waiter = tokio::spawn({
+            let gauge = gauge.clone();
+            async move { gauge.wait_resumable().await }
+        });
+        while gauge.len() > RESUME_AT + 1 {
+            sub.rx.try_recv().unwrap();
+        }
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "still one above the resume mark");
+        sub.rx.recv().await.unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("woken at the resume mark")
+            .unwrap();
+        assert!(gauge.resumable());
+        while sub.rx.try_recv().is_ok() {}
+        assert!(gauge.is_empty());
     }
 }

@@ -30,7 +30,7 @@ use bytes::Bytes;
 use jetraft_raft::NodeId;
 
 pub use client::{Client, CloseReason, SubRef, Subscription};
-pub use internal::{InternalMsg, InternalSub, InternalSubs};
+pub use internal::{InternalMsg, InternalRx, InternalSub, InternalSubs, QueueGauge};
 
 use crate::router::sublist::Sublist;
 
@@ -168,6 +168,8 @@ pub struct FlushSet {
     pub wake: Vec<Arc<Client>>,
     /// Receivers above their stall threshold.
     pub stalled: Vec<Arc<Client>>,
+    /// Internal queues holding more than [`internal::PACE_ABOVE`] messages.
+    pub paced: Vec<Arc<QueueGauge>>,
 }
 
 impl FlushSet {
@@ -177,6 +179,7 @@ impl FlushSet {
             client.wake_writer();
         }
         self.stalled.clear();
+        self.paced.clear();
     }
 
     fn record(&mut self, client: &Arc<Client>, pending: usize) {

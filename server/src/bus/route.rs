@@ -82,12 +82,14 @@ impl Bus {
                 add_forward(&mut forwards, node, Some(&group.name));
             }
         }
+        let from_peer = peer_queues.is_some();
         delivered += self.inner.internal.deliver(
             msg.subject,
             msg.reply,
             msg.hdrs,
             msg.payload,
-            peer_queues.is_some(),
+            from_peer,
+            (!from_peer).then_some(&mut flush.paced),
         );
         if delivered > 0 {
             let stats = &self.inner.stats;

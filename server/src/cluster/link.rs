@@ -386,6 +386,7 @@ async fn run_inbound(
                     c.notify.notify_one();
                 }
                 flush.stalled.clear();
+                flush.paced.clear();
             }
             Some(Kind::Hello(_)) | None => {}
         }

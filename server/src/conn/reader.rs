@@ -116,13 +116,30 @@ impl Session {
     }
 
     /// Back-pressure: pause this producer while receivers it just fed are above their stall
-    /// threshold, for at most [`STALL_MAX`] per read batch. A receiver that never drains is
-    /// closed by its own writer (write deadline) or by `max_pending`.
+    /// threshold, or internal queues it fed above their pacing threshold, for at most
+    /// [`STALL_MAX`] per read batch. A receiver that never drains is closed by its own writer
+    /// (write deadline) or by `max_pending`; an internal queue that never drains (a stream
+    /// without a leader) slows its producers to one read per [`STALL_MAX`].
     async fn wait_for_stalled(&mut self) {
-        if self.flush.stalled.is_empty() {
+        if self.flush.stalled.is_empty() && self.flush.paced.is_empty() {
             return;
         }
         let deadline = tokio::time::Instant::now() + STALL_MAX;
+        // Internal queues (a stream's capture) above their pacing threshold: wait until they
+        // drained to half of it, within the same bound.
+        for gauge in std::mem::take(&mut self.flush.paced) {
+            if tokio::time::timeout_at(deadline, gauge.wait_resumable())
+                .await
+                .is_err()
+            {
+                debug!(
+                    cid = self.client.cid,
+                    queued = gauge.len(),
+                    "producer was paced"
+                );
+                return;
+            }
+        }
         for rc in std::mem::take(&mut self.flush.stalled) {
             loop {
                 let drained = rc.drained.notified();

@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::{Capture, JetStream, now_ns};
-use crate::bus::internal::InternalMsg;
+use crate::bus::internal::{InternalMsg, InternalRx};
 use crate::bus::{FlushSet, Msg, Origin};
 use crate::jetstream::api::validate::subjects_overlap;
 use crate::jetstream::stream::command;
@@ -129,7 +129,7 @@ impl JetStream {
     async fn capture_loop(
         self: Arc<Self>,
         name: String,
-        mut rx: mpsc::UnboundedReceiver<InternalMsg>,
+        mut rx: InternalRx,
         cancel: CancellationToken,
     ) {
         loop {
@@ -351,10 +351,7 @@ impl JetStream {
 }
 
 /// `first` and the publishes already waiting behind it on `rx`, within the batch limits.
-fn take_batch(
-    first: InternalMsg,
-    rx: &mut mpsc::UnboundedReceiver<InternalMsg>,
-) -> Vec<InternalMsg> {
+fn take_batch(first: InternalMsg, rx: &mut InternalRx) -> Vec<InternalMsg> {
     let mut bytes = msg_bytes(&first);
     let mut batch = vec![first];
     while batch.len() < BATCH_MAX_PUBLISHES && bytes < BATCH_MAX_BYTES {
