@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use jetraft_raft::{Currency, GroupId};
+use jetraft_storage::stream::StreamUid;
 use tracing::{info, warn};
 
 use super::JetStream;
@@ -104,10 +105,10 @@ impl JetStream {
         match scope {
             HealthScope::Meta => {}
             HealthScope::All => {
-                let assigned: Vec<(String, u64)> = self.meta.read(|m| {
+                let assigned: Vec<(String, StreamUid)> = self.meta.read(|m| {
                     m.streams()
                         .filter(|s| s.replicas.contains(&self.node.0))
-                        .map(|s| (s.name.clone(), s.uid))
+                        .map(|s| (s.name.clone(), StreamUid(s.uid)))
                         .collect()
                 });
                 for (name, uid) in assigned {
@@ -137,9 +138,10 @@ impl JetStream {
     }
 
     fn stream_health(&self, stream: &str, consumer: Option<&str>, out: &mut Vec<HealthProblem>) {
-        let assignment = self
-            .meta
-            .read(|m| m.stream(stream).map(|s| (s.uid, s.replicas.clone())));
+        let assignment = self.meta.read(|m| {
+            m.stream(stream)
+                .map(|s| (StreamUid(s.uid), s.replicas.clone()))
+        });
         let Some((uid, replicas)) = assignment else {
             out.push(HealthProblem {
                 not_found: true,
@@ -176,7 +178,7 @@ impl JetStream {
     /// Whether the replica of stream `name` (uid `uid`) runs here, is current and votes: a
     /// replica still joining as a learner (a rebuilt node taking over a retired id's place)
     /// does not count yet, since until it votes the group's quorum still needs the old id.
-    fn replica_current(&self, name: &str, uid: u64) -> bool {
+    fn replica_current(&self, name: &str, uid: StreamUid) -> bool {
         let Some(ls) = self.local_stream(name) else {
             return false;
         };

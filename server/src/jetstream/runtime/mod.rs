@@ -47,6 +47,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use jetraft_raft::network::NodeTransport;
 use jetraft_raft::rocks_log::RocksLogs;
 use jetraft_raft::{GroupId, GroupRegistry, NodeId, PeerNode, RaftTiming};
+use jetraft_storage::stream::StreamUid;
 use parking_lot::{Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -84,7 +85,7 @@ pub enum JetStreamError {
 /// A capture subscription set of one stream (every node has one per stream).
 struct Capture {
     /// The stream's uid when the capture was set up (recreated streams get new captures).
-    uid: u64,
+    uid: StreamUid,
     /// Subjects captured.
     subjects: Vec<String>,
     /// Stops the capture task.
@@ -157,7 +158,7 @@ pub struct JetStream {
     /// Next token for `waiting`.
     next_token: AtomicU64,
     /// Stream groups (uids) whose voters this node is changing right now.
-    moving: Mutex<HashSet<u64>>,
+    moving: Mutex<HashSet<StreamUid>>,
     /// Copy tasks of the mirrors and sourcing streams this node leads, by stream name.
     sourcing: Mutex<HashMap<String, sourcing::SourcingRun>>,
     /// Stops the runtime's tasks.
@@ -412,7 +413,7 @@ impl JetStream {
     /// the replicas, the old one must not answer or take publishes).
     fn local_stream(&self, name: &str) -> Option<Arc<LocalStream>> {
         let ls = self.local.read().get(name).cloned()?;
-        let current = self.meta.read(|m| m.stream(name).map(|s| s.uid));
+        let current = self.meta.read(|m| m.stream(name).map(|s| StreamUid(s.uid)));
         (current == Some(ls.uid)).then_some(ls)
     }
 

@@ -23,6 +23,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::FutureExt;
 use jetraft_raft::{GroupId, NodeId, RaftError};
+use jetraft_storage::stream::StreamUid;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
@@ -83,7 +84,7 @@ pub(super) type AckQueue = mpsc::UnboundedSender<PendingAck>;
 impl JetStream {
     /// Makes the capture subscriptions match the meta state: one set per stream, recreated when
     /// a stream's uid or subjects change, dropped when the stream is gone.
-    pub(super) fn sync_captures(self: &Arc<Self>, streams: &[(String, u64, Vec<String>)]) {
+    pub(super) fn sync_captures(self: &Arc<Self>, streams: &[(String, StreamUid, Vec<String>)]) {
         let mut caps = self.captures.lock();
         caps.retain(|name, cap| {
             let keep = streams.iter().any(|(n, uid, subjects)| {

@@ -61,9 +61,9 @@ impl JetStream {
             }
         }
         self.register_self(&peers).await;
-        let captures: Vec<(String, u64, Vec<String>)> = streams
+        let captures: Vec<(String, StreamUid, Vec<String>)> = streams
             .iter()
-            .map(|s| (s.name.clone(), s.uid, s.subjects.clone()))
+            .map(|s| (s.name.clone(), StreamUid(s.uid), s.subjects.clone()))
             .collect();
         self.sync_captures(&captures);
         // DIRECT.GET is taken for streams with `allow_direct` and for the origins of mirrors
@@ -85,9 +85,9 @@ impl JetStream {
             .collect();
         let current: Vec<Arc<LocalStream>> = self.local.read().values().cloned().collect();
         for ls in current {
-            if wanted.get(ls.name.as_str()).map(|a| a.uid) != Some(ls.uid) {
+            if wanted.get(ls.name.as_str()).map(|a| StreamUid(a.uid)) != Some(ls.uid) {
                 // Moved away (STREAM.PEER.REMOVE): keep leading until the new voters took over.
-                let moved = streams.iter().find(|s| s.uid == ls.uid);
+                let moved = streams.iter().find(|s| StreamUid(s.uid) == ls.uid);
                 if let Some(a) = moved
                     && self.still_needed_here(&ls)
                 {
@@ -203,7 +203,7 @@ impl JetStream {
             .map_err(|e| e.to_string())?;
         let local = Arc::new(LocalStream {
             name: a.name.clone(),
-            uid: a.uid,
+            uid,
             replicas: a.replicas.clone(),
             sm,
             changes,
@@ -272,7 +272,7 @@ impl JetStream {
         if let Err(e) = ls.sm.lock().purge_all() {
             warn!(stream = %ls.name, error = %e, "stream data not deleted");
         }
-        info!(stream = %ls.name, uid = ls.uid, "stream replica removed");
+        info!(stream = %ls.name, uid = ls.uid.0, "stream replica removed");
     }
 
     /// On the stream leader: proposes the meta group's config for the stream if the replica

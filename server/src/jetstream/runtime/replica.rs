@@ -12,6 +12,7 @@ use bytes::Bytes;
 use jetraft_raft::{
     AppliedState, DurabilityBarrier, GroupId, LogIndex, ReplicatedStateMachine, StateMachineError,
 };
+use jetraft_storage::stream::StreamUid;
 use parking_lot::Mutex;
 
 use crate::jetstream::stream::StreamStateMachine;
@@ -22,7 +23,7 @@ pub struct LocalStream {
     /// Stream name.
     pub name: String,
     /// Stream uid (also its Raft group id).
-    pub uid: u64,
+    pub uid: StreamUid,
     /// Replica node ids, as the meta group assigned them.
     pub replicas: Vec<u64>,
     /// The replicated state, shared with Raft's apply.
@@ -41,7 +42,7 @@ pub struct LocalStream {
 impl LocalStream {
     /// The stream's Raft group.
     pub fn group(&self) -> GroupId {
-        GroupId(self.uid)
+        GroupId(self.uid.0)
     }
 }
 

@@ -34,6 +34,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use jetraft_storage::stream::StreamUid;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
@@ -76,7 +77,7 @@ pub(super) struct SourceStatus {
 /// The copy tasks of one stream on its leader.
 pub(super) struct SourcingRun {
     /// The stream's uid (a recreated stream gets new tasks).
-    uid: u64,
+    uid: StreamUid,
     /// The mirror (`true`) or the sources these tasks copy, as configured.
     mirror: bool,
     /// The configured origins, in config order.
