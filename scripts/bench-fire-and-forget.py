@@ -23,10 +23,15 @@ async def run(label, binary, bench, n):
     port=free_port(); d=tempfile.mkdtemp()
     p=subprocess.Popen([binary,"-a","127.0.0.1","-p",str(port),"-sd",d,"-js"],stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL)
     try:
-        for _ in range(100):
+        deadline=time.time()+30
+        while time.time()<deadline:
             try:
-                nc=await nats.connect(f"nats://127.0.0.1:{port}"); break
-            except Exception: await asyncio.sleep(0.1)
+                socket.create_connection(("127.0.0.1",port),timeout=1).close()
+                break
+            except OSError:
+                await asyncio.sleep(0.1)
+        await asyncio.sleep(0.5)
+        nc=await nats.connect(f"nats://127.0.0.1:{port}")
         js=nc.jetstream()
         await js.add_stream(name="FF", subjects=["jetraft_bench.pubsub.>"])
         base=hwm(p.pid)
@@ -48,6 +53,6 @@ async def run(label, binary, bench, n):
 async def main():
     ref, new, bench, n, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
     for r in range(rounds):
-        await run("before (8111e08)", ref, bench, n)
-        await run("after", new, bench, n)
+        await run("reference", ref, bench, n)
+        await run("new", new, bench, n)
 asyncio.run(main())
