@@ -173,7 +173,9 @@ fn check_reserved_subject(subj: &str, no_ack: bool) -> Result<(), ApiError> {
     if subj == ">" {
         return Err(invalid("capturing all subjects requires no-ack to be true"));
     }
-    let js_api = ["$JS.API.>", "$JSC.>", "$NRG.>"];
+    // All of `$JS.` but its event subjects (acks, flow control and API included), as
+    // nats-server 2.15.1 answers.
+    let js_api = ["$JS.>", "$JSC.>", "$NRG.>"];
     if js_api.iter().any(|r| subjects_overlap(subj, r)) && !subject::is_subset(subj, "$JS.EVENT.>")
     {
         return Err(invalid(

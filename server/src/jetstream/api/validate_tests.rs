@@ -497,3 +497,46 @@ fn mirror_and_source_configs_are_checked_as_nats_server_does() {
         assert!(check_create("M", cfg, None, &SINGLE).is_ok(), "{json}");
     }
 }
+
+/// Stream subjects in JetStream's own subject space, as nats-server 2.15.1 answered each one
+/// (2026-12-04, one create per subject on a fresh server): everything under `$JS.` but its
+/// event subjects needs `no_ack`, so a stream can never capture its consumers' acks or flow
+/// control replies (which would store its own acks as messages).
+#[test]
+fn streams_may_not_capture_jetstream_subjects_without_no_ack() {
+    let refused = [
+        "$JS.ACK.>",
+        "$JS.ACK",
+        "$JS.FC.>",
+        "$JS.API",
+        "$JS.API.>",
+        "$JS.>",
+        "$JSC.>",
+        "$JS.ACK.S.>",
+        "$JS.FOO",
+        "$JS.*.>",
+        "*.API.>",
+        "$NRG.>",
+    ];
+    for subject in refused {
+        let body = format!(r#"{{"name":"S","subjects":["{subject}"]}}"#);
+        let cfg: StreamConfig = decode(body.as_bytes()).unwrap();
+        let err = check_create("S", cfg, None, &SINGLE).expect_err(subject);
+        assert_eq!(err.err_code, 10052, "{subject}");
+        assert_eq!(
+            err.description, "subjects that overlap with jetstream api require no-ack to be true",
+            "{subject}"
+        );
+        let no_ack = format!(r#"{{"name":"S","subjects":["{subject}"],"no_ack":true}}"#);
+        let cfg: StreamConfig = decode(no_ack.as_bytes()).unwrap();
+        assert!(
+            check_create("S", cfg, None, &SINGLE).is_ok(),
+            "{subject} with no_ack"
+        );
+    }
+    for subject in ["$JS.EVENT.>", "$JS.EVENT.ADVISORY.>", "$KV.x.>"] {
+        let body = format!(r#"{{"name":"S","subjects":["{subject}"]}}"#);
+        let cfg: StreamConfig = decode(body.as_bytes()).unwrap();
+        assert!(check_create("S", cfg, None, &SINGLE).is_ok(), "{subject}");
+    }
+}
