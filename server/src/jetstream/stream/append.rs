@@ -172,7 +172,14 @@ impl StreamStateMachine {
         if let Some(hit) = msg_id.as_deref().and_then(|id| self.dedup.get(id)) {
             return Ok(Ok(Applied::duplicate(hit.seq)));
         }
-        let seq = if mirror { a.origin_seq } else { last_seq + 1 };
+        let seq = if mirror {
+            a.origin_seq
+        } else {
+            match next_seq(last_seq) {
+                Some(seq) => seq,
+                None => return Ok(Err(sequence_space_exhausted())),
+            }
+        };
         let msg = StoredMsg {
             seq,
             subject: a.subject,
@@ -268,7 +275,9 @@ impl StreamStateMachine {
         if hdrs.len() > MAX_HEADER_BYTES {
             return Ok(Err(ApiError::new(ErrorKind::StreamHeaderExceedsMaximum)));
         }
-        let seq = self.store.state().last_seq + 1;
+        let Some(seq) = next_seq(self.store.state().last_seq) else {
+            return Ok(Err(sequence_space_exhausted()));
+        };
         let msg = StoredMsg {
             seq,
             subject: a.subject,
@@ -321,4 +330,19 @@ fn header_value(hdrs: &[u8], key: &str) -> Option<String> {
     headers::get(hdrs, key)
         .filter(|v| !v.is_empty())
         .map(str::to_string)
+}
+
+/// The sequence after `last`, if a stream may store it. The last storable sequence is 2^64-2:
+/// the stores keep `first_seq = last_seq + 1` for an empty stream and use 2^64-1 as "no upper
+/// bound" in purges, so 2^64-1 itself is never stored.
+fn next_seq(last: u64) -> Option<u64> {
+    last.checked_add(1).filter(|seq| *seq < u64::MAX)
+}
+
+/// The answer to a publish past the last storable sequence (a stream created with a
+/// `first_seq` near 2^64): refused like any store failure, so every replica applies the entry
+/// the same way and the group goes on (nats-server wraps around to 0, which a store ordered by
+/// sequence cannot hold).
+fn sequence_space_exhausted() -> ApiError {
+    ApiError::store_failed("stream sequence space exhausted")
 }

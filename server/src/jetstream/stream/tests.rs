@@ -380,6 +380,37 @@ fn first_seq_and_update_enforce_config() {
 }
 
 #[test]
+fn a_publish_past_the_last_sequence_is_refused_and_the_stream_goes_on() {
+    let refused = |name: &str| {
+        format!(
+            r#"{{"error":{{"code":503,"err_code":10077,"description":"stream sequence space exhausted"}},"stream":"{name}","seq":0}}"#
+        )
+    };
+    // The last storable sequence is 2^64-2: one publish fits, then every one is refused.
+    let mut d = Driver::new(mem_sm(
+        r#"{"name":"M","subjects":["m"],"first_seq":18446744073709551614}"#,
+    ));
+    assert_eq!(
+        d.publish("m", &[], T0),
+        r#"{"stream":"M","seq":18446744073709551614}"#
+    );
+    assert_eq!(d.publish("m", &[], T0 + 1), refused("M"));
+    assert_eq!(d.publish("m", &[], T0 + 2), refused("M"));
+    let st = d.sm.state();
+    assert_eq!((st.msgs, st.last_seq), (1, u64::MAX - 1));
+    // Other commands still apply: the group is not stuck.
+    let purged = d.apply(command::purge("", 0, 0));
+    assert!(purged.contains(r#""purged":1"#), "{purged}");
+    assert_eq!(d.publish("m", &[], T0 + 3), refused("M"));
+    // first_seq 2^64-1 (accepted at create, as nats-server does) leaves no room at all.
+    let mut d = Driver::new(mem_sm(
+        r#"{"name":"X","subjects":["x"],"first_seq":18446744073709551615}"#,
+    ));
+    assert_eq!(d.publish("x", &[], T0), refused("X"));
+    assert_eq!(d.sm.state().msgs, 0);
+}
+
+#[test]
 fn expire_removes_old_messages_by_command_time() {
     let mut d = Driver::new(mem_sm(
         r#"{"name":"E","subjects":["e"],"max_age":2000000000}"#,
