@@ -167,35 +167,76 @@ async fn pull_consumer_fetch_ack_and_info() {
     assert!(none.is_empty());
 }
 
-#[tokio::test]
-async fn unacked_messages_come_back_after_ack_wait_and_max_deliver_stops_them() {
+/// One message in a fresh stream `name` (subject its lowercase name), a durable pull consumer
+/// `c` with explicit acks and `max_deliver`, and a subscription to its max-deliveries advisory.
+struct MaxDeliver {
+    _srv: jetraft_tests::harness::ServerProcess,
+    consumer: consumer::Consumer<pull::Config>,
+    advisories: async_nats::Subscriber,
+}
+
+async fn max_deliver_setup(name: &str, max_deliver: i64, ack_wait: Duration) -> MaxDeliver {
     let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
+    let subject = name.to_lowercase();
     let s = stream_with(
         &js,
         stream::Config {
-            name: "RD".into(),
-            subjects: vec!["rd".into()],
+            name: name.into(),
+            subjects: vec![subject.clone()],
             ..Default::default()
         },
     )
     .await;
-    let mut adv = nc
-        .subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.RD.c")
+    let advisories = nc
+        .subscribe(format!(
+            "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{name}.c"
+        ))
         .await
         .expect("sub");
-    publish_n(&js, "rd", 1).await;
-    let c: consumer::Consumer<pull::Config> = s
+    publish_n(&js, &subject, 1).await;
+    let consumer = s
         .create_consumer(pull::Config {
             durable_name: Some("c".into()),
             ack_policy: AckPolicy::Explicit,
-            ack_wait: Duration::from_millis(400),
-            max_deliver: 2,
+            ack_wait,
+            max_deliver,
             ..Default::default()
         })
         .await
         .expect("consumer");
+    MaxDeliver {
+        _srv: srv,
+        consumer,
+        advisories,
+    }
+}
+
+/// Waits for the max-deliveries advisory of stream `name`'s consumer `c` for message 1.
+async fn expect_max_deliver_advisory(
+    adv: &mut async_nats::Subscriber,
+    name: &str,
+    deliveries: i64,
+) {
+    let advisory = within(Duration::from_secs(5), "advisory", adv.next())
+        .await
+        .expect("advisory");
+    let a: Value = serde_json::from_slice(&advisory.payload).expect("json");
+    assert_eq!(a["type"], "io.nats.jetstream.advisory.v1.max_deliver");
+    assert_eq!(a["stream"], name);
+    assert_eq!(a["consumer"], "c");
+    assert_eq!(a["stream_seq"], 1);
+    assert_eq!(a["deliveries"], deliveries);
+}
+
+#[tokio::test]
+async fn unacked_messages_come_back_after_ack_wait_and_max_deliver_stops_them() {
+    let MaxDeliver {
+        _srv,
+        consumer: c,
+        advisories: mut adv,
+    } = max_deliver_setup("RD", 2, Duration::from_millis(400)).await;
     let first = fetch(&c, 1).await;
     assert_eq!(first.len(), 1);
     assert_eq!(first[0].info().expect("info").delivered, 1);
@@ -210,15 +251,7 @@ async fn unacked_messages_come_back_after_ack_wait_and_max_deliver_stops_them() 
     // sends it when the next delivery is attempted, hence the fetch first).
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(fetch(&c, 1).await.is_empty());
-    let advisory = within(Duration::from_secs(5), "advisory", adv.next())
-        .await
-        .expect("advisory");
-    let a: Value = serde_json::from_slice(&advisory.payload).expect("json");
-    assert_eq!(a["type"], "io.nats.jetstream.advisory.v1.max_deliver");
-    assert_eq!(a["stream"], "RD");
-    assert_eq!(a["consumer"], "c");
-    assert_eq!(a["stream_seq"], 1);
-    assert_eq!(a["deliveries"], 2);
+    expect_max_deliver_advisory(&mut adv, "RD", 2).await;
 }
 
 /// A pull sent right after a NAK, on the same connection, gets the NAKed message again (a
@@ -310,32 +343,11 @@ async fn nak_redelivers_and_term_stops_with_advisory() {
 /// max-deliveries advisory goes out and the message is not delivered again.
 #[tokio::test]
 async fn naks_count_towards_max_deliver() {
-    let srv = start_server().await;
-    let nc = connect(&srv).await;
-    let js = jetstream::new(nc.clone());
-    let s = stream_with(
-        &js,
-        stream::Config {
-            name: "NM".into(),
-            subjects: vec!["nm".into()],
-            ..Default::default()
-        },
-    )
-    .await;
-    let mut adv = nc
-        .subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.NM.c")
-        .await
-        .expect("sub");
-    publish_n(&js, "nm", 1).await;
-    let mut c: consumer::Consumer<pull::Config> = s
-        .create_consumer(pull::Config {
-            durable_name: Some("c".into()),
-            ack_policy: AckPolicy::Explicit,
-            max_deliver: 3,
-            ..Default::default()
-        })
-        .await
-        .expect("consumer");
+    let MaxDeliver {
+        _srv,
+        consumer: mut c,
+        advisories: mut adv,
+    } = max_deliver_setup("NM", 3, Duration::from_secs(30)).await;
     for round in 1..=3i64 {
         let m = fetch(&c, 1).await;
         assert_eq!(m.len(), 1, "delivery {round}");
@@ -348,13 +360,7 @@ async fn naks_count_towards_max_deliver() {
         }
     }
     assert!(fetch(&c, 1).await.is_empty(), "no fourth delivery");
-    let advisory = within(Duration::from_secs(5), "advisory", adv.next())
-        .await
-        .expect("advisory");
-    let a: Value = serde_json::from_slice(&advisory.payload).expect("json");
-    assert_eq!(a["type"], "io.nats.jetstream.advisory.v1.max_deliver");
-    assert_eq!(a["stream_seq"], 1);
-    assert_eq!(a["deliveries"], 3);
+    expect_max_deliver_advisory(&mut adv, "NM", 3).await;
     assert!(fetch(&c, 1).await.is_empty(), "still no fourth delivery");
     assert_eq!(info(&mut c).await.num_ack_pending, 0);
 }
