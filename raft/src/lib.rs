@@ -146,6 +146,19 @@ impl Default for RaftTiming {
 }
 
 impl RaftTiming {
+    /// Timing for in-process test clusters: elections in well under a second, yet slow enough
+    /// that a busy 2-core debug build sees no spurious elections. Shared by the raft crate's
+    /// tests and the server's in-process JetStream clusters.
+    pub fn for_tests() -> Self {
+        Self {
+            heartbeat: Duration::from_millis(60),
+            election_min: Duration::from_millis(400),
+            election_max: Duration::from_millis(800),
+            propose_timeout: Duration::from_secs(3),
+            quiesce_after: None,
+        }
+    }
+
     /// Checks that followers hear at least three heartbeats before their earliest election.
     pub fn validate(&self) -> Result<(), TimingError> {
         if self.election_min >= self.election_max {

@@ -32,13 +32,7 @@ pub fn init_log() {
 
 /// Test timing: fast enough for tests, slow enough for a busy 2-core debug build.
 pub fn test_timing() -> RaftTiming {
-    RaftTiming {
-        heartbeat: Duration::from_millis(60),
-        election_min: Duration::from_millis(400),
-        election_max: Duration::from_millis(800),
-        propose_timeout: Duration::from_secs(3),
-        quiesce_after: None,
-    }
+    RaftTiming::for_tests()
 }
 
 /// Deterministic test state machine: appends every command; answers with the new length (u64 BE).

@@ -56,16 +56,9 @@ pub(crate) use client::{TestClient, TestMsg};
 /// [`test_timing`]; this leaves room for a loaded 2-core machine).
 pub(crate) const WAIT: Duration = Duration::from_secs(10);
 
-/// Raft timing of the test nodes: fast enough for tests, slow enough that a busy 2-core debug
-/// build does not see spurious elections (the raft crate's tests use the same).
+/// Raft timing of the test nodes: the raft crate's test timing.
 pub(crate) fn test_timing() -> RaftTiming {
-    RaftTiming {
-        heartbeat: Duration::from_millis(60),
-        election_min: Duration::from_millis(400),
-        election_max: Duration::from_millis(800),
-        propose_timeout: Duration::from_secs(3),
-        quiesce_after: None,
-    }
+    RaftTiming::for_tests()
 }
 
 /// Sends tracing output to the test's captured output when `RUST_LOG` is set.
