@@ -78,11 +78,6 @@ pub struct ServerHandle {
 }
 
 impl ServerHandle {
-    /// The bound client address.
-    pub fn client_addr(&self) -> SocketAddr {
-        self.conns.node.client_addr
-    }
-
     /// Graceful shutdown: stop the Raft groups, close connections, wait (bounded) for every
     /// task of the node.
     pub async fn shutdown(&self) {
