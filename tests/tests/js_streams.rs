@@ -573,3 +573,62 @@ async fn a_stream_deleted_and_recreated_at_once_starts_empty() {
         assert_eq!(del["success"], true, "round {round}: {del}");
     }
 }
+
+/// A stream may not capture JetStream's own subjects (acks, flow control, the API) without
+/// `no_ack`; its event subjects are allowed. Same answers from nats-server 2.15.1.
+#[tokio::test]
+async fn streams_may_not_capture_jetstream_subjects_without_no_ack() {
+    let srv = start_server().await;
+    let nc = connect(&srv).await;
+    for (i, subject) in ["$JS.ACK.>", "$JS.FC.>", "$JS.API", "$JS.>"]
+        .iter()
+        .enumerate()
+    {
+        let answer = create(&nc, json!({"name": format!("R{i}"), "subjects": [subject]})).await;
+        assert_eq!(err_code(&answer), Some(10052), "{subject}: {answer}");
+        assert_eq!(
+            answer["error"]["description"],
+            "subjects that overlap with jetstream api require no-ack to be true",
+            "{subject}"
+        );
+    }
+    let events = create(&nc, json!({"name": "EV", "subjects": ["$JS.EVENT.>"]})).await;
+    assert_eq!(err_code(&events), None, "{events}");
+    let no_ack = create(
+        &nc,
+        json!({"name": "NA", "subjects": ["$JS.ACK.>"], "no_ack": true}),
+    )
+    .await;
+    assert_eq!(err_code(&no_ack), None, "{no_ack}");
+}
+
+/// A stream created near the end of the sequence space takes what fits and refuses the rest with
+/// an error, and keeps answering (it used to stall its Raft group for good). jetraft only:
+/// nats-server wraps around to sequence 0.
+#[tokio::test]
+async fn a_stream_out_of_sequences_refuses_publishes_and_keeps_answering() {
+    if jetraft_tests::harness::server_kind() != jetraft_tests::harness::ServerKind::Jetraft {
+        return;
+    }
+    let srv = start_server().await;
+    let nc = connect(&srv).await;
+    let created = create(
+        &nc,
+        json!({"name": "END", "subjects": ["end"], "first_seq": u64::MAX - 1}),
+    )
+    .await;
+    assert_eq!(err_code(&created), None, "{created}");
+    let first = publish(&nc, "end", &[], "a").await;
+    assert_eq!(first["seq"], u64::MAX - 1, "{first}");
+    for _ in 0..2 {
+        let refused = publish(&nc, "end", &[], "b").await;
+        assert_eq!(err_code(&refused), Some(10077), "{refused}");
+        assert_eq!(
+            refused["error"]["description"],
+            "stream sequence space exhausted"
+        );
+    }
+    let info = api(&nc, "$JS.API.STREAM.INFO.END", Value::Null).await;
+    assert_eq!(info["state"]["messages"], 1, "{info}");
+    assert_eq!(info["state"]["last_seq"], u64::MAX - 1, "{info}");
+}
