@@ -73,12 +73,10 @@ fn expectation(op: &ApiOp, answer: &[u8]) -> Option<Expect> {
 
 impl JetStream {
     /// Whether this node's captures are as `expect` says.
-    fn captures_match(&self, expect: &Expect) -> bool {
-        let caps = self.captures.lock();
+    fn captures_match(routing: &super::reconcile::StreamRouting, expect: &Expect) -> bool {
+        let caps = &routing.captured;
         match expect {
-            Expect::Captured(name, subjects) => {
-                caps.get(name).is_some_and(|c| c.subjects == *subjects)
-            }
+            Expect::Captured(name, subjects) => caps.get(name).is_some_and(|c| c == subjects),
             Expect::Gone(name) => !caps.contains_key(name),
         }
     }
@@ -88,19 +86,17 @@ impl JetStream {
         let Some(expect) = expectation(op, answer) else {
             return;
         };
-        let mut version = self.meta.subscribe();
+        let mut routing = self.routing.subscribe();
         let deadline = tokio::time::Instant::now() + IN_FORCE_WAIT;
-        while !self.captures_match(&expect) {
-            // Captures follow the meta state a moment after it changes (reconcile): look
-            // again on every change and every few milliseconds.
-            let step = tokio::time::sleep(Duration::from_millis(5));
+        // Captures follow the meta state a moment after it changes (the meta task publishes
+        // them): look again on every change.
+        while !Self::captures_match(&routing.borrow_and_update(), &expect) {
             tokio::select! {
                 () = tokio::time::sleep_until(deadline) => {
                     debug!(?expect, "answer relayed before this node's captures matched it");
                     return;
                 }
-                changed = version.changed() => if changed.is_err() { return },
-                () = step => {}
+                changed = routing.changed() => if changed.is_err() { return },
             }
         }
     }

@@ -70,7 +70,7 @@ impl JetStream {
                 StorageType::File => st.storage += state.bytes,
                 StorageType::Memory => st.memory += state.bytes,
             }
-            if ls.replicas.len() > 1 {
+            if ls.replicas().len() > 1 {
                 st.ha_assets += 1 + consumers;
             }
         }

@@ -3,12 +3,15 @@
 //! captures publishes on stream subjects, and answers `$JS.API` requests it owns, forwarding the
 //! rest to the node that owns them.
 //!
-//! - [`replica`]: a stream replica on this node and the shared state machine Raft applies to.
-//! - `reconcile`: start/stop local stream groups and capture subscriptions from the meta state.
+//! - [`replica`]: a stream replica on this node (the handle everything reaches it through) and
+//!   the shared state machine Raft applies to.
+//! - `owner`: each replica's owner task (leadership, consumers, expiry, sourcing).
+//! - `reconcile`: the meta task: starts/stops local replicas and capture subscriptions from the
+//!   meta state, drives replica moves, publishes the routing view.
 //! - `api`: the `$JS.API` request loop and its handlers, one file per API family.
 //! - `dispatch`: where a request is answered (a pure decision, tested on its own).
 //! - `publish`: stream capture and proposals of `Append` entries.
-//! - `expiry`: the leader's timer proposing `Expire` for `max_age` and per-message TTLs.
+//! - `expiry`: the leader proposing `Expire` for `max_age` and per-message TTLs.
 //! - `forward`: sending a request to the node that owns it.
 //! - `remote`: asking another node for an API answer (STREAM.LIST of remote streams).
 //! - `in_force`: stream create/update/delete answered once the client's node routes by them.
@@ -21,7 +24,9 @@
 //! - Only leaders answer: the meta leader for stream create/update/delete, the stream leader
 //!   for stream reads and writes. Followers forward or stay silent.
 //! - A PubAck is sent only after the `Append` is committed (fsynced on a quorum) and applied.
-//! - Locks (`local`, `captures`) are `parking_lot` locks held only to clone handles out.
+//! - One writer per piece of state: the meta task writes `local` (the replica handles) and
+//!   `routing`, and owns the captures and replica moves; a replica's owner task writes its
+//!   copy tasks. `local` is a `parking_lot` lock held only to clone handles out.
 
 mod api;
 pub(crate) mod consumer;
@@ -32,6 +37,7 @@ mod health;
 mod in_force;
 mod jsz;
 mod membership;
+mod owner;
 mod peer_remove;
 mod publish;
 mod reconcile;
@@ -39,7 +45,7 @@ mod remote;
 pub mod replica;
 mod sourcing;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -48,7 +54,7 @@ use jetraft_raft::network::NodeTransport;
 use jetraft_raft::rocks_log::RocksLogs;
 use jetraft_raft::{GroupId, GroupRegistry, NodeId, PeerNode, RaftTiming};
 use jetraft_storage::stream::StreamUid;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -80,19 +86,6 @@ pub enum JetStreamError {
     /// The meta state could not be loaded.
     #[error("loading the meta state")]
     Meta(#[from] jetraft_raft::StateMachineError),
-}
-
-/// A capture subscription set of one stream (every node has one per stream).
-struct Capture {
-    /// The stream's uid when the capture was set up (recreated streams get new captures).
-    uid: StreamUid,
-    /// Subjects captured.
-    subjects: Vec<String>,
-    /// Stops the capture task.
-    cancel: CancellationToken,
-    /// The subscriptions: dropping the capture unsubscribes at once, so a node that no longer
-    /// captures a stream (deleted, subjects changed) takes no more publishes for it.
-    _subs: Vec<crate::bus::internal::InternalSub>,
 }
 
 /// What JetStream needs from the node it runs on.
@@ -135,14 +128,10 @@ pub struct JetStream {
     logs: RocksLogs,
     /// Read handle on the meta state.
     meta: MetaView,
-    /// Stream replicas hosted here, by stream name.
+    /// Handles of the stream replicas hosted here, by stream name (written by the meta task).
     local: RwLock<HashMap<String, Arc<LocalStream>>>,
-    /// Streams with `allow_direct` (DIRECT.GET is answered only for them).
-    direct: Arc<RwLock<HashSet<String>>>,
-    /// Capture subscriptions by stream name.
-    captures: Mutex<HashMap<String, Capture>>,
-    /// PubAck queues of the stream groups this node proposes to (see `publish`).
-    acks: Mutex<HashMap<GroupId, publish::AckQueue>>,
+    /// What requests are routed by (written by the meta task).
+    routing: tokio::sync::watch::Sender<reconcile::StreamRouting>,
     /// What responses say about this server.
     identity: ServerIdentity,
     /// This node's cluster (gRPC) address, recorded in Raft membership.
@@ -153,14 +142,8 @@ pub struct JetStream {
     api_total: AtomicU64,
     /// API requests answered with an error (account info `api.errors`).
     api_errors: AtomicU64,
-    /// Requests to other nodes waiting for their answer, by token (see `remote`).
-    waiting: Mutex<HashMap<u64, tokio::sync::oneshot::Sender<bytes::Bytes>>>,
-    /// Next token for `waiting`.
-    next_token: AtomicU64,
-    /// Stream groups (uids) whose voters this node is changing right now.
-    moving: Mutex<HashSet<StreamUid>>,
-    /// Copy tasks of the mirrors and sourcing streams this node leads, by stream name.
-    sourcing: Mutex<HashMap<String, sourcing::SourcingRun>>,
+    /// Requests to other nodes waiting for their answer (see `remote`).
+    pending: remote::Pending,
     /// Stops the runtime's tasks.
     cancel: CancellationToken,
 }
@@ -228,9 +211,7 @@ impl JetStream {
             logs,
             meta,
             local: RwLock::new(HashMap::new()),
-            captures: Mutex::new(HashMap::new()),
-            acks: Mutex::new(HashMap::new()),
-            direct: Arc::new(RwLock::new(HashSet::new())),
+            routing: tokio::sync::watch::Sender::new(reconcile::StreamRouting::default()),
             identity: ServerIdentity {
                 version: NATS_VERSION.to_string(),
                 api_level: API_LEVEL,
@@ -239,10 +220,7 @@ impl JetStream {
             clustered,
             api_total: AtomicU64::new(0),
             api_errors: AtomicU64::new(0),
-            moving: Mutex::new(HashSet::new()),
-            waiting: Mutex::new(HashMap::new()),
-            next_token: AtomicU64::new(0),
-            sourcing: Mutex::new(HashMap::new()),
+            pending: remote::Pending::default(),
             cancel: ctx.shutdown.child_token(),
         });
         js.spawn_tasks()?;
@@ -251,7 +229,7 @@ impl JetStream {
     }
 
     fn spawn_tasks(self: &Arc<Self>) -> Result<(), JetStreamError> {
-        let direct = self.direct.clone();
+        let routing = self.routing.subscribe();
         let accept: crate::bus::internal::AcceptFn = Arc::new(move |subject: &str| {
             if subject.starts_with(consumer::NEXT_PREFIX) {
                 // Pull requests travel with the acks (`consumer_ack_loop`), in their order.
@@ -261,7 +239,7 @@ impl JetStream {
                 // Only streams with allow_direct answer; others leave no responder (503).
                 Some(rest) => {
                     let name = rest.split('.').next().unwrap_or_default();
-                    direct.read().contains(name)
+                    routing.borrow().direct.contains(name)
                 }
                 None => true,
             }
@@ -305,10 +283,6 @@ impl JetStream {
         self.tasks.spawn(async move { js.forward_loop(fwd).await });
         let js = self.clone();
         self.tasks.spawn(async move { js.reconcile_loop().await });
-        let js = self.clone();
-        self.tasks.spawn(async move { js.expiry_loop().await });
-        let js = self.clone();
-        self.tasks.spawn(async move { js.sourcing_loop().await });
         Ok(())
     }
 

@@ -15,11 +15,12 @@
 //! 3. the removed peer keeps its replica while it still leads the group as a voter (an R1
 //!    stream's only copy is its data), and drops it once the new membership excludes it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use jetraft_proto::meta::{StreamAssignment, meta_command};
 use jetraft_raft::{NodeId, PeerNode, RemovedVoters};
+use jetraft_storage::stream::StreamUid;
 use serde::Deserialize;
 use tracing::{info, warn};
 
@@ -135,7 +136,12 @@ impl JetStream {
 
     /// On the stream's leader: makes the group's voters the assigned replicas (adding the new
     /// ones as learners first). Runs in its own task, one at a time per stream.
-    pub(super) fn drive_membership(self: &Arc<Self>, ls: &Arc<LocalStream>, assigned: &[u64]) {
+    pub(super) fn drive_membership(
+        self: &Arc<Self>,
+        moving: &mut HashMap<StreamUid, tokio::task::JoinHandle<()>>,
+        ls: &Arc<LocalStream>,
+        assigned: &[u64],
+    ) {
         let Ok(raft) = self.registry.raft(ls.group()) else {
             return;
         };
@@ -151,19 +157,20 @@ impl JetStream {
         if voters == wanted || wanted.is_empty() {
             return;
         }
-        if !self.moving.lock().insert(ls.uid) {
+        if moving.get(&ls.uid).is_some_and(|task| !task.is_finished()) {
             return;
         }
         let js = self.clone();
+        let uid = ls.uid;
         let ls = ls.clone();
-        self.tasks.spawn(async move {
+        let task = self.tasks.spawn(async move {
             let result = js.change_members(&ls, &voters, &wanted).await;
-            js.moving.lock().remove(&ls.uid);
             match result {
                 Ok(()) => info!(stream = %ls.name, voters = ?wanted, "stream replicas moved"),
                 Err(e) => warn!(stream = %ls.name, error = %e, "stream replica move not done yet"),
             }
         });
+        moving.insert(uid, task);
     }
 
     async fn change_members(

@@ -10,11 +10,12 @@
 //! entry, applied exactly as that many `Append` entries would be. Raft, log and apply work is
 //! then paid per batch rather than per publish, and a lone publish waits for nothing.
 //!
-//! Answers: one ack task per stream group ([`AckQueue`]) awaits the proposals' answers in
+//! Answers: one ack task per local stream replica ([`AckQueue`]) awaits the proposals' answers in
 //! submission order, which is log order and so the order they complete in, and publishes every
 //! PubAck that is ready before waking the receivers' writers once, instead of one task and one
 //! wake-up per publish.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -22,13 +23,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::FutureExt;
-use jetraft_raft::{GroupId, NodeId, RaftError};
+use jetraft_raft::{NodeId, RaftError};
 use jetraft_storage::stream::StreamUid;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::{Capture, JetStream, now_ns};
+use super::replica::LocalStream;
+use super::{JetStream, now_ns};
 use crate::bus::internal::{InternalMsg, InternalRx};
 use crate::bus::{FlushSet, Msg, Origin};
 use crate::jetstream::api::validate::subjects_overlap;
@@ -56,8 +58,6 @@ fn retry_is_safe(msg: &InternalMsg) -> bool {
 const REPROPOSE_MAX_HOPS: u32 = 3;
 /// How long a publish waits for a stream group without a known leader.
 const LEADER_WAIT: Duration = Duration::from_secs(3);
-/// An ack task with nothing to do for this long stops (a new publish starts another).
-const ACK_IDLE: Duration = Duration::from_secs(30);
 /// Most publishes proposed as one entry.
 pub(super) const BATCH_MAX_PUBLISHES: usize = 1024;
 /// A batch stops growing once its subjects, headers and payloads reach this many bytes.
@@ -76,16 +76,35 @@ pub(super) struct PendingAck {
     hops: u32,
 }
 
-/// The sending side of a stream group's ack task. Unbounded: every entry is a proposal Raft
+/// The sending side of a stream replica's ack task. Unbounded: every entry is a proposal Raft
 /// accepted, whose answer arrives within the proposal deadline, so the queue is bounded by the
 /// publishes in flight.
 pub(super) type AckQueue = mpsc::UnboundedSender<PendingAck>;
 
+/// A capture subscription set of one stream (every node has one per stream).
+pub(super) struct Capture {
+    /// The stream's uid when the capture was set up (recreated streams get new captures).
+    uid: StreamUid,
+    /// Subjects captured.
+    pub(super) subjects: Vec<String>,
+    /// Stops the capture tasks.
+    cancel: CancellationToken,
+    /// The subscriptions: dropping the capture unsubscribes at once, so a node that no longer
+    /// captures a stream (deleted, subjects changed) takes no more publishes for it.
+    _subs: Vec<crate::bus::internal::InternalSub>,
+}
+
+/// This node's capture subscriptions by stream name, owned by the meta task (`reconcile`).
+pub(super) type Captures = HashMap<String, Capture>;
+
 impl JetStream {
     /// Makes the capture subscriptions match the meta state: one set per stream, recreated when
     /// a stream's uid or subjects change, dropped when the stream is gone.
-    pub(super) fn sync_captures(self: &Arc<Self>, streams: &[(String, StreamUid, Vec<String>)]) {
-        let mut caps = self.captures.lock();
+    pub(super) fn sync_captures(
+        self: &Arc<Self>,
+        caps: &mut Captures,
+        streams: &[(String, StreamUid, Vec<String>)],
+    ) {
         caps.retain(|name, cap| {
             let keep = streams.iter().any(|(n, uid, subjects)| {
                 n == name && *uid == cap.uid && *subjects == cap.subjects
@@ -186,14 +205,14 @@ impl JetStream {
         };
         let group = local.group();
         match self.registry.leader(group).ok().and_then(|l| l.leader) {
-            Some(l) if l == self.node => self.submit_append(group, msgs, hops).await,
+            Some(l) if l == self.node => self.submit_append(&local, msgs, hops).await,
             Some(l) => self.forward_all(l, hops, &msgs),
             None => {
                 // An election is running: wait for it off the capture path.
                 let js = self.clone();
                 self.tasks.spawn(async move {
                     match js.wait_group_leader(group, LEADER_WAIT).await {
-                        Some(l) if l == js.node => js.submit_append(group, msgs, hops).await,
+                        Some(l) if l == js.node => js.submit_append(&local, msgs, hops).await,
                         Some(l) => js.forward_all(l, hops, &msgs),
                         None => debug!(stream = %name, "publish dropped: stream has no leader"),
                     }
@@ -209,7 +228,7 @@ impl JetStream {
         }
     }
 
-    async fn submit_append(self: &Arc<Self>, group: GroupId, msgs: Vec<InternalMsg>, hops: u32) {
+    async fn submit_append(self: &Arc<Self>, ls: &LocalStream, msgs: Vec<InternalMsg>, hops: u32) {
         let cmd = command::append_batch(
             msgs.iter().map(|m| {
                 (
@@ -220,68 +239,38 @@ impl JetStream {
             }),
             now_ns(),
         );
-        let pending = match self.registry.submit(group, cmd).await {
+        let pending = match self.registry.submit(ls.group(), cmd).await {
             Ok(p) => p,
             Err(e) => {
-                debug!(group = %group, error = %e, "publishes not queued");
+                debug!(stream = %ls.name, error = %e, "publishes not queued");
                 return;
             }
         };
-        self.queue_ack(
-            group,
-            PendingAck {
-                answer: Box::pin(pending),
-                msgs,
-                hops,
-            },
-        );
-    }
-
-    /// Hands a pending answer to the group's ack task, starting one if needed.
-    fn queue_ack(self: &Arc<Self>, group: GroupId, mut ack: PendingAck) {
-        let mut queues = self.acks.lock();
-        if let Some(tx) = queues.get(&group) {
-            match tx.send(ack) {
-                Ok(()) => return,
-                // The task stopped (idle); start another.
-                Err(mpsc::error::SendError(back)) => ack = back,
-            }
+        let ack = PendingAck {
+            answer: Box::pin(pending),
+            msgs,
+            hops,
+        };
+        if ls.acks.send(ack).is_err() {
+            // The replica is being removed: its group is stopping and cannot answer.
+            debug!(stream = %ls.name, "publishes proposed as the replica stopped");
         }
-        let (tx, rx) = mpsc::unbounded_channel();
-        // A fresh channel with its receiver alive accepts the message.
-        let _ = tx.send(ack);
-        queues.insert(group, tx.clone());
-        let js = self.clone();
-        self.tasks
-            .spawn(async move { js.ack_loop(group, tx, rx).await });
     }
 
-    /// Answers a group's publishes in order; stops after [`ACK_IDLE`] without work (removing
-    /// its queue if it is still the registered one) or when the runtime stops.
-    async fn ack_loop(
+    /// The ack task of a stream replica: answers its publishes in order until the replica is
+    /// removed (`cancel`) or the runtime stops.
+    pub(super) async fn ack_loop(
         self: Arc<Self>,
-        group: GroupId,
-        me: AckQueue,
         mut rx: mpsc::UnboundedReceiver<PendingAck>,
+        cancel: CancellationToken,
     ) {
         loop {
-            let first = tokio::select! {
-                () = self.cancel.cancelled() => return,
-                next = tokio::time::timeout(ACK_IDLE, rx.recv()) => next,
-            };
-            let mut next = match first {
-                Ok(Some(p)) => p,
-                Ok(None) => return,
-                Err(_idle) => {
-                    let mut queues = self.acks.lock();
-                    if rx.is_empty() {
-                        if queues.get(&group).is_some_and(|tx| tx.same_channel(&me)) {
-                            queues.remove(&group);
-                        }
-                        return;
-                    }
-                    continue;
-                }
+            let mut next = tokio::select! {
+                () = cancel.cancelled() => return,
+                next = rx.recv() => match next {
+                    Some(p) => p,
+                    None => return,
+                },
             };
             // Answer every publish whose answer is ready, then wake the writers once.
             let mut flush = FlushSet::default();

@@ -1,4 +1,7 @@
-//! Keeping this node's stream replicas and capture subscriptions in step with the meta state.
+//! The meta task: keeps this node's stream replicas and capture subscriptions in step with the
+//! meta state. It alone creates and removes replicas ([`LocalStream`] handles in
+//! `JetStream::local`), owns the capture subscriptions and the replica moves in progress
+//! ([`MetaOwned`]), and publishes what the request paths route by ([`StreamRouting`]).
 //!
 //! Runs after every meta change (and every few seconds, to retry what failed): starts the Raft
 //! group of every stream assigned here, stops and deletes the ones no longer assigned (or
@@ -6,7 +9,7 @@
 //! in the meta peers when it leads the meta group, and proposes config changes the meta group
 //! accepted to streams this node leads.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +22,7 @@ use parking_lot::Mutex;
 use prost::Message;
 use tracing::{info, warn};
 
+use super::publish::Captures;
 use super::replica::{LocalStream, SharedStream};
 use super::{JetStream, now_ns};
 use crate::jetstream::api::types::{StorageType, StreamConfig};
@@ -30,11 +34,33 @@ const RETRY: Duration = Duration::from_secs(2);
 /// initialises the group itself ([`JetStream::ensure_initialized`]).
 const INIT_FALLBACK: Duration = Duration::from_millis(1500);
 
+/// What the meta task owns, and nothing else touches.
+#[derive(Default)]
+pub(super) struct MetaOwned {
+    /// Capture subscriptions by stream name.
+    captures: Captures,
+    /// Replica moves this node drives as a stream leader (`peer_remove`), one per stream group.
+    pub(super) moving: HashMap<StreamUid, tokio::task::JoinHandle<()>>,
+}
+
+/// What the request paths route by, as of the meta task's last pass: published on a watch
+/// channel, so readers never wait for the meta task and it never waits for them.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct StreamRouting {
+    /// Subjects captured on this node, by stream name.
+    pub(crate) captured: BTreeMap<String, Vec<String>>,
+    /// Streams whose DIRECT.GET this node answers: those with `allow_direct`, and the origins
+    /// of mirrors with `mirror_direct`.
+    pub(crate) direct: HashSet<String>,
+}
+
 impl JetStream {
+    /// The meta task: runs until the runtime stops.
     pub(super) async fn reconcile_loop(self: Arc<Self>) {
         let mut version = self.meta.subscribe();
+        let mut owned = MetaOwned::default();
         loop {
-            self.reconcile().await;
+            self.reconcile(&mut owned).await;
             tokio::select! {
                 () = self.cancel.cancelled() => break,
                 changed = version.changed() => if changed.is_err() { break },
@@ -43,7 +69,7 @@ impl JetStream {
         }
     }
 
-    async fn reconcile(self: &Arc<Self>) {
+    async fn reconcile(self: &Arc<Self>, owned: &mut MetaOwned) {
         let (streams, peers) = self
             .meta
             .read(|m| (m.streams().cloned().collect::<Vec<_>>(), m.peers().clone()));
@@ -65,9 +91,7 @@ impl JetStream {
             .iter()
             .map(|s| (s.name.clone(), StreamUid(s.uid), s.subjects.clone()))
             .collect();
-        self.sync_captures(&captures);
-        // DIRECT.GET is taken for streams with `allow_direct` and for the origins of mirrors
-        // with `mirror_direct`.
+        self.sync_captures(&mut owned.captures, &captures);
         let direct = streams
             .iter()
             .filter_map(|s| serde_json::from_slice::<StreamConfig>(&s.config_json).ok())
@@ -77,7 +101,18 @@ impl JetStream {
                 own.into_iter().chain(origin)
             })
             .collect();
-        *self.direct.write() = direct;
+        let routing = StreamRouting {
+            captured: (owned.captures.iter())
+                .map(|(name, c)| (name.clone(), c.subjects.clone()))
+                .collect(),
+            direct,
+        };
+        self.routing.send_if_modified(|r| {
+            let changed = *r != routing;
+            *r = routing;
+            changed
+        });
+        owned.moving.retain(|_, task| !task.is_finished());
         let wanted: HashMap<&str, &StreamAssignment> = streams
             .iter()
             .filter(|s| s.replicas.contains(&self.node.0))
@@ -91,7 +126,7 @@ impl JetStream {
                 if let Some(a) = moved
                     && self.still_needed_here(&ls)
                 {
-                    self.drive_membership(&ls, &a.replicas);
+                    self.drive_membership(&mut owned.moving, &ls, &a.replicas);
                     continue;
                 }
                 self.stop_replica(&ls).await;
@@ -104,33 +139,15 @@ impl JetStream {
                 warn!(stream = %a.name, error = %e, "stream replica not started");
             }
             if let Some(ls) = self.local_stream(&a.name) {
-                let ls = self.refresh_replicas(ls, a);
+                // The replica list changes on a peer removal.
+                ls.set_replicas(&a.replicas);
                 if !a.joining.contains(&self.node.0) {
                     self.ensure_initialized(&ls).await;
                 }
                 self.push_config(&ls, a).await;
-                self.drive_membership(&ls, &a.replicas);
+                self.drive_membership(&mut owned.moving, &ls, &a.replicas);
             }
         }
-    }
-
-    /// The local replica with the assignment's replica list (it changes on a peer removal).
-    fn refresh_replicas(&self, ls: Arc<LocalStream>, a: &StreamAssignment) -> Arc<LocalStream> {
-        if ls.replicas == a.replicas {
-            return ls;
-        }
-        let updated = Arc::new(LocalStream {
-            name: ls.name.clone(),
-            uid: ls.uid,
-            replicas: a.replicas.clone(),
-            sm: ls.sm.clone(),
-            changes: ls.changes.clone(),
-            engines: ls.engines.clone(),
-            cancel: ls.cancel.clone(),
-            started: ls.started,
-        });
-        self.local.write().insert(ls.name.clone(), updated.clone());
-        updated
     }
 
     /// The meta leader records itself in the meta peers (address, name) once.
@@ -193,6 +210,7 @@ impl JetStream {
         let sm = Arc::new(Mutex::new(sm));
         let group = GroupId(a.uid);
         let (changes, _) = tokio::sync::watch::channel(0u64);
+        let (acks, ack_rx) = tokio::sync::mpsc::unbounded_channel();
         self.logs
             .create_group(
                 &self.registry,
@@ -201,20 +219,21 @@ impl JetStream {
             )
             .await
             .map_err(|e| e.to_string())?;
-        let local = Arc::new(LocalStream {
-            name: a.name.clone(),
+        let local = Arc::new(LocalStream::new(
+            a.name.clone(),
             uid,
-            replicas: a.replicas.clone(),
+            a.replicas.clone(),
             sm,
             changes,
-            engines: Arc::new(super::consumer::Engines::default()),
-            cancel: self.cancel.child_token(),
-            started: std::time::Instant::now(),
-        });
+            acks,
+            self.cancel.child_token(),
+        ));
         self.local.write().insert(a.name.clone(), local.clone());
-        let js = self.clone();
+        let (js, cancel) = (self.clone(), local.cancel.clone());
         self.tasks
-            .spawn(async move { js.supervise_consumers(local).await });
+            .spawn(async move { js.ack_loop(ack_rx, cancel).await });
+        let js = self.clone();
+        self.tasks.spawn(async move { js.run_replica(local).await });
         info!(stream = %a.name, uid = a.uid, "stream replica started");
         Ok(())
     }
@@ -237,7 +256,7 @@ impl JetStream {
         {
             return;
         }
-        let first = ls.replicas.first() == Some(&self.node.0);
+        let first = ls.first_replica() == Some(self.node.0);
         if !first
             && (ls.started.elapsed() < INIT_FALLBACK
                 || self
@@ -248,7 +267,7 @@ impl JetStream {
             return;
         }
         let mut members = BTreeMap::new();
-        for r in &ls.replicas {
+        for r in &ls.replicas() {
             let Some(addr) = self.peer_cluster_addr(*r) else {
                 // Retried at the next pass (every few seconds, or when the meta state moves).
                 warn!(stream = %ls.name, replica = r, "stream group not initialised yet: no cluster address known for a replica");

@@ -6,11 +6,13 @@
 //! sends answers to such a subject straight to that node over the cluster link (the subject has no
 //! routed interest), and the forward loop hands them to the waiting request by token.
 
-use std::sync::atomic::Ordering;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use jetraft_raft::NodeId;
+use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use super::JetStream;
@@ -62,9 +64,7 @@ impl JetStream {
         msg: &InternalMsg,
         bound: Duration,
     ) -> Option<Option<Bytes>> {
-        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        self.waiting.lock().insert(token, tx);
+        let (token, rx) = self.pending.register();
         let ask = InternalMsg {
             subject: msg.subject.clone(),
             reply: Some(format!("$JSC.F.{}.0.{ANSWER_PREFIX}{token}", self.node.0)),
@@ -81,7 +81,7 @@ impl JetStream {
         } else {
             None
         };
-        self.waiting.lock().remove(&token);
+        self.pending.forget(token);
         answer
     }
 }
@@ -98,12 +98,42 @@ impl JetStream {
         let Some(token) = subject.strip_prefix(ANSWER_PREFIX) else {
             return false;
         };
-        if let Ok(token) = token.parse::<u64>()
-            && let Some(tx) = self.waiting.lock().remove(&token)
-        {
-            let _ = tx.send(payload);
+        if let Ok(token) = token.parse::<u64>() {
+            self.pending.resolve(token, payload);
         }
         true
+    }
+}
+
+/// Requests this node sent to other nodes and is waiting on, by token (the token is the last
+/// field of the reply subject the answer comes back on).
+#[derive(Debug, Default)]
+pub(super) struct Pending {
+    /// Next token.
+    next: AtomicU64,
+    /// The waiting requests' answer channels.
+    waiting: Mutex<HashMap<u64, oneshot::Sender<Bytes>>>,
+}
+
+impl Pending {
+    /// A new token and the receiver its answer arrives on.
+    fn register(&self) -> (u64, oneshot::Receiver<Bytes>) {
+        let token = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.waiting.lock().insert(token, tx);
+        (token, rx)
+    }
+
+    /// Stops waiting for `token` (answered or timed out).
+    fn forget(&self, token: u64) {
+        self.waiting.lock().remove(&token);
+    }
+
+    /// Hands `payload` to the request waiting on `token`, if any.
+    fn resolve(&self, token: u64, payload: Bytes) {
+        if let Some(tx) = self.waiting.lock().remove(&token) {
+            let _ = tx.send(payload);
+        }
     }
 }
 

@@ -1,5 +1,11 @@
-//! A stream replica hosted on this node: its state machine shared between Raft (which applies
-//! committed entries) and the API/publish paths (which read it on the leader).
+//! A stream replica hosted on this node, and the handle everything else reaches it through.
+//!
+//! [`LocalStream`] is the owner of one replica: its state machine (shared between Raft, which
+//! applies committed entries, and the API/publish paths, which read it on the leader), its
+//! consumer engines, its PubAck queue and its mirror/source copy tasks. Two tasks work for it
+//! and end with it (`cancel`): the ack task (`publish`) and the owner task (`owner`:
+//! leadership, consumers, expiry, sourcing). Only the meta task (`reconcile`) creates and
+//! removes replicas.
 //!
 //! Invariants:
 //! - The state machine mutex is a `parking_lot` mutex, held only for synchronous reads or one
@@ -13,8 +19,10 @@ use jetraft_raft::{
     AppliedState, DurabilityBarrier, GroupId, LogIndex, ReplicatedStateMachine, StateMachineError,
 };
 use jetraft_storage::stream::StreamUid;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
+use super::publish::AckQueue;
+use super::sourcing::SourcingRun;
 use crate::jetstream::stream::StreamStateMachine;
 
 /// One stream replica on this node.
@@ -24,14 +32,19 @@ pub struct LocalStream {
     pub name: String,
     /// Stream uid (also its Raft group id).
     pub uid: StreamUid,
-    /// Replica node ids, as the meta group assigned them.
-    pub replicas: Vec<u64>,
+    /// Replica node ids, as the meta group assigned them (changed by a peer removal).
+    replicas: RwLock<Vec<u64>>,
     /// The replicated state, shared with Raft's apply.
     pub sm: Arc<Mutex<StreamStateMachine>>,
     /// Bumped after every applied entry (consumer engines wait on it for new messages).
     pub changes: tokio::sync::watch::Sender<u64>,
     /// Consumer engines running here (on the leader).
-    pub(crate) engines: Arc<super::consumer::Engines>,
+    pub(crate) engines: super::consumer::Engines,
+    /// Proposed publishes waiting for their PubAcks, answered in order by the ack task.
+    pub(super) acks: AckQueue,
+    /// The copy tasks of a mirror or sourcing stream, while this node leads it (written only
+    /// by the owner task).
+    pub(super) sourcing: Mutex<Option<SourcingRun>>,
     /// Cancelled when the replica is removed from this node.
     pub cancel: tokio_util::sync::CancellationToken,
     /// When the replica started here (the first replica initialises the group at once, the
@@ -40,6 +53,50 @@ pub struct LocalStream {
 }
 
 impl LocalStream {
+    /// A replica handle around an opened state machine; `acks` is its ack task's queue.
+    pub(super) fn new(
+        name: String,
+        uid: StreamUid,
+        replicas: Vec<u64>,
+        sm: Arc<Mutex<StreamStateMachine>>,
+        changes: tokio::sync::watch::Sender<u64>,
+        acks: AckQueue,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Self {
+        Self {
+            name,
+            uid,
+            replicas: RwLock::new(replicas),
+            sm,
+            changes,
+            engines: super::consumer::Engines::default(),
+            acks,
+            sourcing: Mutex::new(None),
+            cancel,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// Replica node ids, as the meta group assigned them.
+    pub fn replicas(&self) -> Vec<u64> {
+        self.replicas.read().clone()
+    }
+
+    /// The first assigned replica (it initialises a new group).
+    pub fn first_replica(&self) -> Option<u64> {
+        self.replicas.read().first().copied()
+    }
+
+    /// Records the meta group's new replica list; false if it did not change.
+    pub(super) fn set_replicas(&self, replicas: &[u64]) -> bool {
+        let mut current = self.replicas.write();
+        if *current == replicas {
+            return false;
+        }
+        *current = replicas.to_vec();
+        true
+    }
+
     /// The stream's Raft group.
     pub fn group(&self) -> GroupId {
         GroupId(self.uid.0)

@@ -383,7 +383,7 @@ impl JetStream {
     }
 
     pub(crate) fn cluster_info(&self, ls: &LocalStream) -> Option<ClusterInfo> {
-        self.group_cluster_info(ls.group(), &ls.replicas)
+        self.group_cluster_info(ls.group(), &ls.replicas())
     }
 
     /// The cluster section of group `group` whose replicas are `replicas`: its leader and the
@@ -515,7 +515,7 @@ impl JetStream {
         let ls = self
             .local_stream(name)
             .ok_or_else(ApiError::stream_not_found)?;
-        let to = ls.replicas.iter().copied().find(|r| *r != self.node.0);
+        let to = ls.replicas().into_iter().find(|r| *r != self.node.0);
         let Some(to) = to else {
             return Err(ApiError::new(ErrorKind::ClusterNoPeers));
         };

@@ -1,6 +1,6 @@
-//! Consumers at run time: one delivery [`engine`] per consumer on the stream leader, the
-//! supervisor that starts and stops engines as leadership and the consumer set change, and the
-//! routing of acks and flow-control replies (published on any node) to the engine.
+//! Consumers at run time: one delivery [`engine`] per consumer on the stream leader, started
+//! and stopped by the replica's owner task (`owner`) as leadership and the consumer set change
+//! ([`JetStream::sync_consumers`]), and the routing of acks and flow-control replies (published on any node) to the engine.
 //!
 //! - `core`: the sans-IO consumer core: every delivery decision, driven with explicit time.
 //! - `engine`: the delivery engine task around the core (mailbox, clock, publishing, proposals).
@@ -8,7 +8,7 @@
 //! - `api`: the `$JS.API.CONSUMER.*` handlers.
 //!
 //! Invariants:
-//! - Engines run only where the stream group's leader is; the supervisor stops them (pull
+//! - Engines run only where the stream group's leader is; the owner task stops them (pull
 //!   requests get `409 Leadership Change`) as soon as this node stops leading.
 //! - Acks and FC replies are captured on the node where they are published and forwarded to the
 //!   stream leader over the cluster link, like API requests.
@@ -23,7 +23,6 @@ mod pacing;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use jetraft_raft::NodeId;
 use tokio::sync::mpsc;
@@ -37,8 +36,6 @@ use crate::jetstream::ack::{AckSubject, parse_ack};
 use crate::jetstream::op::ApiOp;
 use engine::{Engine, Event};
 
-/// How often the supervisor re-checks leadership and the consumer set without a signal.
-const SUPERVISE_TICK: Duration = Duration::from_secs(1);
 /// Subject prefix of pull requests (`$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>`).
 pub(crate) const NEXT_PREFIX: &str = "$JS.API.CONSUMER.MSG.NEXT.";
 
@@ -118,45 +115,6 @@ impl JetStream {
             let cancel = ls.cancel.child_token();
             self.tasks.spawn(async move { engine.run(cancel).await });
             running.insert(name, EngineHandle { tx });
-        }
-    }
-
-    /// Follows leadership of a stream replica and keeps its engines in step (until the replica
-    /// is removed).
-    pub(crate) async fn supervise_consumers(self: Arc<Self>, ls: Arc<LocalStream>) {
-        let Ok(mut watch) = self.registry.watch_leader(ls.group()) else {
-            return;
-        };
-        let mut ready_term = None;
-        loop {
-            let now = watch.current();
-            if now.is_self && ready_term != Some(now.term) {
-                // A new leader may not have applied everything committed before its term:
-                // a barrier entry makes sure engines start from the latest acks.
-                let barrier = crate::jetstream::stream::command::consumer_progress(
-                    jetraft_proto::stream::ConsumerProgress::default(),
-                );
-                match self.registry.propose(ls.group(), barrier).await {
-                    Ok(_) => ready_term = Some(now.term),
-                    Err(e) => debug!(stream = %ls.name, error = %e, "consumer barrier failed"),
-                }
-            }
-            if ready_term == Some(now.term) || !now.is_self {
-                self.sync_consumers(&ls);
-            }
-            tokio::select! {
-                () = ls.cancel.cancelled() => {
-                    ls.engines.stop_all(false);
-                    return;
-                }
-                r = watch.changed() => {
-                    if r.is_err() {
-                        ls.engines.stop_all(false);
-                        return;
-                    }
-                }
-                () = tokio::time::sleep(SUPERVISE_TICK) => {}
-            }
         }
     }
 

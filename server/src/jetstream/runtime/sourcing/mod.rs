@@ -3,9 +3,9 @@
 //! origins' messages into its own Raft group.
 //!
 //! Design:
-//! - [`JetStream::sourcing_loop`] checks every [`TICK`] which local streams this node leads
-//!   and runs one copy task per origin for each of them; a task stops when leadership moves,
-//!   the stream is removed, or its mirror/sources config changes (a new leader starts its own).
+//! - [`JetStream::sync_sourcing`], called by each replica's owner task (`owner`), runs one copy
+//!   task per origin while this node leads the stream; a task stops when leadership moves, the
+//!   stream is removed, or its mirror/sources config changes (a new leader starts its own).
 //! - A copy task reads the origin ([`origin`]: the local replica when this node hosts one,
 //!   otherwise `STREAM.INFO` + `STREAM.MSG.GET` through the JetStream API of a node hosting
 //!   it) and proposes `Append` entries carrying the origin sequence (`Append.origin_seq`).
@@ -25,7 +25,7 @@
 //! is kept. Not done: `external` (other domains/accounts) origins are reported as failing, and
 //! a mirror whose origin was recreated with lower sequences stays where it is.
 //!
-//! Lock order: a stream's state-machine mutex, then `JetStream::sourcing`, then a status
+//! Lock order: a stream's state-machine mutex, then `LocalStream::sourcing`, then a status
 //! mutex; the copy tasks take them one at a time.
 
 mod origin;
@@ -34,7 +34,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use jetraft_storage::stream::StreamUid;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
@@ -46,8 +45,6 @@ use crate::jetstream::api::{ApiError, ErrorKind};
 use crate::jetstream::stream::command;
 use crate::jetstream::transform::Transform;
 
-/// How often the leader checks which copy tasks should run.
-const TICK: Duration = Duration::from_millis(250);
 /// Pause between polls of an origin that had nothing new (local replica).
 const POLL_LOCAL: Duration = Duration::from_millis(50);
 /// Pause between polls of an origin that had nothing new (another node).
@@ -75,9 +72,8 @@ pub(super) struct SourceStatus {
 }
 
 /// The copy tasks of one stream on its leader.
+#[derive(Debug)]
 pub(super) struct SourcingRun {
-    /// The stream's uid (a recreated stream gets new tasks).
-    uid: StreamUid,
     /// The mirror (`true`) or the sources these tasks copy, as configured.
     mirror: bool,
     /// The configured origins, in config order.
@@ -234,75 +230,47 @@ async fn pause(cancel: &CancellationToken, d: Duration) -> bool {
 }
 
 impl JetStream {
-    /// Runs until the runtime is cancelled: keeps one copy task per origin of every stream
-    /// this node leads.
-    pub(super) async fn sourcing_loop(self: Arc<Self>) {
-        let mut tick = tokio::time::interval(TICK);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                () = self.cancel.cancelled() => break,
-                _ = tick.tick() => {}
-            }
-            self.sync_sourcing();
+    /// Starts and stops the copy tasks of `ls` to match leadership and its config (called by
+    /// the replica's owner task, the only writer of `ls.sourcing`).
+    pub(super) fn sync_sourcing(self: &Arc<Self>, ls: &Arc<LocalStream>, leading: bool) {
+        let (mirror, origins) = origins_of(ls.sm.lock().config());
+        let wanted = leading && !origins.is_empty() && !ls.cancel.is_cancelled();
+        let mut run = ls.sourcing.lock();
+        if let Some(r) = run.as_ref()
+            && !(wanted && r.mirror == mirror && r.origins == origins)
+        {
+            r.cancel.cancel();
+            debug!(stream = %ls.name, "copy tasks stopped");
+            *run = None;
         }
-        for (_, run) in self.sourcing.lock().drain() {
-            run.cancel.cancel();
+        if !wanted || run.is_some() {
+            return;
         }
+        let cancel = ls.cancel.child_token();
+        let status: Vec<Arc<Mutex<SourceStatus>>> = origins
+            .iter()
+            .map(|_| Arc::new(Mutex::new(SourceStatus::default())))
+            .collect();
+        for (src, st) in origins.iter().zip(&status) {
+            let js = self.clone();
+            let plan = CopyPlan::new(mirror, src);
+            let (ls, st, cancel) = (ls.clone(), st.clone(), cancel.clone());
+            self.tasks
+                .spawn(async move { js.copy_task(ls, plan, st, cancel).await });
+        }
+        info!(stream = %ls.name, origins = origins.len(), mirror, "copy tasks started");
+        *run = Some(SourcingRun {
+            mirror,
+            origins,
+            status,
+            cancel,
+        });
     }
 
-    /// Starts and stops copy tasks to match leadership and configs.
-    fn sync_sourcing(self: &Arc<Self>) {
-        let streams: Vec<Arc<LocalStream>> = self.local.read().values().cloned().collect();
-        let mut wanted = Vec::new();
-        for ls in streams {
-            let (mirror, origins) = origins_of(ls.sm.lock().config());
-            let leading = self.registry.leader(ls.group()).is_ok_and(|l| l.is_self);
-            if leading && !origins.is_empty() && !ls.cancel.is_cancelled() {
-                wanted.push((ls, mirror, origins));
-            }
-        }
-        let mut runs = self.sourcing.lock();
-        runs.retain(|name, run| {
-            let keep = wanted.iter().any(|(ls, mirror, origins)| {
-                ls.name == *name
-                    && ls.uid == run.uid
-                    && run.mirror == *mirror
-                    && run.origins == *origins
-            });
-            if !keep {
-                run.cancel.cancel();
-                debug!(stream = %name, "copy tasks stopped");
-            }
-            keep
-        });
-        for (ls, mirror, origins) in wanted {
-            if runs.contains_key(&ls.name) {
-                continue;
-            }
-            let cancel = self.cancel.child_token();
-            let status: Vec<Arc<Mutex<SourceStatus>>> = origins
-                .iter()
-                .map(|_| Arc::new(Mutex::new(SourceStatus::default())))
-                .collect();
-            for (src, st) in origins.iter().zip(&status) {
-                let js = self.clone();
-                let plan = CopyPlan::new(mirror, src);
-                let (ls, st, cancel) = (ls.clone(), st.clone(), cancel.clone());
-                self.tasks
-                    .spawn(async move { js.copy_task(ls, plan, st, cancel).await });
-            }
-            info!(stream = %ls.name, origins = origins.len(), mirror, "copy tasks started");
-            runs.insert(
-                ls.name.clone(),
-                SourcingRun {
-                    uid: ls.uid,
-                    mirror,
-                    origins,
-                    status,
-                    cancel,
-                },
-            );
+    /// Stops the copy tasks of `ls` (its owner task ends).
+    pub(super) fn stop_sourcing(ls: &LocalStream) {
+        if let Some(run) = ls.sourcing.lock().take() {
+            run.cancel.cancel();
         }
     }
 
@@ -467,8 +435,8 @@ impl JetStream {
     /// Fills `info.mirror`/`info.sources` with the live state of this node's copy tasks (the
     /// leader's; other nodes keep the idle defaults).
     pub(super) fn decorate_sources(&self, ls: &LocalStream, info: &mut StreamInfo) {
-        let runs = self.sourcing.lock();
-        let Some(run) = runs.get(&ls.name).filter(|r| r.uid == ls.uid) else {
+        let run = ls.sourcing.lock();
+        let Some(run) = run.as_ref() else {
             return;
         };
         let targets: Vec<&mut crate::jetstream::api::types::StreamSourceInfo> = if run.mirror {

@@ -1,0 +1,68 @@
+//! The owner task of a stream replica: one per [`LocalStream`] on this node, from the moment the
+//! meta task starts the replica until it removes it (`LocalStream::cancel`). It follows the
+//! group's leadership and does everything the stream's leader does on its own clock:
+//!
+//! - consumers: after a barrier entry in each new term (so engines start from the latest acks),
+//!   starts the engines of the stream's consumers and stops the others
+//!   ([`JetStream::sync_consumers`]); on a follower it keeps none running;
+//! - expiry: proposes `Expire` when messages are due (`expiry`);
+//! - sourcing: runs the copy tasks of a mirror or sourcing stream (`sourcing`).
+//!
+//! A follower's task sleeps until leadership moves (or [`FOLLOWER_TICK`]); a leader's wakes
+//! every [`LEADER_TICK`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::debug;
+
+use super::JetStream;
+use super::replica::LocalStream;
+use crate::jetstream::stream::command;
+
+/// How often a leader checks for due expiry, new consumers and its copy tasks.
+const LEADER_TICK: Duration = Duration::from_millis(250);
+/// How often a follower re-checks without a leadership signal.
+const FOLLOWER_TICK: Duration = Duration::from_secs(1);
+
+impl JetStream {
+    /// Runs the replica's leader duties until the replica is removed or the runtime stops.
+    pub(super) async fn run_replica(self: Arc<Self>, ls: Arc<LocalStream>) {
+        if let Ok(mut watch) = self.registry.watch_leader(ls.group()) {
+            let mut ready_term = None;
+            loop {
+                let now = watch.current();
+                if now.is_self && ready_term != Some(now.term) {
+                    // A new leader may not have applied everything committed before its term:
+                    // a barrier entry makes sure engines start from the latest acks.
+                    let barrier = command::consumer_progress(
+                        jetraft_proto::stream::ConsumerProgress::default(),
+                    );
+                    match self.registry.propose(ls.group(), barrier).await {
+                        Ok(_) => ready_term = Some(now.term),
+                        Err(e) => debug!(stream = %ls.name, error = %e, "consumer barrier failed"),
+                    }
+                }
+                if ready_term == Some(now.term) || !now.is_self {
+                    self.sync_consumers(&ls);
+                }
+                if now.is_self {
+                    self.expire_if_due(&ls).await;
+                }
+                self.sync_sourcing(&ls, now.is_self);
+                let tick = if now.is_self {
+                    LEADER_TICK
+                } else {
+                    FOLLOWER_TICK
+                };
+                tokio::select! {
+                    () = ls.cancel.cancelled() => break,
+                    r = watch.changed() => if r.is_err() { break },
+                    () = tokio::time::sleep(tick) => {}
+                }
+            }
+        }
+        ls.engines.stop_all(false);
+        Self::stop_sourcing(&ls);
+    }
+}
