@@ -506,3 +506,83 @@ async fn over_a_lossy_raft_network_every_acknowledged_message_is_stored_once_in_
     }
     c.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_age_expiry_continues_on_the_new_leader_after_a_stepdown() {
+    let c = JsCluster::start(3).await;
+    let cfg =
+        r#"{"name":"S","subjects":["s.>"],"num_replicas":3,"storage":"file","max_age":500000000}"#;
+    assert_ok(&c.api(n(1), "STREAM.CREATE.S", cfg).await);
+    let group = c.stream_group(n(1), "S").expect("stream in the meta state");
+    let old = c.wait_leader(group, &c.ids()).await;
+    for i in 1..=3u64 {
+        must_publish(&c, n(1), "s.a", &format!("a{i}"), "x").await;
+    }
+    // The leader's owner task expires them (half a second old) on every replica.
+    wait_stored_everywhere(&c, 0).await;
+    assert_ok(&c.api(old, "STREAM.LEADER.STEPDOWN.S", "").await);
+    let new = wait_new_leader(&c, group, &c.ids(), old).await;
+    for i in 4..=6u64 {
+        must_publish(&c, new, "s.a", &format!("a{i}"), "x").await;
+    }
+    // The new leader's owner task took over expiry; the old one's stopped proposing.
+    wait_stored_everywhere(&c, 0).await;
+    let info = c.api(new, "STREAM.INFO.S", "").await;
+    assert_eq!(info["state"]["last_seq"], 6, "{info}");
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_keeps_copying_after_its_leader_moves() {
+    let (c, _, _) = cluster_with_stream().await;
+    let mirror = r#"{"name":"M","mirror":{"name":"S"},"num_replicas":3,"storage":"file"}"#;
+    assert_ok(&c.api(n(2), "STREAM.CREATE.M", mirror).await);
+    let group = c.stream_group(n(1), "M").expect("mirror in the meta state");
+    let old = c.wait_leader(group, &c.ids()).await;
+    for i in 1..=3u64 {
+        must_publish(&c, n(3), "s.a", &format!("a{i}"), "x").await;
+    }
+    // Every node holds S's 3 messages and the mirror's 3 copies.
+    wait_stored_everywhere(&c, 6).await;
+    assert_ok(&c.api(old, "STREAM.LEADER.STEPDOWN.M", "").await);
+    let new = wait_new_leader(&c, group, &c.ids(), old).await;
+    for i in 4..=6u64 {
+        must_publish(&c, n(1), "s.a", &format!("a{i}"), "x").await;
+    }
+    wait_stored_everywhere(&c, 12).await;
+    let info = c.api(new, "STREAM.INFO.M", "").await;
+    assert_eq!(info["state"]["last_seq"], 6, "{info}");
+    assert_eq!(info["mirror"]["name"], "S", "{info}");
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_stream_ends_every_task_its_replicas_started() {
+    let c = JsCluster::start(3).await;
+    // What runs before the stream exists: the node's own tasks.
+    let baseline: Vec<usize> = c.ids().iter().map(|id| c.node(*id).tasks.len()).collect();
+    assert_ok(&c.api(n(1), "STREAM.CREATE.S", STREAM_S).await);
+    let group = c.stream_group(n(1), "S").expect("stream in the meta state");
+    c.wait_leader(group, &c.ids()).await;
+    let consumer = r#"{"stream_name":"S","config":{"durable_name":"C","ack_policy":"explicit"}}"#;
+    assert_ok(&c.api(n(2), "CONSUMER.CREATE.S.C", consumer).await);
+    must_publish(&c, n(3), "s.a", "a1", "x").await;
+    let running: Vec<usize> = c.ids().iter().map(|id| c.node(*id).tasks.len()).collect();
+    assert!(
+        running.iter().zip(&baseline).all(|(r, b)| r > b),
+        "replica tasks run: {running:?} vs {baseline:?}"
+    );
+    let answer = c.api(n(2), "STREAM.DELETE.S", "").await;
+    assert_eq!(answer["success"], true, "{answer}");
+    // Captures, ack and owner tasks, the consumer engine: all end with the replicas.
+    eventually("the stream's tasks ended on every node", || {
+        let now: Vec<usize> = c.ids().iter().map(|id| c.node(*id).tasks.len()).collect();
+        if now == baseline {
+            Ok(())
+        } else {
+            Err(format!("{now:?} vs {baseline:?}"))
+        }
+    })
+    .await;
+    c.shutdown().await;
+}
