@@ -645,6 +645,28 @@ impl<T: Transport> GroupRegistry<T> {
                 .is_some_and(|l| l.leader_id.term == m.current_term))
     }
 
+    /// On the leader of `group`: makes the read it answers next linearizable (Raft's read
+    /// index). It confirms this node still leads, by heartbeats a quorum answers after the call
+    /// began, and then waits until it applied everything committed at that point. A leader cut
+    /// off from its majority cannot confirm, so it stops answering reads as leader at once.
+    /// False on a follower, when leadership is lost meanwhile, or after `bound`.
+    ///
+    /// Not a lease read: a follower whose node link to the leader dropped votes for a successor
+    /// without waiting out the leader's lease (fast failover, see `network`), so a lease would
+    /// not prove that no other leader exists. Concurrent reads share heartbeat rounds.
+    pub async fn confirm_read(&self, group: GroupId, bound: Duration) -> Result<bool, RaftError> {
+        let confirm = async {
+            let raft = self.awake_raft(group).await?;
+            Ok(raft
+                .ensure_linearizable(openraft::ReadPolicy::ReadIndex)
+                .await
+                .is_ok())
+        };
+        tokio::time::timeout(bound, confirm)
+            .await
+            .unwrap_or(Ok(false))
+    }
+
     /// On the leader of `group`: the replication progress of every other member (voters and
     /// learners). Empty on a follower (only the leader tracks replication).
     pub fn followers(&self, group: GroupId) -> Result<Vec<FollowerProgress>, RaftError> {

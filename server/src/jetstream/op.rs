@@ -173,9 +173,23 @@ impl ApiOp {
             | ApiOp::ConsumerList(_)
             | ApiOp::ConsumerNext(..)
             | ApiOp::ConsumerPause(..)
-            | ApiOp::ConsumerLeaderStepdown(..) => Owner::StreamLeader,
-            ApiOp::DirectGet(_) | ApiOp::DirectGetLast(..) => Owner::AnyReplica,
+            | ApiOp::ConsumerLeaderStepdown(..)
+            // Direct gets too: the leader answers once it confirmed it still leads, so a read
+            // never returns less than a write acknowledged before it (nats-server lets any
+            // replica answer; see the README).
+            | ApiOp::DirectGet(_)
+            | ApiOp::DirectGetLast(..) => Owner::StreamLeader,
         }
+    }
+}
+
+impl ApiOp {
+    /// Whether the request reads stored messages (the leader confirms it still leads first).
+    pub fn reads_messages(&self) -> bool {
+        matches!(
+            self,
+            ApiOp::MsgGet(_) | ApiOp::DirectGet(_) | ApiOp::DirectGetLast(..)
+        )
     }
 }
 
@@ -186,8 +200,6 @@ pub enum Owner {
     MetaLeader,
     /// The stream group's leader (reads and writes that must be linearizable).
     StreamLeader,
-    /// Any replica of the stream (direct get).
-    AnyReplica,
 }
 
 #[cfg(test)]

@@ -586,3 +586,93 @@ async fn deleting_a_stream_ends_every_task_its_replicas_started() {
     .await;
     c.shutdown().await;
 }
+
+/// What a direct get of the last message on `subject` of `S` returns through `via`: its
+/// payload, `Err(status)` for a status answer, or `Err("no answer")`.
+async fn direct_last(
+    c: &JsCluster,
+    via: NodeId,
+    subject: &str,
+    within: Duration,
+) -> Result<String, String> {
+    let answer = c
+        .client(via)
+        .request(&format!("$JS.API.DIRECT.GET.S.{subject}"), b"", within)
+        .await;
+    match answer {
+        Some(m) if m.status().is_some() => Err(format!("status {:?}", m.status())),
+        Some(m) => Ok(String::from_utf8_lossy(&m.payload).into_owned()),
+        None => Err("no answer".to_string()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_its_majority_never_answers_a_read_with_an_overwritten_value() {
+    let c = JsCluster::start(3).await;
+    let cfg =
+        r#"{"name":"S","subjects":["s.>"],"num_replicas":3,"storage":"file","allow_direct":true}"#;
+    assert_ok(&c.api(n(1), "STREAM.CREATE.S", cfg).await);
+    let group = c.stream_group(n(1), "S").expect("stream in the meta state");
+    let old = c.wait_leader(group, &c.ids()).await;
+    let majority = others(&c, &[old]);
+    must_publish(&c, old, "s.k", "v1", "v1").await;
+    assert_eq!(
+        direct_last(&c, old, "s.k", WAIT).await,
+        Ok("v1".to_string())
+    );
+    c.isolate(old);
+    wait_new_leader(&c, group, &majority, old).await;
+    must_publish(&c, majority[0], "s.k", "v2", "v2").await;
+    // Through every majority node (followers pass direct gets to the leader): the new value.
+    for via in &majority {
+        assert_eq!(
+            direct_last(&c, *via, "s.k", WAIT).await,
+            Ok("v2".to_string()),
+            "via {via}"
+        );
+    }
+    // The old leader cannot confirm it leads: no answer rather than the overwritten v1.
+    let stale = direct_last(&c, old, "s.k", Duration::from_secs(3)).await;
+    assert_ne!(
+        stale,
+        Ok("v1".to_string()),
+        "direct get through the cut-off leader"
+    );
+    let get = c
+        .client(old)
+        .request(
+            "$JS.API.STREAM.MSG.GET.S",
+            br#"{"last_by_subj":"s.k"}"#,
+            Duration::from_secs(3),
+        )
+        .await
+        .map(|m| m.json());
+    if let Some(answer) = &get
+        && answer.get("error").is_none()
+    {
+        let data = answer["message"]["data"].as_str().expect("data");
+        let payload = base64::decode(data).expect("base64");
+        assert_eq!(
+            payload, b"v2",
+            "message get through the cut-off leader: {answer}"
+        );
+    }
+    c.heal();
+    eventually_direct(&c, old, "v2").await;
+    c.shutdown().await;
+}
+
+/// Waits until a direct get of `s.k` through `via` returns `want`.
+async fn eventually_direct(c: &JsCluster, via: NodeId, want: &str) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let got = direct_last(c, via, "s.k", Duration::from_secs(1)).await;
+        if got.as_deref() == Ok(want) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "direct get through {via}: {got:?}, want {want}"
+        );
+    }
+}

@@ -52,8 +52,6 @@ pub(super) struct StreamFacts {
 pub(super) enum Route {
     /// Answer here as the leader of this group (after catching up with its log).
     AsLeader(GroupId),
-    /// Answer here from the local replica of this group (any replica may).
-    FromReplica(GroupId),
     /// Answer a direct get from the local mirror of the named stream.
     FromMirror,
     /// Ask the meta leader and relay its answer once this node routes by it.
@@ -83,7 +81,7 @@ pub(super) fn route(op: &ApiOp, facts: &Facts, relays_in_force: bool) -> Route {
             None if facts.waited => Route::Refuse(ApiError::new(ErrorKind::ClusterNotAvail)),
             None => Route::WaitForLeader(None),
         },
-        Owner::StreamLeader | Owner::AnyReplica => stream_route(op, facts),
+        Owner::StreamLeader => stream_route(op, facts),
     }
 }
 
@@ -106,12 +104,11 @@ fn stream_route(op: &ApiOp, facts: &Facts) -> Route {
             None => Route::Refuse(ApiError::new(ErrorKind::ClusterNotAvail)),
         };
     };
-    if op.owner() == Owner::AnyReplica {
-        return Route::FromReplica(group);
-    }
     match stream.leader {
         Some(l) if l == facts.node => Route::AsLeader(group),
         Some(l) => Route::Forward(l),
+        // A direct get has no JSON error to answer with; nats-server's goes unanswered too.
+        None if facts.waited && direct => Route::Ignore,
         None if facts.waited => Route::Refuse(ApiError::new(ErrorKind::StreamOffline)),
         None => Route::WaitForLeader(Some(group)),
     }
@@ -232,20 +229,26 @@ mod tests {
     }
 
     #[test]
-    fn direct_gets_are_answered_by_any_replica_or_a_local_mirror() {
+    fn direct_gets_are_answered_by_the_leader_or_a_local_mirror() {
         let get = ApiOp::DirectGetLast("S".into(), "a.b".into());
         let mut f = facts();
-        // A follower answers without asking the leader.
+        // A follower passes it to the leader (its copy may lag an acknowledged write).
         f.stream = hosted(Some(OTHER));
-        assert_eq!(route(&get, &f, false), Route::FromReplica(GROUP));
+        assert_eq!(route(&get, &f, false), Route::Forward(OTHER));
+        f.stream = hosted(Some(ME));
+        assert_eq!(route(&get, &f, false), Route::AsLeader(GROUP));
         // Not hosted here, but a local mirror answers for it.
         f.stream = elsewhere();
         f.direct_mirror = true;
         assert_eq!(route(&get, &f, false), Route::FromMirror);
-        // Hosted here: the stream's own replica answers, not the mirror.
+        // Hosted here: the stream's own group answers, not the mirror; without a leader it
+        // waits for one, and after that goes unanswered (no JSON error for a direct get).
         f.stream = hosted(None);
-        assert_eq!(route(&get, &f, false), Route::FromReplica(GROUP));
+        assert_eq!(route(&get, &f, false), Route::WaitForLeader(Some(GROUP)));
+        f.waited = true;
+        assert_eq!(route(&get, &f, false), Route::Ignore);
         // Not hosted and no mirror: forwarded to a replica.
+        f.waited = false;
         f.stream = elsewhere();
         f.direct_mirror = false;
         assert_eq!(route(&get, &f, false), Route::Forward(THIRD));

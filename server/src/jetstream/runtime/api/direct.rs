@@ -1,4 +1,5 @@
-//! DIRECT.GET: answered by any replica (or a local mirror with `mirror_direct`).
+//! DIRECT.GET: answered by the stream leader once it confirmed it leads (or by a local mirror
+//! with `mirror_direct`).
 
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use crate::jetstream::stream::info;
 impl JetStream {
     pub(crate) fn direct_get(&self, name: &str, last_subject: Option<&str>, msg: &InternalMsg) {
         if let Some(ls) = self.local_stream(name) {
-            self.direct_get_from(&ls, last_subject, msg, None);
+            self.direct_get_from(&ls, last_subject, msg);
         }
     }
 
@@ -28,15 +29,12 @@ impl JetStream {
 
     /// Answers a DIRECT.GET from `ls` (the stream itself with `allow_direct`, or a mirror of
     /// it with `mirror_direct`; the reply's `Nats-Stream` names the answering stream, as
-    /// nats-server's does). With `miss_hops`, a follower that does not have the message passes
-    /// the request to the leader (it may not have applied a write that was already acknowledged
-    /// to the client) instead of answering 404.
+    /// nats-server's does).
     pub(crate) fn direct_get_from(
         &self,
         ls: &LocalStream,
         last_subject: Option<&str>,
         msg: &InternalMsg,
-        miss_hops: Option<u32>,
     ) {
         let Some(reply) = &msg.reply else {
             return;
@@ -56,14 +54,6 @@ impl JetStream {
                 self.bus.publish(&Msg::new(reply, &r.payload).headers(hdrs));
             }
             DirectOutcome::NotFound => {
-                if let Some(hops) = miss_hops
-                    && let Some(leader) =
-                        self.registry.leader(ls.group()).ok().and_then(|l| l.leader)
-                    && leader != self.node
-                    && self.forward_to(leader, hops, msg)
-                {
-                    return;
-                }
                 let status = info::direct_status(404, "Message Not Found");
                 self.bus
                     .publish(&Msg::new(reply, b"").headers(Some(&status)));

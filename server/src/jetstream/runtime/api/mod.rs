@@ -36,6 +36,9 @@ const STREAM_LEADER_WAIT: Duration = Duration::from_secs(2);
 /// How long a leader that has not applied its predecessors' entries yet holds an API request
 /// back (see `JetStream::wait_leader_caught_up`).
 const LEADER_CATCH_UP_WAIT: Duration = Duration::from_secs(5);
+/// How long a leader tries to confirm it still leads before it answers a message read (see
+/// `GroupRegistry::confirm_read`): past it the read is passed on or left unanswered.
+const READ_CONFIRM_WAIT: Duration = Duration::from_secs(2);
 
 /// The response `type` of an operation.
 fn kind(op: &ApiOp) -> &'static str {
@@ -130,29 +133,13 @@ impl JetStream {
         let name = op.stream().unwrap_or_default();
         match route {
             Route::AsLeader(group) => self.answer_as_leader(&op, &msg, hops, group).await,
-            Route::FromReplica(group) => {
-                // Any replica may answer, but the leader not before it caught up (a
-                // follower's answer may lag, as on nats-server).
-                self.wait_leader_caught_up(group, LEADER_CATCH_UP_WAIT)
-                    .await;
-                let local = self.local_stream(name);
-                match (&op, local) {
-                    (ApiOp::DirectGet(_), Some(local)) => {
-                        self.direct_get_from(&local, None, &msg, Some(hops));
-                    }
-                    (ApiOp::DirectGetLast(_, subject), Some(local)) => {
-                        self.direct_get_from(&local, Some(subject), &msg, Some(hops));
-                    }
-                    _ => self.answer_here(&op, &msg).await,
-                }
-            }
             Route::FromMirror => {
                 if let Some(mirror) = self.local_direct_mirror(name) {
                     let last = match &op {
                         ApiOp::DirectGetLast(_, subject) => Some(subject.as_str()),
                         _ => None,
                     };
-                    self.direct_get_from(&mirror, last, &msg, None);
+                    self.direct_get_from(&mirror, last, &msg);
                 }
             }
             Route::RelayInForce(leader) => {
@@ -187,7 +174,7 @@ impl JetStream {
         };
         match op.owner() {
             Owner::MetaLeader => facts.meta_leader = self.meta_leader(),
-            Owner::StreamLeader | Owner::AnyReplica => {
+            Owner::StreamLeader => {
                 let name = op.stream().unwrap_or_default();
                 let local = self.local_stream(name);
                 if matches!(op, ApiOp::DirectGet(_) | ApiOp::DirectGetLast(..)) && local.is_none() {
@@ -210,12 +197,6 @@ impl JetStream {
         facts
     }
 
-    async fn answer_here(self: &Arc<Self>, op: &ApiOp, msg: &InternalMsg) {
-        if let Some(result) = self.api_answer(op, msg).await {
-            self.respond(msg, op, result);
-        }
-    }
-
     /// Answers a request this node owns as the leader of `group`. When the answer is "not
     /// available" because leadership moved while the request was being handled (a proposal
     /// refused as not leader), the request goes to the new leader instead, as if it had
@@ -229,6 +210,16 @@ impl JetStream {
     ) {
         self.wait_leader_caught_up(group, LEADER_CATCH_UP_WAIT)
             .await;
+        if op.reads_messages()
+            && !self
+                .registry
+                .confirm_read(group, READ_CONFIRM_WAIT)
+                .await
+                .unwrap_or(false)
+        {
+            self.unconfirmed_read(op, msg, hops, group);
+            return;
+        }
         let Some(result) = self.api_answer(op, msg).await else {
             return;
         };
@@ -248,6 +239,22 @@ impl JetStream {
             self.wait_in_force(op, json.as_bytes()).await;
         }
         self.respond(msg, op, result);
+    }
+
+    /// A message read this node could not confirm it leads for (cut off from its majority, or
+    /// leadership moved): the new leader answers if one is known, else no message is returned
+    /// (a direct get goes unanswered, a message get gets `cluster not available`).
+    fn unconfirmed_read(&self, op: &ApiOp, msg: &InternalMsg, hops: u32, group: GroupId) {
+        if let Some(now) = self.registry.leader(group).ok().and_then(|l| l.leader)
+            && now != self.node
+            && self.forward_to(now, hops, msg)
+        {
+            return;
+        }
+        debug!(subject = %msg.subject, "read not answered: leadership not confirmed");
+        if matches!(op, ApiOp::MsgGet(_)) {
+            self.reply_error(msg, op, ApiError::new(ErrorKind::ClusterNotAvail));
+        }
     }
 
     fn respond(&self, msg: &InternalMsg, op: &ApiOp, result: Result<String, ApiError>) {
