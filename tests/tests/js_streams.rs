@@ -632,3 +632,34 @@ async fn a_stream_out_of_sequences_refuses_publishes_and_keeps_answering() {
     assert_eq!(info["state"]["messages"], 1, "{info}");
     assert_eq!(info["state"]["last_seq"], u64::MAX - 1, "{info}");
 }
+
+/// An interest-retention stream keeps a message only while a consumer's filter matches its
+/// subject: with no consumer, or only one filtered on other subjects, the publish is
+/// acknowledged with its sequence and not kept (nats-server 2.15.1 answers the same).
+#[tokio::test]
+async fn interest_stream_keeps_only_what_a_consumer_filter_matches() {
+    let srv = start_server().await;
+    let nc = connect(&srv).await;
+    let created = create(
+        &nc,
+        json!({"name": "I", "subjects": ["i.>"], "retention": "interest"}),
+    )
+    .await;
+    assert!(created.get("error").is_none(), "{created}");
+    let messages = |info: &Value| info["state"]["messages"].as_u64();
+    assert_eq!(publish(&nc, "i.a", &[], "1").await["seq"], 1);
+    let info = api(&nc, "$JS.API.STREAM.INFO.I", Value::Null).await;
+    assert_eq!(messages(&info), Some(0), "no consumer: {info}");
+    let consumer = json!({"stream_name": "I", "config": {"durable_name": "C",
+        "filter_subject": "i.a", "ack_policy": "explicit"}});
+    let answer = api(&nc, "$JS.API.CONSUMER.CREATE.I.C", consumer).await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    assert_eq!(publish(&nc, "i.b", &[], "2").await["seq"], 2);
+    let info = api(&nc, "$JS.API.STREAM.INFO.I", Value::Null).await;
+    assert_eq!(messages(&info), Some(0), "i.b interests nobody: {info}");
+    assert_eq!(publish(&nc, "i.a", &[], "3").await["seq"], 3);
+    let info = api(&nc, "$JS.API.STREAM.INFO.I", Value::Null).await;
+    assert_eq!(messages(&info), Some(1), "{info}");
+    assert_eq!(info["state"]["first_seq"], 3, "{info}");
+    assert_eq!(info["state"]["last_seq"], 3, "{info}");
+}

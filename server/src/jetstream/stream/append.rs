@@ -202,7 +202,7 @@ impl StreamStateMachine {
             self.dedup.insert(&id, seq, a.timestamp_ns);
             self.last_msg_id = id;
         }
-        if self.config.retention == RetentionPolicy::Interest && self.consumer_count == 0 {
+        if self.config.retention == RetentionPolicy::Interest && !self.has_interest(&msg.subject) {
             self.store.remove(seq)?;
         }
         Ok(Ok(Applied::stored(seq)))
@@ -317,8 +317,9 @@ impl StreamStateMachine {
             }
             None => {}
         }
-        if self.config.retention == RetentionPolicy::Interest && self.consumer_count == 0 {
-            // Observed: acknowledged with a sequence, but nobody is interested, so not kept.
+        if self.config.retention == RetentionPolicy::Interest && !self.has_interest(&msg.subject) {
+            // Acknowledged with a sequence, but no consumer is interested in its subject, so
+            // not kept (as nats-server does, with no consumers or only filtered ones).
             self.store.remove(seq)?;
         }
         Ok(Ok(Applied::stored(seq)))

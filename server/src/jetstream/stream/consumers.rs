@@ -392,6 +392,12 @@ impl StreamStateMachine {
         Ok(())
     }
 
+    /// Whether any consumer is interested in `subject` (an interest-retention stream keeps a
+    /// new message only then).
+    pub(super) fn has_interest(&self, subject: &str) -> bool {
+        self.consumers.values().any(|c| c.matches(subject))
+    }
+
     /// Whether every consumer interested in `subject` has acknowledged `seq`.
     fn interest_done(&self, seq: u64, subject: &str) -> bool {
         self.consumers

@@ -314,3 +314,22 @@ fn consumers_survive_reopen_and_snapshots() {
     assert_eq!(other.sm.consumer("c").unwrap().state, before.state);
     assert_eq!(other.sm.consumer_count(), 1);
 }
+
+#[test]
+fn interest_keeps_no_message_that_no_consumer_filter_matches() {
+    let mut d = Driver::mem(r#"{"name":"S","subjects":["s.*"],"retention":"interest"}"#);
+    d.create(
+        "only_x",
+        ConsumerConfig {
+            filter_subject: "s.x".into(),
+            ..explicit()
+        },
+    );
+    // Acknowledged with its sequence, but nobody wants s.y: not kept.
+    d.publish("s.y");
+    assert_eq!(d.sm.state().msgs, 0);
+    assert!(d.sm.store().get(1).unwrap().is_none());
+    d.publish("s.x");
+    let st = d.sm.state();
+    assert_eq!((st.msgs, st.first_seq, st.last_seq), (1, 2, 2));
+}

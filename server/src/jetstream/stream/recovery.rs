@@ -167,7 +167,7 @@ impl StreamStateMachine {
                 keep: None,
             })?;
         }
-        if self.config.retention == RetentionPolicy::Interest && self.consumer_count == 0 {
+        if self.config.retention == RetentionPolicy::Interest && !self.has_interest(&a.subject) {
             self.store.remove(seq)?;
         }
         Ok(())
