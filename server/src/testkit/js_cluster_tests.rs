@@ -676,3 +676,45 @@ async fn eventually_direct(c: &JsCluster, via: NodeId, want: &str) {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_on_a_stream_without_leader_gets_a_status_never_a_message_without_ack_reply() {
+    let (mut c, _, leader) = cluster_with_stream().await;
+    let consumer = r#"{"stream_name":"S","config":{"durable_name":"C","ack_policy":"explicit"}}"#;
+    assert_ok(&c.api(n(1), "CONSUMER.DURABLE.CREATE.S.C", consumer).await);
+    must_publish(&c, n(1), "s.a", "m1", "m1").await;
+    // The leader and one follower down: the survivor cannot elect anyone. Its first pull goes
+    // while it still believes in the lost leader (the forward fails), the second once it knows
+    // there is none.
+    let survivor = others(&c, &[leader])[0];
+    for id in others(&c, &[survivor]) {
+        c.stop(id).await;
+    }
+    let client = c.client(survivor);
+    for round in 0..2 {
+        let (inbox, sid) = client.subscribe_new_inbox();
+        client.publish(
+            "$JS.API.CONSUMER.MSG.NEXT.S.C",
+            Some(&inbox),
+            br#"{"batch":1,"expires":2000000000}"#,
+        );
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(4);
+        while let Some(m) = client
+            .next_for(
+                &sid,
+                deadline.saturating_duration_since(tokio::time::Instant::now()),
+            )
+            .await
+        {
+            assert!(
+                m.status().is_some()
+                    || m.reply
+                        .as_deref()
+                        .is_some_and(|r| r.starts_with("$JS.ACK.")),
+                "pull {round} answered with neither a status nor a delivery: {:?}",
+                String::from_utf8_lossy(&m.payload)
+            );
+        }
+    }
+    c.shutdown().await;
+}

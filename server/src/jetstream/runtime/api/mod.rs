@@ -97,6 +97,16 @@ impl JetStream {
     fn reply_error(&self, msg: &InternalMsg, op: &ApiOp, error: ApiError) {
         self.api_errors.fetch_add(1, Ordering::Relaxed);
         debug!(subject = %msg.subject, error = %error, "API request refused");
+        if matches!(op, ApiOp::ConsumerNext(..)) {
+            // A pull's answers go to the client's fetch inbox, where a JSON body would look
+            // like a message without its ack reply: answer with the status nats-server's
+            // missing consumer subscription leaves (no responders).
+            if let Some(reply) = &msg.reply {
+                let hdrs = crate::protocol::headers::status_block(503, None, &[]);
+                self.bus.publish(&Msg::new(reply, b"").headers(Some(&hdrs)));
+            }
+            return;
+        }
         let json = match op {
             ApiOp::StreamInfo(_) => info::info_error_json(error),
             _ => error_json(kind(op), error),
