@@ -29,6 +29,8 @@ const READ_CHUNK: usize = 64 * 1024;
 /// Per-connection protocol state owned by the reader.
 struct Session {
     ctx: Arc<ConnContext>,
+    /// The protocol parser; CONNECT changes what it accepts (headers, auth).
+    parser: Parser,
     client: Arc<Client>,
     /// Options in force (nats-server's defaults apply before CONNECT).
     opts: ConnectOptions,
@@ -41,10 +43,13 @@ struct Session {
 /// Runs the reader until the connection closes, then unregisters the client.
 pub async fn run(ctx: Arc<ConnContext>, client: Arc<Client>, mut rd: OwnedReadHalf) {
     let cfg = ctx.config.clone();
+    let auth_required = ctx.auth.required();
     let mut parser = Parser::new(cfg.max_payload, cfg.max_control_line);
+    parser.set_awaiting_auth(auth_required);
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut s = Session {
         ctx: ctx.clone(),
+        parser,
         client: client.clone(),
         opts: ConnectOptions {
             verbose: true,
@@ -56,7 +61,6 @@ pub async fn run(ctx: Arc<ConnContext>, client: Arc<Client>, mut rd: OwnedReadHa
         sent_connect_info: false,
         flush: FlushSet::default(),
     };
-    let auth_required = ctx.auth.required();
     let auth_timer = tokio::time::sleep(cfg.auth.timeout);
     tokio::pin!(auth_timer);
     'conn: loop {
@@ -78,7 +82,7 @@ pub async fn run(ctx: Arc<ConnContext>, client: Arc<Client>, mut rd: OwnedReadHa
                 Ok(_) => {
                     *client.last_activity.lock() = time::OffsetDateTime::now_utc();
                     loop {
-                        match parser.parse(&mut buf) {
+                        match s.parser.parse(&mut buf) {
                             Ok(Some(op)) => {
                                 if let Err(reason) = s.on_op(op) {
                                     client.close(reason);
@@ -168,6 +172,7 @@ impl Session {
         self.client.close(match e {
             ProtocolError::MaxPayload => CloseReason::MaxPayload,
             ProtocolError::MaxControlLine => CloseReason::MaxControlLine,
+            ProtocolError::AuthViolation => CloseReason::AuthViolation,
             _ => CloseReason::ProtocolViolation,
         });
     }
@@ -236,7 +241,9 @@ impl Session {
 
     fn on_connect(&mut self, json: &[u8]) -> Result<(), CloseReason> {
         // nats-server closes without -ERR on unparsable CONNECT JSON.
-        let opts = ConnectOptions::from_json(json).map_err(|_| CloseReason::ProtocolViolation)?;
+        let mut opts = self.opts.clone();
+        opts.apply_json(json)
+            .map_err(|_| CloseReason::ProtocolViolation)?;
         if let Some(p) = opts.protocol
             && !(0..=1).contains(&p)
         {
@@ -261,6 +268,8 @@ impl Session {
             meta.user = authed.user.unwrap_or_default();
         }
         self.client.headers.store(opts.headers, Ordering::Relaxed);
+        self.parser.set_headers(opts.headers);
+        self.parser.set_awaiting_auth(false);
         self.client
             .async_info
             .store(opts.protocol.unwrap_or(0) >= 1, Ordering::Relaxed);

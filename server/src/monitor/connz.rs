@@ -9,7 +9,9 @@ use axum::response::Response;
 use serde_json::{Map, Value, json};
 
 use super::MonitorView;
-use super::{Params, flag, go_duration, json_response, number, rfc3339, uptime_string};
+use super::{
+    Params, QueryParams, Refused, bad_request, go_duration, json_response, rfc3339, uptime_string,
+};
 use crate::bus::Client;
 
 /// Default page size, as in nats-server.
@@ -21,25 +23,68 @@ struct Row {
     closed: Option<(time::OffsetDateTime, &'static str)>,
 }
 
-/// `GET /connz?offset&limit&subs&state&cid&sort`.
-pub(super) async fn handler(State(s): State<Arc<MonitorView>>, Query(q): Params) -> Response {
-    let offset = number(&q, "offset", 0);
-    let limit = match number(&q, "limit", DEFAULT_LIMIT) {
-        0 => DEFAULT_LIMIT,
-        n => n,
+/// The `sort` values nats-server accepts.
+const SORTS: [&str; 14] = [
+    "cid",
+    "start",
+    "subs",
+    "pending",
+    "msgs_to",
+    "msgs_from",
+    "bytes_to",
+    "bytes_from",
+    "last",
+    "idle",
+    "uptime",
+    "stop",
+    "reason",
+    "rtt",
+];
+
+/// `GET /connz?offset&limit&subs&state&cid&sort&auth`. Bad values are refused with 400 in
+/// nats-server's order: `auth`, `subs`, `offset`, `limit`, `cid`, `state`, then `sort`.
+pub(super) async fn handler(
+    State(s): State<Arc<MonitorView>>,
+    Query(q): Params,
+) -> Result<Response, Refused> {
+    let q = QueryParams(q);
+    q.bool("auth")?;
+    let (subs, subs_detail) = q.subs()?;
+    let subs = subs || subs_detail;
+    let offset = q.offset()?;
+    let mut limit = q.limit(DEFAULT_LIMIT)?;
+    let cid = q.uint("cid")?;
+    let state = match q.get("state").map(str::to_ascii_lowercase).as_deref() {
+        None | Some("open") => "open",
+        Some("closed") => "closed",
+        Some("any" | "all") => "any",
+        Some(_) => {
+            let raw = q.get("state").unwrap_or_default();
+            return Err(bad_request(format!("Error decoding state for {raw}")));
+        }
     };
-    let subs = flag(&q, "subs") || q.get("subs").is_some_and(|v| v == "detail");
-    let state = q.get("state").map_or("open", String::as_str);
-    let cid_filter = q.get("cid").and_then(|v| v.parse::<u64>().ok());
+    let sort = q.get("sort").unwrap_or("cid");
+    if !SORTS.contains(&sort) {
+        return Err(bad_request(format!("invalid sorting option: {sort}")));
+    }
+    if matches!(sort, "stop" | "reason") && state != "closed" {
+        return Err(bad_request(format!(
+            "sort by {sort} only valid on closed connections"
+        )));
+    }
+    let cid_filter = (cid > 0).then_some(cid);
+    if cid_filter.is_some() {
+        limit = 1;
+    }
 
     let mut rows: Vec<Row> = Vec::new();
-    if matches!(state, "open" | "any" | "all") {
+    if matches!(state, "open" | "any") {
         rows.extend(s.conns.clients.open().iter().map(|c| Row {
             client: c.clone(),
             closed: None,
         }));
     }
-    if matches!(state, "closed" | "any" | "all") {
+    if matches!(state, "closed" | "any") {
         rows.extend(s.conns.clients.closed().iter().map(|c| Row {
             client: c.client.clone(),
             closed: Some((c.stop, c.reason.as_str())),
@@ -48,7 +93,6 @@ pub(super) async fn handler(State(s): State<Arc<MonitorView>>, Query(q): Params)
     if let Some(cid) = cid_filter {
         rows.retain(|r| r.client.cid == cid);
     }
-    let sort = q.get("sort").map_or("cid", String::as_str);
     sort_rows(&mut rows, sort);
     let total = rows.len();
     let page: Vec<Value> = rows
@@ -66,7 +110,7 @@ pub(super) async fn handler(State(s): State<Arc<MonitorView>>, Query(q): Params)
         "limit": limit,
         "connections": page,
     });
-    json_response(StatusCode::OK, &body)
+    Ok(json_response(StatusCode::OK, &body))
 }
 
 fn sort_rows(rows: &mut [Row], sort: &str) {
@@ -86,7 +130,12 @@ fn sort_rows(rows: &mut [Row], sort: &str) {
         }),
         "subs" => rows.sort_by_key(|r| std::cmp::Reverse(r.client.subs.lock().len())),
         "pending" => rows.sort_by_key(|r| std::cmp::Reverse(r.client.pending_bytes())),
-        "start" => rows.sort_by_key(|r| r.client.start),
+        "start" | "uptime" => rows.sort_by_key(|r| r.client.start),
+        "last" => rows.sort_by_key(|r| std::cmp::Reverse(*r.client.last_activity.lock())),
+        "idle" => rows.sort_by_key(|r| *r.client.last_activity.lock()),
+        "rtt" => rows.sort_by_key(|r| std::cmp::Reverse(*r.client.rtt.lock())),
+        "stop" => rows.sort_by_key(|r| std::cmp::Reverse(r.closed.map(|(stop, _)| stop))),
+        "reason" => rows.sort_by_key(|r| r.closed.map(|(_, reason)| reason)),
         _ => rows.sort_by_key(|r| r.client.cid),
     }
 }

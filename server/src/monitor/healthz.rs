@@ -8,7 +8,7 @@ use axum::response::Response;
 use serde_json::json;
 
 use super::MonitorView;
-use super::{Params, compact_json_response, flag};
+use super::{Params, QueryParams, Refused, compact_json_response};
 use crate::jetstream::runtime::{HealthProblem, HealthScope};
 
 /// `GET /healthz[?js-enabled-only|js-server-only|js-meta-only|account&stream&consumer|details]`.
@@ -16,8 +16,34 @@ use crate::jetstream::runtime::{HealthProblem, HealthScope};
 /// 200 `{"status":"ok"}` when healthy. The default check (the Kubernetes startup probe's) also
 /// requires JetStream to be current: a meta leader heard from, and every stream replica
 /// assigned here caught up with its leader. 503 while shutting down or in lame duck mode.
-pub(super) async fn handler(State(s): State<Arc<MonitorView>>, Query(q): Params) -> Response {
-    let details = flag(&q, "details");
+pub(super) async fn handler(
+    State(s): State<Arc<MonitorView>>,
+    Query(q): Params,
+) -> Result<Response, Refused> {
+    // Decoded in nats-server's order; a bad boolean is a plain-text 400.
+    let q = QueryParams(q);
+    q.bool("js-enabled")?;
+    let js_enabled_only = q.bool("js-enabled-only")?;
+    let js_server_only = q.bool("js-server-only")?;
+    let js_meta_only = q.bool("js-meta-only")?;
+    let details = q.bool("details")?;
+    Ok(check(
+        &s,
+        &q,
+        details,
+        js_enabled_only || js_server_only,
+        js_meta_only,
+    ))
+}
+
+/// The health check proper, once the parameters are decoded.
+fn check(
+    s: &MonitorView,
+    q: &QueryParams,
+    details: bool,
+    server_only: bool,
+    meta_only: bool,
+) -> Response {
     let error = |status: StatusCode, text: &str| {
         let body = if details {
             json!({"status": "error", "errors": [{"type": "BAD_REQUEST", "error": text}]})
@@ -26,7 +52,7 @@ pub(super) async fn handler(State(s): State<Arc<MonitorView>>, Query(q): Params)
         };
         compact_json_response(status, &body)
     };
-    let has = |k: &str| q.get(k).is_some_and(|v| !v.is_empty());
+    let has = |k: &str| q.get(k).is_some();
     if (has("stream") || has("consumer")) && !has("account") {
         let what = if has("stream") { "stream" } else { "consumer" };
         return error(
@@ -49,15 +75,15 @@ pub(super) async fn handler(State(s): State<Arc<MonitorView>>, Query(q): Params)
         return unavailable(details, &[HealthProblem::server(why)]);
     }
     // jetraft always runs JetStream: `js-enabled-only` only needs the server up.
-    if flag(&q, "js-server-only") || flag(&q, "js-enabled-only") {
+    if server_only {
         return ok();
     }
     let scope = if has("stream") {
         HealthScope::Stream {
-            stream: q.get("stream").cloned().unwrap_or_default(),
-            consumer: q.get("consumer").filter(|c| !c.is_empty()).cloned(),
+            stream: q.get("stream").unwrap_or_default().to_string(),
+            consumer: q.get("consumer").map(str::to_string),
         }
-    } else if flag(&q, "js-meta-only") {
+    } else if meta_only {
         HealthScope::Meta
     } else {
         HealthScope::All

@@ -14,14 +14,49 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::MonitorView;
-use super::{Params, flag, json_response, rfc3339};
+use super::{Params, QueryParams, Refused, json_response, rfc3339};
 use crate::jetstream::runtime::{JszDetail, JszStats};
 
-pub(super) async fn handler(State(s): State<Arc<MonitorView>>, Query(q): Params) -> Response {
-    let Some(js) = s.jetstream.get() else {
-        return json_response(StatusCode::OK, &disabled(&s));
+/// Bad values are refused with a plain-text 400 in nats-server's order of decoding.
+pub(super) async fn handler(
+    State(s): State<Arc<MonitorView>>,
+    Query(q): Params,
+) -> Result<Response, Refused> {
+    let q = QueryParams(q);
+    let accounts = q.bool("accounts")?;
+    let streams = q.bool("streams")?;
+    let consumers = q.bool("consumers")?;
+    q.bool("direct-consumers")?;
+    let with_config = q.bool("config")?;
+    q.offset()?;
+    q.limit(1024)?;
+    let leader_only = q.bool("leader-only")?;
+    q.bool("raft")?;
+    q.bool("stream-leader-only")?;
+    let want = Detail {
+        accounts,
+        streams,
+        consumers,
+        config: with_config,
     };
-    if flag(&q, "leader-only") && !js.is_meta_leader() {
+    Ok(respond(&s, want, leader_only).await)
+}
+
+/// The levels of detail asked for.
+#[derive(Debug, Clone, Copy)]
+struct Detail {
+    accounts: bool,
+    streams: bool,
+    consumers: bool,
+    config: bool,
+}
+
+/// The `/jsz` body for the decoded parameters.
+async fn respond(s: &MonitorView, want: Detail, leader_only: bool) -> Response {
+    let Some(js) = s.jetstream.get() else {
+        return json_response(StatusCode::OK, &disabled(s));
+    };
+    if leader_only && !js.is_meta_leader() {
         let mut resp = (StatusCode::BAD_REQUEST, "filtered response: not leader").into_response();
         resp.headers_mut().insert(
             header::CONTENT_TYPE,
@@ -30,8 +65,8 @@ pub(super) async fn handler(State(s): State<Arc<MonitorView>>, Query(q): Params)
         return resp;
     }
     let stats = js.jsz_stats();
-    let mut body = head(&s, &stats, 1);
-    body["config"] = config(&s);
+    let mut body = head(s, &stats, 1);
+    body["config"] = config(s);
     body["limits"] = json!({});
     body["streams"] = stats.streams.into();
     body["consumers"] = stats.consumers.into();
@@ -41,10 +76,14 @@ pub(super) async fn handler(State(s): State<Arc<MonitorView>>, Query(q): Params)
         body["meta_cluster"] = meta;
     }
     // Each level of detail includes the ones before it.
-    let consumers = flag(&q, "consumers");
-    let config = flag(&q, "config");
-    let streams = flag(&q, "streams") || consumers || config;
-    if flag(&q, "accounts") || streams {
+    let Detail {
+        accounts,
+        streams,
+        consumers,
+        config,
+    } = want;
+    let streams = streams || consumers || config;
+    if accounts || streams {
         let mut account = json!({
             "name": "$G",
             "id": "$G",

@@ -9,10 +9,10 @@ mod format;
 mod healthz;
 mod jsz;
 pub mod metrics;
+mod query;
 mod subsz;
 mod varz;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 
@@ -34,8 +34,10 @@ use crate::node::NodeInfo;
 
 pub use format::{go_duration, rfc3339, uptime_string};
 
-/// Query parameters, as given.
-type Params = Query<HashMap<String, String>>;
+/// Query parameters, in the order given (nats-server reads the first of repeated ones).
+type Params = Query<Vec<(String, String)>>;
+
+pub(crate) use query::{QueryParams, Refused, bad_request};
 
 /// What the monitoring endpoints read: read-only views of the node's parts.
 #[derive(Debug)]
@@ -107,19 +109,6 @@ fn text_json_response(status: StatusCode, text: String) -> Response {
     resp
 }
 
-/// Reads a boolean flag the way nats-server does (`true`/`1`).
-pub(crate) fn flag(q: &HashMap<String, String>, name: &str) -> bool {
-    q.get(name)
-        .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
-}
-
-/// Reads a non-negative integer parameter; bad or negative input gives the default.
-pub(crate) fn number(q: &HashMap<String, String>, name: &str, default: usize) -> usize {
-    q.get(name)
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(default)
-}
-
 async fn index(State(s): State<Arc<MonitorView>>) -> Html<String> {
     let links = [
         "varz", "connz", "subsz", "healthz", "metrics", "routez", "leafz", "gatewayz", "accountz",
@@ -141,31 +130,54 @@ fn now() -> String {
     rfc3339(time::OffsetDateTime::now_utc())
 }
 
-async fn routez(State(s): State<Arc<MonitorView>>, _q: Params) -> Response {
+async fn routez(State(s): State<Arc<MonitorView>>, Query(q): Params) -> Result<Response, Refused> {
+    QueryParams(q).subs()?;
     let body = json!({"server_id": s.node.server_id, "server_name": s.node.server_name, "now": now(), "num_routes": 0, "routes": []});
-    json_response(StatusCode::OK, &body)
+    Ok(json_response(StatusCode::OK, &body))
 }
 
-async fn leafz(State(s): State<Arc<MonitorView>>, _q: Params) -> Response {
-    json_response(
+async fn leafz(State(s): State<Arc<MonitorView>>, Query(q): Params) -> Result<Response, Refused> {
+    QueryParams(q).bool("subs")?;
+    Ok(json_response(
         StatusCode::OK,
         &json!({"server_id": s.node.server_id, "now": now(), "leafnodes": 0, "leafs": []}),
-    )
+    ))
 }
 
-async fn gatewayz(State(s): State<Arc<MonitorView>>, _q: Params) -> Response {
+async fn gatewayz(
+    State(s): State<Arc<MonitorView>>,
+    Query(q): Params,
+) -> Result<Response, Refused> {
+    let q = QueryParams(q);
+    q.subs()?;
+    q.bool("accs")?;
     let body = json!({"server_id": s.node.server_id, "now": now(), "outbound_gateways": {}, "inbound_gateways": {}});
-    json_response(StatusCode::OK, &body)
+    Ok(json_response(StatusCode::OK, &body))
 }
 
-async fn accountz(State(s): State<Arc<MonitorView>>, _q: Params) -> Response {
-    let body = json!({"server_id": s.node.server_id, "now": now(), "system_account": "$SYS", "accounts": ["$SYS", "$G"]});
-    json_response(StatusCode::OK, &body)
+/// The accounts of a jetraft node: the global account and the system account.
+const ACCOUNTS: [&str; 2] = ["$SYS", "$G"];
+
+async fn accountz(
+    State(s): State<Arc<MonitorView>>,
+    Query(q): Params,
+) -> Result<Response, Refused> {
+    if let Some(acc) = QueryParams(q).get("acc")
+        && !ACCOUNTS.contains(&acc)
+    {
+        return Err(bad_request(format!("Account {acc} does not exist")));
+    }
+    let body = json!({"server_id": s.node.server_id, "now": now(), "system_account": "$SYS", "accounts": ACCOUNTS});
+    Ok(json_response(StatusCode::OK, &body))
 }
 
-async fn accstatz(State(s): State<Arc<MonitorView>>, _q: Params) -> Response {
-    json_response(
+async fn accstatz(
+    State(s): State<Arc<MonitorView>>,
+    Query(q): Params,
+) -> Result<Response, Refused> {
+    QueryParams(q).bool("unused")?;
+    Ok(json_response(
         StatusCode::OK,
         &json!({"server_id": s.node.server_id, "now": now(), "account_statz": []}),
-    )
+    ))
 }

@@ -9,21 +9,32 @@ use axum::response::Response;
 use serde_json::{Map, Value, json};
 
 use super::MonitorView;
-use super::{Params, flag, json_response, number, rfc3339};
+use super::{Params, QueryParams, Refused, bad_request, json_response, rfc3339};
 use crate::bus::SubRef;
 use crate::router::subject;
 
 /// Default page size.
 const DEFAULT_LIMIT: usize = 1024;
 
-/// `GET /subsz?subs&offset&limit&test`.
-pub(super) async fn handler(State(s): State<Arc<MonitorView>>, Query(q): Params) -> Response {
+/// `GET /subsz?subs&offset&limit&test`. Bad values are refused with 400 as in nats-server:
+/// `subs`, `offset`, `limit`, then a `test` that is not a publish subject.
+pub(super) async fn handler(
+    State(s): State<Arc<MonitorView>>,
+    Query(q): Params,
+) -> Result<Response, Refused> {
+    let q = QueryParams(q);
+    let subs = q.bool("subs")?;
+    let offset = q.offset()?;
+    let limit = q.limit(DEFAULT_LIMIT)?;
+    let test = q.get("test");
+    if let Some(t) = test
+        && !is_publish_subject(t)
+    {
+        return Err(bad_request(format!(
+            "invalid test subject, must be valid publish subject: {t}"
+        )));
+    }
     let st = s.bus.sublist().stats();
-    let offset = number(&q, "offset", 0);
-    let limit = match number(&q, "limit", DEFAULT_LIMIT) {
-        0 => DEFAULT_LIMIT,
-        n => n,
-    };
     let mut body = json!({
         "server_id": s.node.server_id,
         "now": rfc3339(time::OffsetDateTime::now_utc()),
@@ -36,10 +47,7 @@ pub(super) async fn handler(State(s): State<Arc<MonitorView>>, Query(q): Params)
         "max_fanout": st.max_fanout,
         "avg_fanout": st.avg_fanout,
     });
-    let test = q
-        .get("test")
-        .filter(|t| subject::is_valid_literal_subject(t));
-    if flag(&q, "subs") || test.is_some() {
+    if subs || test.is_some() {
         // Remote interest counts in the totals (as in nats-server) but is not listed.
         let mut all: Vec<_> = s
             .bus
@@ -85,5 +93,12 @@ pub(super) async fn handler(State(s): State<Arc<MonitorView>>, Query(q): Params)
         m.insert("offset".into(), json!(offset));
         m.insert("limit".into(), json!(limit));
     }
-    json_response(StatusCode::OK, &body)
+    Ok(json_response(StatusCode::OK, &body))
+}
+
+/// nats-server's check of `test` (`IsValidLiteralSubject`): no empty token and no token that
+/// is a lone wildcard. Unlike client subjects, blanks are not checked.
+fn is_publish_subject(t: &str) -> bool {
+    t.split('.')
+        .all(|tok| !tok.is_empty() && tok != "*" && tok != ">")
 }

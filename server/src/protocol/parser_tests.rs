@@ -15,6 +15,7 @@ fn parse_all(input: &[u8]) -> Result<Vec<ClientOp>, ProtocolError> {
 /// Parses `chunks` fed one after another, as separate socket reads.
 fn parse_chunks(chunks: &[&[u8]]) -> Result<Vec<ClientOp>, ProtocolError> {
     let mut p = Parser::new(1024 * 1024, 4096);
+    p.set_headers(true);
     let mut buf = BytesMut::new();
     let mut out = Vec::new();
     for c in chunks {
@@ -40,7 +41,7 @@ fn publ(subject: &str, reply: Option<&str>, headers: Option<&str>, payload: &str
 fn every_op_parses() {
     let input = b"CONNECT {\"verbose\":false}\r\nPING\r\nPONG\r\nSUB foo 1\r\nSUB foo q 2\r\n\
 UNSUB 1\r\nUNSUB 2 5\r\nPUB foo 5\r\nhello\r\nPUB foo bar 0\r\n\r\n\
-HPUB foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\nHPUB foo r 0 2\r\nhi\r\nINFO {}\r\n+OK\r\n-ERR 'x'\r\n";
+HPUB foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\nHPUB foo r 0 2\r\nhi\r\nINFO {}\r\n+OK\r\n";
     let ops = parse_all(input).unwrap();
     assert_eq!(
         ops,
@@ -70,7 +71,6 @@ HPUB foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\nHPUB foo r 0 2\r\nhi\r\nINFO {}\r\n+OK\r
             publ("foo", Some("bar"), None, ""),
             publ("foo", None, Some("NATS/1.0\r\n\r\n"), "hi"),
             publ("foo", Some("r"), Some(""), "hi"),
-            ClientOp::Ignored,
             ClientOp::Ignored,
             ClientOp::Ignored,
         ]
@@ -153,6 +153,7 @@ fn partial_known_op_waits() {
     let mut p = Parser::new(1024, 4096);
     let mut buf = BytesMut::from(&b"CONN"[..]);
     assert_eq!(p.parse(&mut buf), Ok(None));
+    let mut p = Parser::new(1024, 4096);
     let mut buf = BytesMut::from(&b"PUB foo"[..]);
     assert_eq!(p.parse(&mut buf), Ok(None));
 }
@@ -177,6 +178,7 @@ fn oversize_payload_is_rejected_before_reading_it() {
     let mut buf = BytesMut::from(&b"PUB foo 11\r\n"[..]);
     assert_eq!(p.parse(&mut buf), Err(ProtocolError::MaxPayload));
     let mut p = Parser::new(10, 4096);
+    p.set_headers(true);
     let mut buf = BytesMut::from(&b"HPUB foo 5 11\r\n"[..]);
     assert_eq!(p.parse(&mut buf), Err(ProtocolError::MaxPayload));
 }
@@ -200,8 +202,9 @@ fn argument_errors_close_without_err_text() {
         b"PUB a x\r\n",
         b"SUB foo 1 2 3\r\n",
         b"SUB foo\r\n",
-        b"UNSUB\r\n",
-        b"UNSUB 1 x\r\n",
+        b"UNSUB \r\n",
+        b"UNSUB 1 2 3\r\n",
+        b"PUB a 1234567890\r\n",
         b"HPUB a 5 3\r\n",
         b"HPUB a 3\r\n",
     ] {
@@ -264,4 +267,284 @@ proptest! {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Split independence: the same bytes give the same ops and the same error however they are cut.
+// ---------------------------------------------------------------------------------------------
+
+/// What a parser made of some input: the ops, then the error that stopped it (`Ok` if it was
+/// still waiting for more bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Outcome {
+    ops: Vec<ClientOp>,
+    end: Result<(), ProtocolError>,
+}
+
+/// Feeds `chunks` one after another into a fresh parser (limits 1 MiB / 4096, headers on if
+/// `headers`) and records what it produced, stopping at the first error as the reader does.
+fn outcome(chunks: &[&[u8]], headers: bool) -> Outcome {
+    let mut p = Parser::new(1024 * 1024, 4096);
+    p.set_headers(headers);
+    let mut buf = BytesMut::new();
+    let mut ops = Vec::new();
+    for c in chunks {
+        buf.put_slice(c);
+        loop {
+            match p.parse(&mut buf) {
+                Ok(Some(op)) => ops.push(op),
+                Ok(None) => break,
+                Err(e) => return Outcome { ops, end: Err(e) },
+            }
+        }
+    }
+    Outcome { ops, end: Ok(()) }
+}
+
+fn sub(subject: &[u8], queue: Option<&str>, sid: &str) -> ClientOp {
+    ClientOp::Sub {
+        subject: Bytes::copy_from_slice(subject),
+        queue: queue.map(b),
+        sid: b(sid),
+    }
+}
+
+fn unsub(sid: &str, max: Option<u64>) -> ClientOp {
+    ClientOp::Unsub { sid: b(sid), max }
+}
+
+fn ok(ops: Vec<ClientOp>) -> Outcome {
+    Outcome { ops, end: Ok(()) }
+}
+
+fn err(ops: Vec<ClientOp>, e: ProtocolError) -> Outcome {
+    Outcome { ops, end: Err(e) }
+}
+
+fn bad(op: &'static str, detail: &'static str) -> ProtocolError {
+    ProtocolError::BadArgs { op, detail }
+}
+
+fn with_suffix(head: &[u8], fill: u8, n: usize, tail: &[u8]) -> Vec<u8> {
+    let mut v = head.to_vec();
+    v.extend(std::iter::repeat_n(fill, n));
+    v.extend_from_slice(tail);
+    v
+}
+
+/// The table: input, whether HPUB is allowed, and the outcome nats-server's grammar gives for
+/// it (the answers were measured against nats-server 2.15.1 with raw sockets).
+fn split_table() -> Vec<(Vec<u8>, bool, Outcome)> {
+    let connect = |s: &str| ClientOp::Connect(b(s));
+    vec![
+        // Ordinary traffic.
+        (
+            b"CONNECT {\"verbose\":false,\"headers\":true}\r\nPING\r\nPONG\r\nSUB foo 1\r\n\
+SUB foo q 2\r\nPUB foo 5\r\nhello\r\nPUB foo bar 0\r\n\r\nHPUB foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\n\
+HPUB foo r 0 2\r\nhi\r\nUNSUB 1\r\nUNSUB 2 5\r\n+OK\r\nINFO {}\r\n"
+                .to_vec(),
+            true,
+            ok(vec![
+                connect("{\"verbose\":false,\"headers\":true}"),
+                ClientOp::Ping,
+                ClientOp::Pong,
+                sub(b"foo", None, "1"),
+                sub(b"foo", Some("q"), "2"),
+                publ("foo", None, None, "hello"),
+                publ("foo", Some("bar"), None, ""),
+                publ("foo", None, Some("NATS/1.0\r\n\r\n"), "hi"),
+                publ("foo", Some("r"), Some(""), "hi"),
+                unsub("1", None),
+                unsub("2", Some(5)),
+                ClientOp::Ignored,
+                ClientOp::Ignored,
+            ]),
+        ),
+        // A payload that contains newlines and op names.
+        (
+            b"PUB a 13\r\nPING\r\nSUB x\r\n\r\nPING\n".to_vec(),
+            false,
+            ok(vec![
+                publ("a", None, None, "PING\r\nSUB x\r\n"),
+                ClientOp::Ping,
+            ]),
+        ),
+        // `SUB` needs a blank after the name: whole or split, Unknown Protocol Operation.
+        (b"SUB\r\n".to_vec(), false, err(vec![], ProtocolError::UnknownOp)),
+        (b"UNSUB\r\n".to_vec(), false, err(vec![], ProtocolError::UnknownOp)),
+        (b"PUB\r\n".to_vec(), false, err(vec![], ProtocolError::UnknownOp)),
+        (b"PING\r\nPUBX foo 1\r\n".to_vec(), false, err(vec![ClientOp::Ping], ProtocolError::UnknownOp)),
+        (b"\r\n".to_vec(), false, err(vec![], ProtocolError::UnknownOp)),
+        (b" PING\r\n".to_vec(), false, err(vec![], ProtocolError::UnknownOp)),
+        // With a blank but no arguments: a silent close.
+        (b"SUB \r\n".to_vec(), false, err(vec![], bad("SUB", "wrong number of arguments"))),
+        (b"SUB foo\r\n".to_vec(), false, err(vec![], bad("SUB", "wrong number of arguments"))),
+        // PING/PONG/+OK ignore anything up to the newline, however long.
+        (
+            with_suffix(b"PING", b' ', 5000, b"\r\nPONGX\r\n+OK junk\r\n"),
+            false,
+            ok(vec![ClientOp::Ping, ClientOp::Pong, ClientOp::Ignored]),
+        ),
+        // Blanks before the first argument are not counted against max_control_line.
+        (
+            with_suffix(b"SUB", b' ', 5000, b"foo 1\r\n"),
+            false,
+            ok(vec![sub(b"foo", None, "1")]),
+        ),
+        // An argument of exactly 4096 bytes passes, one byte more does not (trailing blanks count).
+        (
+            with_suffix(b"SUB ", b'a', 4094, b" 1\r\n"),
+            false,
+            ok(vec![sub(&[b'a'; 4094], None, "1")]),
+        ),
+        (
+            with_suffix(b"SUB ", b'a', 4095, b" 1\r\nPING\r\n"),
+            false,
+            err(vec![], ProtocolError::MaxControlLine),
+        ),
+        (
+            with_suffix(b"SUB ", b'a', 4094, b" 1 \r\n"),
+            false,
+            err(vec![], ProtocolError::MaxControlLine),
+        ),
+        // UNSUB with a max that is not a size: unsubscribe at once, no error.
+        (
+            b"UNSUB 1 abc\r\nUNSUB 2 -5\r\nUNSUB 3 99999999999999999999\r\nUNSUB 4 0\r\n".to_vec(),
+            false,
+            ok(vec![
+                unsub("1", None),
+                unsub("2", None),
+                unsub("3", None),
+                unsub("4", Some(0)),
+            ]),
+        ),
+        (b"UNSUB 1 2 3\r\n".to_vec(), false, err(vec![], bad("UNSUB", "wrong number of arguments"))),
+        // Subjects are bytes: no UTF-8 requirement in the parser.
+        (
+            b"SUB foo.\xff\xfe 1\r\nPUB foo.\xff\xfe 2\r\nhi\r\n".to_vec(),
+            false,
+            ok(vec![
+                sub(b"foo.\xff\xfe", None, "1"),
+                ClientOp::Pub {
+                    subject: Bytes::from_static(b"foo.\xff\xfe"),
+                    reply: None,
+                    headers: None,
+                    payload: b("hi"),
+                },
+            ]),
+        ),
+        // CONNECT arguments are passed on as they are (the JSON is judged by ConnectOptions).
+        (
+            b"CONNECT {\"verbose\":false,\"verbose\":true}\r\nCONNECT null\r\nCONNECT []\r\nCONNECT\r\n"
+                .to_vec(),
+            false,
+            ok(vec![
+                connect("{\"verbose\":false,\"verbose\":true}"),
+                connect("null"),
+                connect("[]"),
+                connect("\r"),
+            ]),
+        ),
+        // Sizes have at most 9 digits: longer ones close silently, even before max_payload.
+        (
+            b"PUB foo 2222222222222222\r\n".to_vec(),
+            false,
+            err(vec![], bad("PUB", "bad size")),
+        ),
+        (b"PUB foo 1234567890\r\n".to_vec(), false, err(vec![], bad("PUB", "bad size"))),
+        (b"PUB foo -1\r\n".to_vec(), false, err(vec![], bad("PUB", "bad size"))),
+        (b"PUB foo 999999999\r\n".to_vec(), false, err(vec![], ProtocolError::MaxPayload)),
+        (
+            b"HPUB foo 12 2222222222222222\r\n".to_vec(),
+            true,
+            err(vec![], bad("HPUB", "bad size")),
+        ),
+        (
+            b"HPUB foo 2 1\r\n".to_vec(),
+            true,
+            err(vec![], bad("HPUB", "header size larger than total size")),
+        ),
+        // HPUB before CONNECT announced headers.
+        (
+            b"HPUB foo 0 2\r\nhi\r\n".to_vec(),
+            false,
+            err(vec![], ProtocolError::HeadersNotSupported),
+        ),
+        // Bad payload terminators.
+        (b"PUB foo 2\r\nhiX\r\n".to_vec(), false, err(vec![], ProtocolError::UnknownOp)),
+        (b"PUB foo 2\r\nhi\rX".to_vec(), false, err(vec![], ProtocolError::UnknownOp)),
+        // The first argument byte is taken as is, even a newline (nats-server does the same).
+        (
+            b"SUB \nfoo 1\r\n".to_vec(),
+            false,
+            ok(vec![sub(b"foo", None, "1")]),
+        ),
+        // A client's -ERR closes; INFO must be a JSON object or null.
+        (b"-ERR 'x'\r\n".to_vec(), false, err(vec![], ProtocolError::ClientErr)),
+        (b"-ERR\r\n".to_vec(), false, err(vec![], ProtocolError::UnknownOp)),
+        (
+            b"INFO null\r\nINFO {\"a\":1,\"a\":2}\r\nINFO []\r\n".to_vec(),
+            false,
+            err(
+                vec![ClientOp::Ignored, ClientOp::Ignored],
+                bad("INFO", "not a JSON object"),
+            ),
+        ),
+        // Incomplete input is not an error.
+        (b"PUB foo 5\r\nhel".to_vec(), false, ok(vec![])),
+    ]
+}
+
+#[test]
+fn every_split_gives_the_same_ops_and_errors() {
+    for (input, headers, want) in split_table() {
+        let shown = String::from_utf8_lossy(&input[..input.len().min(60)]).into_owned();
+        let whole = outcome(&[&input], headers);
+        assert_eq!(whole, want, "whole input {shown:?}");
+        let bytes: Vec<&[u8]> = input.chunks(1).collect();
+        assert_eq!(outcome(&bytes, headers), whole, "byte by byte: {shown:?}");
+        for i in 0..=input.len() {
+            let two = outcome(&[&input[..i], &input[i..]], headers);
+            assert_eq!(two, whole, "split at {i}: {shown:?}");
+            if input.len() <= 300 {
+                for j in i..=input.len() {
+                    let three = outcome(&[&input[..i], &input[i..j], &input[j..]], headers);
+                    assert_eq!(three, whole, "split at {i},{j}: {shown:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn ignored_text_and_blanks_are_not_buffered() {
+    let mut p = Parser::new(1024, 16);
+    let mut buf = BytesMut::from(&b"PING"[..]);
+    assert_eq!(p.parse(&mut buf), Ok(None));
+    for _ in 0..100 {
+        buf.put_slice(&[b' '; 1000]);
+        assert_eq!(p.parse(&mut buf), Ok(None));
+        assert!(buf.is_empty(), "ignored bytes are dropped");
+    }
+    buf.put_slice(b"\r\nSUB");
+    assert_eq!(p.parse(&mut buf), Ok(Some(ClientOp::Ping)));
+    buf.put_slice(&[b'\t'; 1000]);
+    assert_eq!(p.parse(&mut buf), Ok(None));
+    assert!(buf.is_empty(), "leading blanks are dropped");
+}
+
+#[test]
+fn awaiting_auth_refuses_any_op_but_connect_at_its_first_byte() {
+    let mut p = Parser::new(1024, 4096);
+    p.set_awaiting_auth(true);
+    let mut buf = BytesMut::from(&b"P"[..]);
+    assert_eq!(p.parse(&mut buf), Err(ProtocolError::AuthViolation));
+    assert_eq!(
+        ProtocolError::AuthViolation.err_text(),
+        Some("Authorization Violation")
+    );
+    let mut p = Parser::new(1024, 4096);
+    p.set_awaiting_auth(true);
+    let mut buf = BytesMut::from(&b"connect {}\r\n"[..]);
+    assert_eq!(p.parse(&mut buf), Ok(Some(ClientOp::Connect(b("{}")))));
 }
