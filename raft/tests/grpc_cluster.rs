@@ -616,6 +616,15 @@ async fn idle_group_goes_quiet_and_wakes_for_writes() {
         let idle_again = timing
             .quiesce_after
             .is_some_and(|after| written.elapsed() >= after);
+        // The follower marks itself awake just after it answered the append, which may be a
+        // moment after the write became visible here: look for up to half a second.
+        let woke_by = std::time::Instant::now() + Duration::from_millis(500);
+        while c.node(n).registry().groups().is_quiet(G)
+            && !idle_again
+            && std::time::Instant::now() < woke_by
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         assert!(
             !c.node(n).registry().groups().is_quiet(G) || idle_again,
             "node {n} still quiet {:?} after the write",
