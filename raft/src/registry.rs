@@ -645,26 +645,70 @@ impl<T: Transport> GroupRegistry<T> {
                 .is_some_and(|l| l.leader_id.term == m.current_term))
     }
 
-    /// On the leader of `group`: makes the read it answers next linearizable (Raft's read
-    /// index). It confirms this node still leads, by heartbeats a quorum answers after the call
-    /// began, and then waits until it applied everything committed at that point. A leader cut
-    /// off from its majority cannot confirm, so it stops answering reads as leader at once.
-    /// False on a follower, when leadership is lost meanwhile, or after `bound`.
+    /// On the leader of `group`: makes the read it answers next linearizable. It confirms this
+    /// node still leads and then waits until it applied everything committed at that point.
+    /// The confirmation is a quorum's answer to a heartbeat sent at most `lease` ago, while this
+    /// node's links reach a quorum of the voters (see below); otherwise (Raft's read index) it
+    /// sends heartbeats now and waits for a quorum to answer them. Concurrent reads share
+    /// heartbeat rounds. False on a follower, when leadership is lost meanwhile, or after
+    /// `bound`; so a leader cut off from its majority stops answering reads within `lease`.
     ///
-    /// Not a lease read: a follower whose node link to the leader dropped votes for a successor
-    /// without waiting out the leader's lease (fast failover, see `network`), so a lease would
-    /// not prove that no other leader exists. Concurrent reads share heartbeat rounds.
-    pub async fn confirm_read(&self, group: GroupId, bound: Duration) -> Result<bool, RaftError> {
+    /// Why a short lease is safe here although openraft's own lease is not: a follower whose
+    /// node link to the leader is down votes for a successor at once (fast failover, see
+    /// `network`), without waiting out the leader's lease. A silent cut is noticed by the link
+    /// keepalive only seconds after the last message, so `lease` must stay well below that; a
+    /// link closed outright is seen by both ends at once, and this node then no longer counts
+    /// the peer towards the quorum of links it needs for a lease read. Followers that still
+    /// have their links refuse other candidates until a full election timeout passed without
+    /// the leader, so `lease` is also capped at half the shortest election timeout.
+    pub async fn confirm_read(
+        &self,
+        group: GroupId,
+        lease: Duration,
+        bound: Duration,
+    ) -> Result<bool, RaftError> {
         let confirm = async {
             let raft = self.awake_raft(group).await?;
-            Ok(raft
-                .ensure_linearizable(openraft::ReadPolicy::ReadIndex)
-                .await
-                .is_ok())
+            if self.sole_voter(&raft) {
+                // Nobody else can lead: every acknowledged write was applied before its answer.
+                return Ok(true);
+            }
+            let option = if self.links_reach_quorum(&raft) {
+                let lease = lease.min(self.timing().election_min / 2);
+                openraft::LinearizerOption::new(Some(lease), true)
+            } else {
+                openraft::ReadPolicy::ReadIndex.into()
+            };
+            Ok(raft.ensure_linearizable(option).await.is_ok())
         };
         tokio::time::timeout(bound, confirm)
             .await
             .unwrap_or(Ok(false))
+    }
+
+    /// Whether this node leads `raft`'s group as its only voter.
+    fn sole_voter(&self, raft: &GroupRaft) -> bool {
+        let rx = raft.metrics();
+        let m = rx.borrow_watched();
+        m.current_leader == Some(self.node.0)
+            && m.membership_config
+                .membership()
+                .voter_ids()
+                .all(|v| v == self.node.0)
+    }
+
+    /// Whether this node (counted) and the voters of `raft`'s group it has a node link to make
+    /// a quorum.
+    fn links_reach_quorum(&self, raft: &GroupRaft) -> bool {
+        let rx = raft.metrics();
+        let m = rx.borrow_watched();
+        let unreachable = self.groups.unreachable.read();
+        let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
+        let linked = voters
+            .iter()
+            .filter(|v| **v == self.node.0 || !unreachable.contains(v))
+            .count();
+        linked * 2 > voters.len()
     }
 
     /// On the leader of `group`: the replication progress of every other member (voters and

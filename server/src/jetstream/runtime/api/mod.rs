@@ -39,6 +39,13 @@ const LEADER_CATCH_UP_WAIT: Duration = Duration::from_secs(5);
 /// How long a leader tries to confirm it still leads before it answers a message read (see
 /// `GroupRegistry::confirm_read`): past it the read is passed on or left unanswered.
 const READ_CONFIRM_WAIT: Duration = Duration::from_secs(2);
+/// A leader answers reads without asking its followers again while a quorum answered a
+/// heartbeat it sent at most this long ago: a third of the node links' keepalive timeout,
+/// which bounds how soon followers of a silently cut-off leader may elect another.
+const READ_LEASE: Duration = match crate::cluster::link::KEEPALIVE_TIMEOUT.checked_div(3) {
+    Some(lease) => lease,
+    None => Duration::ZERO,
+};
 
 /// The response `type` of an operation.
 fn kind(op: &ApiOp) -> &'static str {
@@ -223,7 +230,7 @@ impl JetStream {
         if op.reads_messages()
             && !self
                 .registry
-                .confirm_read(group, READ_CONFIRM_WAIT)
+                .confirm_read(group, READ_LEASE, READ_CONFIRM_WAIT)
                 .await
                 .unwrap_or(false)
         {
