@@ -67,6 +67,20 @@ impl RocksLogs {
         registry.create_group(group, self.log(group), sm).await
     }
 
+    /// [`Self::create_group`] over an unsynced log
+    /// ([`RaftLogStore::unsynced`](jetraft_storage::rocks::RaftLogStore::unsynced)): appends
+    /// count as flushed without waiting for a WAL fsync. For memory streams.
+    pub async fn create_unsynced_group<T: Transport>(
+        &self,
+        registry: &GroupRegistry<T>,
+        group: GroupId,
+        sm: Box<dyn ReplicatedStateMachine>,
+    ) -> Result<GroupRaft, RaftError> {
+        registry
+            .create_group(group, self.log(group).unsynced(), sm)
+            .await
+    }
+
     /// Stops `group` on `registry`, then deletes its log and Raft state from the database.
     pub async fn remove_group<T: Transport>(
         &self,

@@ -16,7 +16,10 @@
 //!   returns, so a group's vote, appends, truncations and purges are applied in the order
 //!   openraft issued them (it awaits each call).
 //! - `append` returns once the entries are readable and completes its `IOFlushed` callback only
-//!   after a WAL fsync that covers them; `save_vote` returns only once the vote is durable.
+//!   after a WAL fsync that covers them; `save_vote` returns only once the vote is durable. An
+//!   [`unsynced`](RaftLogStore::unsynced) log (a memory stream's) completes the callback as
+//!   soon as the entries are written: they survive a crash of the process (the OS holds them),
+//!   not one of the machine.
 //! - Truncation and purge are single `delete_range` operations, so they never leave a hole.
 //! - Reads check every record and the contiguity of indexes; a gap is reported as corruption.
 //! - The newest entries are also kept in memory ([`TailCache`], shared by the store's clones),
@@ -72,6 +75,8 @@ pub struct RaftLogStore<C: RaftTypeConfig, K> {
     db: Db,
     writer: LogWriter,
     group: GroupId,
+    /// Whether appends wait for a WAL fsync before they count as flushed.
+    synced: bool,
     tail: Arc<Mutex<TailCache<C::Entry>>>,
     _types: PhantomData<fn() -> K>,
 }
@@ -82,6 +87,7 @@ impl<C: RaftTypeConfig, K> Clone for RaftLogStore<C, K> {
             db: self.db.clone(),
             writer: self.writer.clone(),
             group: self.group,
+            synced: self.synced,
             tail: Arc::clone(&self.tail),
             _types: PhantomData,
         }
@@ -110,9 +116,18 @@ where
             db,
             writer,
             group,
+            synced: true,
             tail: Arc::default(),
             _types: PhantomData,
         }
+    }
+
+    /// The same log, with appends counted as flushed once written, without waiting for a WAL
+    /// fsync (votes stay synced). For groups whose data need not outlive the machine: a memory
+    /// stream's, whose replicas are its durability.
+    pub fn unsynced(mut self) -> Self {
+        self.synced = false;
+        self
     }
 
     /// The cache of the newest entries, locked. A panic while it was held cannot leave it
@@ -361,10 +376,22 @@ where
             kept.push((index, value.len(), e));
             ops.push(Op::Put(ColumnFamily::RaftLog, key.to_vec(), value));
         }
-        let done: Durable = Box::new(move |r: Result<(), io::Error>| callback.io_completed(r));
         // Under the cache's lock, so no read sees the entries in RocksDB but not in the cache
         // while the cache still ends before them.
         let mut tail = self.tail();
+        if !self.synced {
+            if let Err(e) = self.writer.submit(ops, None) {
+                tail.clear();
+                return Err(e.into());
+            }
+            for (index, bytes, e) in kept {
+                tail.appended(index, bytes, e);
+            }
+            drop(tail);
+            callback.io_completed(Ok(()));
+            return Ok(());
+        }
+        let done: Durable = Box::new(move |r: Result<(), io::Error>| callback.io_completed(r));
         if let Err(e) = self.writer.submit(ops, Some(done)) {
             tail.clear();
             return Err(e.into());

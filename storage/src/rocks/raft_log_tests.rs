@@ -238,6 +238,38 @@ async fn flushed_appends_survive_reopen_and_callback_fires_after_sync() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsynced_appends_are_flushed_without_an_fsync_and_survive_a_clean_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = Db::open(dir.path()).expect("open");
+        let writer = LogWriter::start(db.clone()).expect("writer");
+        let mut log = TestLog::new(db, writer.clone(), GroupId(1)).unsynced();
+        let syncs = || {
+            writer
+                .stats()
+                .syncs
+                .load(std::sync::atomic::Ordering::Relaxed)
+        };
+        let before = syncs();
+        let (tx, rx) = TestConfig::oneshot();
+        log.append((1..=10).map(|i| blank(1, i)), IOFlushed::signal(tx))
+            .await
+            .expect("append");
+        rx.await.expect("callback").expect("flushed");
+        assert_eq!(syncs(), before, "an unsynced append waited for an fsync");
+        assert_eq!(
+            log.try_get_log_entries(1..11).await.expect("read").len(),
+            10
+        );
+    }
+    let db = Db::open(dir.path()).expect("reopen");
+    let writer = LogWriter::start(db.clone()).expect("writer");
+    let mut log = TestLog::new(db, writer, GroupId(1));
+    let st = log.get_log_state().await.expect("state");
+    assert_eq!(st.last_log_id.map(|l| l.index), Some(10));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corrupt_entry_is_an_error_not_data() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Db::open(dir.path()).expect("open");

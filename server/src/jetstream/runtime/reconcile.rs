@@ -203,6 +203,7 @@ impl JetStream {
                 Box::new(jetraft_storage::mem::MemConsumerStore::new()),
             ),
         };
+        let memory = config.storage == StorageType::Memory;
         let created = u64::try_from(a.created_ns).unwrap_or(0);
         let sm =
             StreamStateMachine::open_with(store, consumers, config, created, self.identity.clone())
@@ -211,14 +212,18 @@ impl JetStream {
         let group = GroupId(a.uid);
         let (changes, _) = tokio::sync::watch::channel(0u64);
         let (acks, ack_rx) = tokio::sync::mpsc::unbounded_channel();
-        self.logs
-            .create_group(
-                &self.registry,
-                group,
-                Box::new(SharedStream(sm.clone(), changes.clone())),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
+        // A memory stream's log is not fsynced: it survives a crash of the process, and its
+        // replicas are its durability (see the README).
+        let shared = Box::new(SharedStream(sm.clone(), changes.clone()));
+        let created = match memory {
+            true => {
+                (self.logs)
+                    .create_unsynced_group(&self.registry, group, shared)
+                    .await
+            }
+            false => self.logs.create_group(&self.registry, group, shared).await,
+        };
+        created.map_err(|e| e.to_string())?;
         let local = Arc::new(LocalStream::new(
             a.name.clone(),
             uid,
