@@ -5,6 +5,7 @@
 //! test checks), so the parts never reach back into the whole.
 
 mod lame_duck;
+mod ports_file;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -75,6 +76,8 @@ pub struct ServerHandle {
     tasks: TaskTracker,
     /// Cancelled on shutdown.
     shutdown: CancellationToken,
+    /// The ports file written at startup (`ports_file_dir`), removed on shutdown.
+    ports_file: Option<std::path::PathBuf>,
 }
 
 impl ServerHandle {
@@ -93,6 +96,9 @@ impl ServerHandle {
                 tasks = self.tasks.len(),
                 "tasks still running at the shutdown bound"
             );
+        }
+        if let Some(path) = &self.ports_file {
+            ports_file::remove(path);
         }
         info!("server exiting");
     }
@@ -150,6 +156,10 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         lame_duck: CancellationToken::new(),
     });
     let jetstream_slot = Arc::new(OnceLock::new());
+    let mut listeners = ports_file::Listeners {
+        client: Some(client_addr),
+        ..ports_file::Listeners::default()
+    };
     if let Some(port) = config.http_port {
         let host = config.http_host.as_deref().unwrap_or(&config.host);
         let (http, bound) = bind("monitoring", &format!("{host}:{port}")).await?;
@@ -164,6 +174,7 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         };
         tasks.spawn(monitor::serve(Arc::new(view), http));
         info!(addr = %bound, "starting http monitor");
+        listeners.monitoring = Some(bound);
     }
     info!(
         version = NATS_VERSION,
@@ -185,6 +196,7 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
     let _ = jetstream_slot.set(js.clone());
     if let (Some(cluster), Some((listener, addr))) = (&cluster, cluster_listener) {
         info!(addr = %addr, node_id = %cluster.node_id(), "listening for route connections");
+        listeners.cluster = Some(addr);
         let ctx = ClusterContext {
             bus: bus.clone(),
             cluster: cluster.clone(),
@@ -211,11 +223,16 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
     }
     info!("server is ready");
     tasks.spawn(conn::accept::run(conns.clone(), listener));
+    let ports_file = config
+        .ports_file_dir
+        .as_deref()
+        .and_then(|dir| ports_file::write(dir, &listeners));
     Ok(ServerHandle {
         conns,
         jetstream: js,
         tasks,
         shutdown,
+        ports_file,
     })
 }
 

@@ -73,6 +73,7 @@ Common Options:
 
 Process Options:
     -P, --pid <file>                 File to store PID
+        --ports_file_dir <dir>       Creates a ports file in the specified directory (<executable_name>_<pid>.ports).
     -sl, --signal <signal>[=<pid>]   Send signal to jetraft process (ldm, stop, quit, term, reopen, reload)
                                      pid can be either a PID (e.g. 1) or the path to a PID file
 ";
@@ -100,6 +101,7 @@ enum Flag {
     Version,
     Help,
     Pid,
+    PortsFileDir,
     Signal,
 }
 
@@ -140,6 +142,7 @@ const FLAGS: &[(&str, bool, Flag)] = &[
     ("help", true, Flag::Help),
     ("P", false, Flag::Pid),
     ("pid", false, Flag::Pid),
+    ("ports_file_dir", false, Flag::PortsFileDir),
     ("sl", false, Flag::Signal),
     ("signal", false, Flag::Signal),
 ];
@@ -319,6 +322,7 @@ fn apply(g: &Given, cfg: &mut Config) -> Result<(), ConfigError> {
         }
         Flag::Log => cfg.log.file = Some(PathBuf::from(text)),
         Flag::Pid => cfg.pid_file = Some(PathBuf::from(text)),
+        Flag::PortsFileDir => cfg.ports_file_dir = Some(PathBuf::from(text)),
         Flag::DebugAndTrace
         | Flag::Signal
         | Flag::JetStream

@@ -65,6 +65,9 @@ pub struct Config {
     pub log: LogConfig,
     /// File the server writes its process id to (`-P`, `pid_file`), for `--signal`.
     pub pid_file: Option<PathBuf>,
+    /// Directory the server writes `<exe>_<pid>.ports` into once it listens (`ports_file_dir`,
+    /// `--ports_file_dir`): test launchers read the ports of a server started on random ports.
+    pub ports_file_dir: Option<PathBuf>,
     /// Lame duck mode: how long closing the clients is spread over (`lame_duck_duration`).
     pub lame_duck_duration: Duration,
     /// Lame duck mode: how long clients keep working before the first is closed
@@ -93,6 +96,7 @@ impl Default for Config {
             write_deadline: Duration::from_secs(10),
             log: LogConfig::default(),
             pid_file: None,
+            ports_file_dir: None,
             lame_duck_duration: DEFAULT_LAME_DUCK_DURATION,
             lame_duck_grace_period: DEFAULT_LAME_DUCK_GRACE_PERIOD,
         }

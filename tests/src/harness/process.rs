@@ -507,6 +507,11 @@ impl ServerProcess {
         self.child.as_ref().map(Child::id)
     }
 
+    /// Path of the server executable.
+    pub fn binary(&self) -> &Path {
+        &self.binary
+    }
+
     /// Server name passed with `-n`.
     pub fn name(&self) -> &str {
         &self.name

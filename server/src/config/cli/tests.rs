@@ -418,6 +418,19 @@ fn usage_lists_every_section_and_flag() {
 }
 
 #[test]
+fn ports_file_dir_from_the_flag_or_the_file() {
+    each_spelling(&["ports_file_dir"], "/tmp/p", |c| {
+        assert_eq!(c.ports_file_dir.as_deref(), Some(Path::new("/tmp/p")))
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conf = dir.path().join("j.conf");
+    fs::write(&conf, "ports_file_dir: \"/tmp/q\"\n").expect("write");
+    let c = run(&["-c", conf.to_str().expect("utf-8 path")]);
+    assert_eq!(c.ports_file_dir.as_deref(), Some(Path::new("/tmp/q")));
+    assert_eq!(Config::default().ports_file_dir, None);
+}
+
+#[test]
 fn pid_flag_and_lame_duck_settings() {
     each_spelling(&["P", "pid"], "/run/j.pid", |c| {
         assert_eq!(c.pid_file.as_deref(), Some(Path::new("/run/j.pid")))

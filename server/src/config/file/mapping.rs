@@ -76,6 +76,7 @@ pub(super) fn apply_entries(entries: &[Entry], cfg: &mut Config) -> Result<(), C
             "trace" => cfg.log.trace = node.boolean(key)?,
             "log_file" | "logfile" => cfg.log.file = Some(PathBuf::from(node.string(key)?)),
             "pid_file" | "pidfile" => cfg.pid_file = Some(PathBuf::from(node.string(key)?)),
+            "ports_file_dir" => cfg.ports_file_dir = Some(PathBuf::from(node.string(key)?)),
             "lame_duck_duration" => {
                 cfg.lame_duck_duration =
                     or_default(node.duration(key)?, defaults.lame_duck_duration)

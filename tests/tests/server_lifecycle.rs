@@ -1,0 +1,90 @@
+//! The server's life as nats-server's, seen from outside the process: the ports file
+//! (`ports_file_dir`), JetStream only when enabled, a store dir that only one server may use,
+//! and the command-line aliases test launchers use.
+//!
+//! Every test passes against jetraft and the real nats-server (`JETRAFT_TEST_SERVER=nats-server`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use jetraft_tests::harness::{ServerOptions, ServerProcess, connect, round_trip, wait_for};
+use serde_json::Value;
+
+/// The `*.ports` files in `dir`.
+fn ports_files(dir: &std::path::Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .expect("read ports dir")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "ports"))
+        .collect()
+}
+
+#[tokio::test]
+async fn ports_file_lists_the_urls_and_is_removed_on_shutdown() {
+    let ports_dir = tempfile::tempdir().expect("tempdir");
+    let dir = ports_dir.path().display().to_string();
+    let mut srv = ServerProcess::start(ServerOptions::default().args(["--ports_file_dir", &dir]))
+        .await
+        .expect("start server");
+    let pid = srv.pid().expect("running");
+    let exe = srv
+        .binary()
+        .file_name()
+        .expect("binary has a name")
+        .to_string_lossy()
+        .into_owned();
+    let expected = ports_dir.path().join(format!("{exe}_{pid}.ports"));
+    let text = wait_for("ports file", Duration::from_secs(10), || {
+        let expected = expected.clone();
+        async move { std::fs::read_to_string(&expected).ok() }
+    })
+    .await;
+    let ports: Value = serde_json::from_str(&text).expect("ports file is JSON");
+    // The harness binds 127.0.0.1: one URL per listener, and no cluster key without a cluster.
+    assert_eq!(
+        ports,
+        serde_json::json!({
+            "nats": [srv.client_url()],
+            "monitoring": [srv.http_url()],
+        }),
+        "{text}"
+    );
+    let nc = connect(&srv).await;
+    round_trip(&nc).await;
+    drop(nc);
+    srv.stop().await.expect("stop");
+    assert!(!expected.exists(), "the ports file outlived the server");
+    assert!(ports_files(ports_dir.path()).is_empty());
+}
+
+#[tokio::test]
+async fn ports_file_dir_from_the_config_file_lists_a_cluster_listener() {
+    let ports_dir = tempfile::tempdir().expect("tempdir");
+    // nats-server refuses a JetStream cluster without routes: one to a port nobody listens on.
+    let config = format!(
+        "ports_file_dir: \"{}\"\ncluster {{ name: pf, listen: \"127.0.0.1:-1\", routes: [\"nats://127.0.0.1:{}\"] }}\n",
+        ports_dir.path().display(),
+        jetraft_tests::harness::free_port()
+    );
+    let mut srv = ServerProcess::start(ServerOptions::with_config(config))
+        .await
+        .expect("start server");
+    let ports: Value = wait_for("ports file", Duration::from_secs(10), || {
+        let dir = ports_dir.path().to_path_buf();
+        async move {
+            let file = ports_files(&dir).pop()?;
+            serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()
+        }
+    })
+    .await;
+    assert_eq!(ports["nats"], serde_json::json!([srv.client_url()]));
+    let cluster = ports["cluster"].as_array().expect("cluster URLs");
+    assert_eq!(cluster.len(), 1, "{ports}");
+    let url = cluster[0].as_str().expect("a URL");
+    assert!(url.starts_with("nats://127.0.0.1:"), "{url}");
+    let port: u16 = url.rsplit(':').next().unwrap().parse().expect("a port");
+    assert_ne!(port, 0);
+    std::net::TcpStream::connect(("127.0.0.1", port)).expect("the cluster port listens");
+    srv.stop().await.expect("stop");
+    assert!(ports_files(ports_dir.path()).is_empty());
+}
