@@ -70,8 +70,8 @@ pub enum StartError {
 pub struct ServerHandle {
     /// Connections (lame duck closes them; shutdown cancels them).
     conns: Arc<ConnContext>,
-    /// The JetStream runtime.
-    jetstream: Arc<JetStream>,
+    /// The JetStream runtime; `None` when JetStream is not enabled.
+    jetstream: Option<Arc<JetStream>>,
     /// Every task of the node.
     tasks: TaskTracker,
     /// Cancelled on shutdown.
@@ -85,7 +85,9 @@ impl ServerHandle {
     /// task of the node.
     pub async fn shutdown(&self) {
         info!("server shutting down");
-        self.jetstream.shutdown().await;
+        if let Some(js) = &self.jetstream {
+            js.shutdown().await;
+        }
         self.shutdown.cancel();
         self.tasks.close();
         if tokio::time::timeout(SHUTDOWN_BOUND, self.tasks.wait())
@@ -108,10 +110,14 @@ impl ServerHandle {
 pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
     let config = Arc::new(config);
     let store_dir = &config.jetstream.store_dir;
-    std::fs::create_dir_all(store_dir).map_err(|source| StartError::StoreDir {
-        path: store_dir.display().to_string(),
-        source,
-    })?;
+    let js_enabled = config.jetstream.enabled;
+    // Without JetStream the store is never touched, as in nats-server.
+    if js_enabled {
+        std::fs::create_dir_all(store_dir).map_err(|source| StartError::StoreDir {
+            path: store_dir.display().to_string(),
+            source,
+        })?;
+    }
     let (listener, client_addr) =
         bind("client", &format!("{}:{}", config.host, config.port)).await?;
     let node = Arc::new(NodeInfo::new(
@@ -126,7 +132,13 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         Some(port) => {
             let host = config.cluster.host.as_deref().unwrap_or("0.0.0.0");
             let (listener, addr) = bind("cluster", &format!("{host}:{port}")).await?;
-            let node_id = identity::load_or_create(store_dir)?;
+            // The id is kept in the store so a restarted node keeps its Raft identity; a node
+            // without JetStream has no Raft state, and takes a new id on every start.
+            let node_id = if js_enabled {
+                identity::load_or_create(store_dir)?
+            } else {
+                identity::ephemeral()
+            };
             let identity = jetraft_proto::node::NodeIdentity {
                 node_id: node_id.0,
                 server_name: node.server_name.clone(),
@@ -184,16 +196,21 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         env!("CARGO_PKG_VERSION")
     );
     info!(addr = %client_addr, "listening for client connections");
-    let js = start_jetstream(JetStreamContext {
-        bus: bus.clone(),
-        info: node.clone(),
-        config: config.clone(),
-        cluster: cluster.clone(),
-        tasks: tasks.clone(),
-        shutdown: shutdown.clone(),
-    })
-    .await?;
-    let _ = jetstream_slot.set(js.clone());
+    let js = if js_enabled {
+        let js = start_jetstream(JetStreamContext {
+            bus: bus.clone(),
+            info: node.clone(),
+            config: config.clone(),
+            cluster: cluster.clone(),
+            tasks: tasks.clone(),
+            shutdown: shutdown.clone(),
+        })
+        .await?;
+        let _ = jetstream_slot.set(js.clone());
+        Some(js)
+    } else {
+        None
+    };
     if let (Some(cluster), Some((listener, addr))) = (&cluster, cluster_listener) {
         info!(addr = %addr, node_id = %cluster.node_id(), "listening for route connections");
         listeners.cluster = Some(addr);
@@ -203,11 +220,13 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
             tasks: tasks.clone(),
             shutdown: shutdown.clone(),
         };
-        let routes =
-            cluster::listener::routes(&ctx).add_service(jetraft_raft::network::grpc::service(
+        let mut routes = cluster::listener::routes(&ctx);
+        if let Some(js) = &js {
+            routes = routes.add_service(jetraft_raft::network::grpc::service(
                 js.registry().node_id(),
                 js.registry().groups().clone(),
             ));
+        }
         tasks.spawn(cluster::listener::serve(listener, routes, shutdown.clone()));
         for route in &config.cluster.routes {
             cluster::link::ensure_dialer(&ctx, route, None);
@@ -217,8 +236,10 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
             conns.clone(),
             shutdown.clone(),
         ));
-        tasks.spawn(js.clone().membership_loop(cluster.clone()));
-    } else {
+        if let Some(js) = &js {
+            tasks.spawn(js.clone().membership_loop(cluster.clone()));
+        }
+    } else if let Some(js) = &js {
         js.form_single_node().await;
     }
     info!("server is ready");

@@ -7,7 +7,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use jetraft_tests::harness::{ServerOptions, ServerProcess, connect, round_trip, wait_for};
+use jetraft_tests::harness::{
+    RawClient, ServerOptions, ServerProcess, connect, round_trip, wait_for,
+};
 use serde_json::Value;
 
 /// The `*.ports` files in `dir`.
@@ -87,4 +89,83 @@ async fn ports_file_dir_from_the_config_file_lists_a_cluster_listener() {
     std::net::TcpStream::connect(("127.0.0.1", port)).expect("the cluster port listens");
     srv.stop().await.expect("stop");
     assert!(ports_files(ports_dir.path()).is_empty());
+}
+
+/// A raw `$JS.API.INFO` request through async-nats: the JSON answer, or the request error.
+async fn js_api_info(nc: &async_nats::Client) -> Result<Value, async_nats::RequestErrorKind> {
+    match tokio::time::timeout(
+        Duration::from_secs(5),
+        nc.request("$JS.API.INFO", bytes::Bytes::new()),
+    )
+    .await
+    {
+        Ok(Ok(msg)) => Ok(serde_json::from_slice(&msg.payload).expect("API answers JSON")),
+        Ok(Err(e)) => Err(e.kind()),
+        Err(_) => Err(async_nats::RequestErrorKind::TimedOut),
+    }
+}
+
+#[tokio::test]
+async fn without_js_the_api_has_no_responders_and_the_store_is_untouched() {
+    let srv = ServerProcess::start(ServerOptions::default().without_jetstream())
+        .await
+        .expect("start server");
+    let mut raw = RawClient::connect_to(&srv).await;
+    let info = raw.read_info().await;
+    assert!(info.get("jetstream").is_none(), "INFO: {info}");
+    let nc = connect(&srv).await;
+    assert!(!nc.server_info().jetstream);
+    assert_eq!(
+        js_api_info(&nc).await.map(|_| ()),
+        Err(async_nats::RequestErrorKind::NoResponders)
+    );
+    round_trip(&nc).await;
+
+    let varz = srv.monitor_json("/varz").await.expect("varz");
+    assert_eq!(varz["jetstream"], serde_json::json!({}), "{varz}");
+    let jsz = srv.monitor_json("/jsz").await.expect("jsz");
+    assert_eq!(jsz["disabled"], true, "{jsz}");
+    let health = srv.http_get("/healthz").await.expect("healthz");
+    assert_eq!(health.status, 200, "{}", health.body);
+
+    // The harness made the store dir (-sd); nothing was written into it.
+    let store = srv.dir().join("store");
+    let written: Vec<_> = std::fs::read_dir(&store)
+        .expect("store dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert!(written.is_empty(), "store dir holds {written:?}");
+}
+
+#[tokio::test]
+async fn a_jetstream_block_in_the_config_enables_it_without_the_flag() {
+    let srv = ServerProcess::start(
+        ServerOptions::with_config("jetstream {\n  max_memory_store: 64MB\n}\n")
+            .without_jetstream(),
+    )
+    .await
+    .expect("start server");
+    let nc = connect(&srv).await;
+    assert!(nc.server_info().jetstream);
+    let info = wait_for("JetStream answers", Duration::from_secs(20), || {
+        let nc = nc.clone();
+        async move { js_api_info(&nc).await.ok() }
+    })
+    .await;
+    assert_eq!(
+        info["type"], "io.nats.jetstream.api.v1.account_info_response",
+        "{info}"
+    );
+
+    let off = ServerProcess::start(
+        ServerOptions::with_config("jetstream: disabled\n").without_jetstream(),
+    )
+    .await
+    .expect("start server");
+    let nc = connect(&off).await;
+    assert!(!nc.server_info().jetstream);
+    assert_eq!(
+        js_api_info(&nc).await.map(|_| ()),
+        Err(async_nats::RequestErrorKind::NoResponders)
+    );
 }

@@ -54,8 +54,8 @@ Logging Options:
     -DV                              Debug and trace
 
 JetStream Options:
-    -js, --jetstream                 Enable JetStream functionality (always on in jetraft)
-    -sd, --store_dir <dir>           Set the storage directory (default: ./data)
+    -js, --jetstream                 Enable JetStream functionality
+    -sd, --store_dir <dir>           Set the storage directory (default: /tmp/nats/jetstream)
 
 Authorization Options:
         --user <user>                User required for connections
@@ -314,6 +314,7 @@ fn apply(g: &Given, cfg: &mut Config) -> Result<(), ConfigError> {
         Flag::User => cfg.auth.user = Some(text.to_string()),
         Flag::Pass => cfg.auth.password = Some(text.to_string()),
         Flag::Auth => cfg.auth.token = Some(text.to_string()),
+        Flag::JetStream => cfg.jetstream.enabled = on,
         Flag::Debug => cfg.log.debug = on,
         Flag::Trace => cfg.log.trace = on,
         Flag::DebugAndTrace if on => {
@@ -323,12 +324,7 @@ fn apply(g: &Given, cfg: &mut Config) -> Result<(), ConfigError> {
         Flag::Log => cfg.log.file = Some(PathBuf::from(text)),
         Flag::Pid => cfg.pid_file = Some(PathBuf::from(text)),
         Flag::PortsFileDir => cfg.ports_file_dir = Some(PathBuf::from(text)),
-        Flag::DebugAndTrace
-        | Flag::Signal
-        | Flag::JetStream
-        | Flag::ConfigFile
-        | Flag::Version
-        | Flag::Help => {}
+        Flag::DebugAndTrace | Flag::Signal | Flag::ConfigFile | Flag::Version | Flag::Help => {}
     }
     Ok(())
 }

@@ -103,9 +103,13 @@ impl Default for Config {
     }
 }
 
-/// JetStream settings. JetStream is always enabled in jetraft; `-js` is accepted for compatibility.
+/// JetStream settings. As in nats-server, JetStream runs only when enabled (`-js`, a
+/// `jetstream { }` block, `jetstream: enabled`); without it the server answers no `$JS.API`
+/// request and never opens the store.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JetStreamConfig {
+    /// Whether JetStream runs (`-js`, `jetstream { }`, `jetstream: true|enabled`).
+    pub enabled: bool,
     /// Where the node keeps its data (`-sd`, `jetstream { store_dir }`).
     pub store_dir: PathBuf,
     /// Memory-storage limit in bytes (`max_memory_store`); `None` means "75% of RAM" as in nats-server.
@@ -117,11 +121,17 @@ pub struct JetStreamConfig {
 impl Default for JetStreamConfig {
     fn default() -> Self {
         Self {
-            store_dir: PathBuf::from("./data"),
+            enabled: false,
+            store_dir: default_store_dir(),
             max_memory_store: None,
             max_file_store: None,
         }
     }
+}
+
+/// nats-server's store dir when none is given: `<temp dir>/nats/jetstream` (`/tmp/nats/jetstream`).
+pub fn default_store_dir() -> PathBuf {
+    std::env::temp_dir().join("nats").join("jetstream")
 }
 
 /// Cluster settings (`--cluster_name`, `--cluster`, `--routes`, `cluster { }`).

@@ -121,9 +121,14 @@ fn a_route_without_a_port_is_an_error() {
 fn bool_flags_take_no_value_but_accept_equals() {
     each_bool(&["D", "debug"], |c, on| assert_eq!(c.log.debug, on));
     each_bool(&["V", "trace"], |c, on| assert_eq!(c.log.trace, on));
-    each_bool(&["js", "jetstream"], |c, _| {
-        assert_eq!(c, &Config::default())
+    each_bool(&["js", "jetstream"], |c, on| {
+        assert_eq!(c.jetstream.enabled, on);
+        assert_eq!(c.jetstream.store_dir, Config::default().jetstream.store_dir);
     });
+    assert!(
+        !Config::default().jetstream.enabled,
+        "JetStream is off unless enabled"
+    );
 }
 
 /// `-name`, `--name`, `-name=true` set the flag; `-name=false` and `--name=0` clear it.
