@@ -6,6 +6,7 @@
 
 mod lame_duck;
 mod ports_file;
+mod store_lock;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -57,6 +58,9 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    /// Another server uses the store dir.
+    #[error(transparent)]
+    StoreLock(#[from] store_lock::StoreLockError),
     /// JetStream (its store or its Raft groups) could not start.
     #[error("start jetstream: {reason}")]
     JetStream {
@@ -78,6 +82,8 @@ pub struct ServerHandle {
     shutdown: CancellationToken,
     /// The ports file written at startup (`ports_file_dir`), removed on shutdown.
     ports_file: Option<std::path::PathBuf>,
+    /// This server's hold on its store dir (JetStream only), released when the process ends.
+    _store_lock: Option<store_lock::StoreLock>,
 }
 
 impl ServerHandle {
@@ -112,12 +118,16 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
     let store_dir = &config.jetstream.store_dir;
     let js_enabled = config.jetstream.enabled;
     // Without JetStream the store is never touched, as in nats-server.
-    if js_enabled {
+    // Taken before anything listens: a second server on the same dir stops here.
+    let store_lock = if js_enabled {
         std::fs::create_dir_all(store_dir).map_err(|source| StartError::StoreDir {
             path: store_dir.display().to_string(),
             source,
         })?;
-    }
+        Some(store_lock::StoreLock::acquire(store_dir)?)
+    } else {
+        None
+    };
     let (listener, client_addr) =
         bind("client", &format!("{}:{}", config.host, config.port)).await?;
     let node = Arc::new(NodeInfo::new(
@@ -254,6 +264,7 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         tasks,
         shutdown,
         ports_file,
+        _store_lock: store_lock,
     })
 }
 

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use jetraft_tests::harness::{
-    RawClient, ServerOptions, ServerProcess, connect, round_trip, wait_for,
+    RawClient, ServerKind, ServerOptions, ServerProcess, connect, round_trip, server_kind, wait_for,
 };
 use serde_json::Value;
 
@@ -168,4 +168,37 @@ async fn a_jetstream_block_in_the_config_enables_it_without_the_flag() {
         js_api_info(&nc).await.map(|_| ()),
         Err(async_nats::RequestErrorKind::NoResponders)
     );
+}
+
+#[tokio::test]
+async fn a_second_server_on_the_same_store_dir_stops_with_a_clear_message() {
+    let first = ServerProcess::start(ServerOptions::default())
+        .await
+        .expect("start server");
+    let store = first.dir().join("store").display().to_string();
+    let second = ServerProcess::start(ServerOptions {
+        startup_timeout: Some(Duration::from_secs(10)),
+        ..ServerOptions::default().args(["-sd", &store])
+    })
+    .await;
+    match server_kind() {
+        // nats-server shares the dir (it keeps no lock); jetraft's one RocksDB per node cannot.
+        ServerKind::NatsServer => {
+            let second = second.expect("nats-server starts on a shared store dir");
+            round_trip(&connect(&second).await).await;
+        }
+        ServerKind::Jetraft => {
+            let err = format!(
+                "{:#}",
+                second.err().expect("the second server must not start")
+            );
+            let pid = first.pid().expect("first runs");
+            let wanted = format!("store dir {store} is in use by another server (pid {pid})");
+            assert!(err.contains(&wanted), "{err}");
+            assert!(!err.contains("panicked"), "{err}");
+        }
+    }
+    // The first server is unharmed.
+    let nc = connect(&first).await;
+    assert!(js_api_info(&nc).await.is_ok());
 }
