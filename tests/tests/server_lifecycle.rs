@@ -202,3 +202,39 @@ async fn a_second_server_on_the_same_store_dir_stops_with_a_clear_message() {
     let nc = connect(&first).await;
     assert!(js_api_info(&nc).await.is_ok());
 }
+
+#[tokio::test]
+async fn cluster_listen_is_the_cluster_flag_under_another_name() {
+    let ports_dir = tempfile::tempdir().expect("tempdir");
+    let route = format!("nats://127.0.0.1:{}", jetraft_tests::harness::free_port());
+    let dir = ports_dir.path().display().to_string();
+    let srv = ServerProcess::start(ServerOptions::default().args([
+        "--ports_file_dir",
+        &dir,
+        "--cluster_name",
+        "cl",
+        "--cluster_listen",
+        "nats://127.0.0.1:-1",
+        "--routes",
+        &route,
+    ]))
+    .await
+    .expect("start server");
+    let ports: Value = wait_for("ports file", Duration::from_secs(10), || {
+        let dir = ports_dir.path().to_path_buf();
+        async move {
+            let file = ports_files(&dir).pop()?;
+            serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()
+        }
+    })
+    .await;
+    let url = ports["cluster"][0]
+        .as_str()
+        .expect("a cluster URL")
+        .to_string();
+    assert!(url.starts_with("nats://127.0.0.1:"), "{url}");
+    let port: u16 = url.rsplit(':').next().unwrap().parse().expect("a port");
+    std::net::TcpStream::connect(("127.0.0.1", port)).expect("the cluster port listens");
+    let varz = srv.monitor_json("/varz").await.expect("varz");
+    assert_eq!(varz["cluster"]["name"], "cl", "{varz}");
+}

@@ -65,6 +65,7 @@ Authorization Options:
 Cluster Options:
         --routes <rurl-1, rurl-2>    Routes to solicit and connect
         --cluster <cluster-url>      Cluster URL for solicited routes
+        --cluster_listen <url>       Cluster URL from which members can solicit routes (same as --cluster)
         --cluster_name <string>      Cluster Name, nodes only link with peers of the same name
 
 Common Options:
@@ -125,6 +126,7 @@ const FLAGS: &[(&str, bool, Flag)] = &[
     ("config", false, Flag::ConfigFile),
     ("cluster_name", false, Flag::ClusterName),
     ("cluster", false, Flag::Cluster),
+    ("cluster_listen", false, Flag::Cluster),
     ("routes", false, Flag::Routes),
     ("user", false, Flag::User),
     ("pass", false, Flag::Pass),

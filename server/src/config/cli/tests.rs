@@ -87,7 +87,7 @@ fn value_flags_in_every_form() {
 
 #[test]
 fn cluster_url_sets_cluster_host_and_port() {
-    each_spelling(&["cluster"], "nats://0.0.0.0:6222", |c| {
+    each_spelling(&["cluster", "cluster_listen"], "nats://0.0.0.0:6222", |c| {
         assert_eq!(
             (c.cluster.host.as_deref(), c.cluster.port),
             (Some("0.0.0.0"), Some(6222))
@@ -407,6 +407,8 @@ fn usage_lists_every_section_and_flag() {
         "-c, --config <file>",
         "--cluster_name <string>",
         "--cluster <cluster-url>",
+        "--cluster_listen <url>",
+        "--ports_file_dir <dir>",
         "--routes <rurl-1, rurl-2>",
         "--user <user>",
         "--pass <password>",
