@@ -27,8 +27,7 @@ trap cleanup EXIT
 
 # start_cluster KIND BIN: starts 3 nodes, sets CLIENT_PORTS.
 start_cluster() {
-  local kind=$1 bin=$2 cps=() routes="" extra=()
-  [[ $kind == nats-server ]] && extra=(-js)
+  local kind=$1 bin=$2 cps=() routes="" extra=(-js)
   CLIENT_PORTS=()
   for i in 1 2 3; do cps+=("$(free_port)"); CLIENT_PORTS+=("$(free_port)"); done
   for i in 0 1 2; do routes+="nats://127.0.0.1:${cps[$i]},"; done

@@ -22,11 +22,11 @@ SKIP_R1_PULL=${SKIP_R1_PULL:-0}
 source scripts/bench-lib.sh
 
 echo 'jetstream { sync_interval: always }' >"$work/sync.conf"
-JR=$(start_single jetraft "$JETRAFT_BIN")
+JR=$(start_single jetraft "$JETRAFT_BIN" -js)
 NS=$(start_single nats-default "$NATS_SERVER_BIN" -js)
 NSS=$(start_single nats-sync "$NATS_SERVER_BIN" -js -c "$work/sync.conf")
 if ((CLUSTER)); then
-  JRC=$(start_cluster jrc "$JETRAFT_BIN")
+  JRC=$(start_cluster jrc "$JETRAFT_BIN" -js)
   NSC=$(start_cluster nsc "$NATS_SERVER_BIN" -js)
 fi
 sleep 5

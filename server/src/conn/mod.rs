@@ -60,7 +60,7 @@ impl ConnContext {
             headers: true,
             auth_required: self.auth.required(),
             max_payload: self.config.max_payload,
-            jetstream: true,
+            jetstream: self.config.jetstream.enabled,
             client_id: client.cid,
             client_ip: client.addr.ip().to_string(),
             connect_urls: self.clients.connect_urls(),

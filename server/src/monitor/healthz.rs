@@ -89,6 +89,10 @@ fn check(
         HealthScope::All
     };
     let Some(js) = s.jetstream.get() else {
+        // Without JetStream there is nothing to wait for (nats-server answers ok).
+        if !s.config.jetstream.enabled {
+            return ok();
+        }
         return unavailable(details, &[HealthProblem::starting()]);
     };
     let problems = js.health(&scope);

@@ -88,6 +88,10 @@ pub(crate) fn varz(s: &MonitorView) -> Value {
 /// The `jetstream` section: config, this node's usage and API counters, the meta group.
 fn jetstream(s: &MonitorView) -> Value {
     let Some(js) = s.jetstream.get() else {
+        // nats-server shows an empty section when JetStream is off.
+        if !s.config.jetstream.enabled {
+            return json!({});
+        }
         return json!({"config": super::jsz::config(s), "stats": {}, "limits": {}});
     };
     let st = js.jsz_stats();

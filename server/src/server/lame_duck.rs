@@ -32,7 +32,9 @@ impl ServerHandle {
         info!("entering lame duck mode, stop accepting new clients");
         conns.lame_duck.cancel();
         conns.send_async_info();
-        self.jetstream.hand_off_leaderships(HANDOFF_BOUND).await;
+        if let Some(js) = &self.jetstream {
+            js.hand_off_leaderships(HANDOFF_BOUND).await;
+        }
         let clients = conns.clients.live();
         if !clients.is_empty() {
             let grace = conns.config.lame_duck_grace_period;

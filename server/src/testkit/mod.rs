@@ -183,6 +183,7 @@ impl JsCluster {
                 ..Default::default()
             },
             jetstream: crate::config::JetStreamConfig {
+                enabled: true,
                 store_dir: slot.dir.path().to_path_buf(),
                 ..Default::default()
             },

@@ -1,7 +1,7 @@
 //! [`ServerProcess`]: one server binary running as a child process of the test.
 //!
 //! The server is started with nats-server style flags
-//! (`-a 127.0.0.1 -p <port> -m <http port> -sd <tempdir> -n <name>` plus extra args and an
+//! (`-a 127.0.0.1 -p <port> -m <http port> -sd <tempdir> -n <name> -js` plus extra args and an
 //! optional `-c <config>` written into the tempdir). stdout and stderr go to `server.log` in the
 //! tempdir. The harness only signals the pid it spawned; dropping a `ServerProcess` kills it.
 
@@ -58,6 +58,8 @@ pub struct ServerOptions {
     pub http_port: Option<u16>,
     /// Bound on the wait for readiness; default 20 s.
     pub startup_timeout: Option<Duration>,
+    /// Start without `-js` (JetStream runs only when enabled, in jetraft as in nats-server).
+    pub without_jetstream: bool,
 }
 
 impl ServerOptions {
@@ -88,6 +90,12 @@ impl ServerOptions {
     /// Sets the server name.
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
+        self
+    }
+
+    /// Leaves `-js` out: the server starts without JetStream (unless its config enables it).
+    pub fn without_jetstream(mut self) -> Self {
+        self.without_jetstream = true;
         self
     }
 }
@@ -173,7 +181,7 @@ impl ServerProcess {
                 "-n".into(),
                 srv.name.clone(),
             ];
-            if kind == ServerKind::NatsServer {
+            if !opts.without_jetstream {
                 args.push("-js".into());
             }
             if let Some(p) = &config_path {
@@ -505,6 +513,11 @@ impl ServerProcess {
     /// Pid of the running child.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
+    }
+
+    /// Path of the server executable.
+    pub fn binary(&self) -> &Path {
+        &self.binary
     }
 
     /// Server name passed with `-n`.

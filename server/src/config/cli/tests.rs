@@ -87,7 +87,7 @@ fn value_flags_in_every_form() {
 
 #[test]
 fn cluster_url_sets_cluster_host_and_port() {
-    each_spelling(&["cluster"], "nats://0.0.0.0:6222", |c| {
+    each_spelling(&["cluster", "cluster_listen"], "nats://0.0.0.0:6222", |c| {
         assert_eq!(
             (c.cluster.host.as_deref(), c.cluster.port),
             (Some("0.0.0.0"), Some(6222))
@@ -121,9 +121,14 @@ fn a_route_without_a_port_is_an_error() {
 fn bool_flags_take_no_value_but_accept_equals() {
     each_bool(&["D", "debug"], |c, on| assert_eq!(c.log.debug, on));
     each_bool(&["V", "trace"], |c, on| assert_eq!(c.log.trace, on));
-    each_bool(&["js", "jetstream"], |c, _| {
-        assert_eq!(c, &Config::default())
+    each_bool(&["js", "jetstream"], |c, on| {
+        assert_eq!(c.jetstream.enabled, on);
+        assert_eq!(c.jetstream.store_dir, Config::default().jetstream.store_dir);
     });
+    assert!(
+        !Config::default().jetstream.enabled,
+        "JetStream is off unless enabled"
+    );
 }
 
 /// `-name`, `--name`, `-name=true` set the flag; `-name=false` and `--name=0` clear it.
@@ -402,6 +407,8 @@ fn usage_lists_every_section_and_flag() {
         "-c, --config <file>",
         "--cluster_name <string>",
         "--cluster <cluster-url>",
+        "--cluster_listen <url>",
+        "--ports_file_dir <dir>",
         "--routes <rurl-1, rurl-2>",
         "--user <user>",
         "--pass <password>",
@@ -415,6 +422,19 @@ fn usage_lists_every_section_and_flag() {
     ] {
         assert!(USAGE.contains(flag), "{flag}");
     }
+}
+
+#[test]
+fn ports_file_dir_from_the_flag_or_the_file() {
+    each_spelling(&["ports_file_dir"], "/tmp/p", |c| {
+        assert_eq!(c.ports_file_dir.as_deref(), Some(Path::new("/tmp/p")))
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conf = dir.path().join("j.conf");
+    fs::write(&conf, "ports_file_dir: \"/tmp/q\"\n").expect("write");
+    let c = run(&["-c", conf.to_str().expect("utf-8 path")]);
+    assert_eq!(c.ports_file_dir.as_deref(), Some(Path::new("/tmp/q")));
+    assert_eq!(Config::default().ports_file_dir, None);
 }
 
 #[test]

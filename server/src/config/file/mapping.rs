@@ -76,6 +76,7 @@ pub(super) fn apply_entries(entries: &[Entry], cfg: &mut Config) -> Result<(), C
             "trace" => cfg.log.trace = node.boolean(key)?,
             "log_file" | "logfile" => cfg.log.file = Some(PathBuf::from(node.string(key)?)),
             "pid_file" | "pidfile" => cfg.pid_file = Some(PathBuf::from(node.string(key)?)),
+            "ports_file_dir" => cfg.ports_file_dir = Some(PathBuf::from(node.string(key)?)),
             "lame_duck_duration" => {
                 cfg.lame_duck_duration =
                     or_default(node.duration(key)?, defaults.lame_duck_duration)
@@ -144,17 +145,25 @@ fn unsupported(node: &Node, key: &str, hint: &str) -> ConfigError {
     node.invalid(format!("{key:?} is not supported by jetraft; {hint}"))
 }
 
-/// `jetstream: true|enabled|disabled|...` or `jetstream { ... }`. JetStream is always on in
-/// jetraft, so the switch forms are accepted and have no effect.
+/// `jetstream: true|enabled|disabled|...` or `jetstream { ... }`: the switch forms turn
+/// JetStream on or off; a block turns it on unless it says `enabled: false` (nats-server's rules).
 fn jetstream(node: &Node, key: &str, js: &mut JetStreamConfig) -> Result<(), ConfigError> {
-    let switch = |s: &str| {
-        let s = s.to_ascii_lowercase();
-        matches!(s.as_str(), "enabled" | "enable" | "disabled" | "disable")
+    let switch = |s: &str| match s.to_ascii_lowercase().as_str() {
+        "enabled" | "enable" => Some(true),
+        "disabled" | "disable" => Some(false),
+        _ => None,
     };
     match &node.value {
-        Value::Bare(s) if parse_bool(s).is_some() || switch(s) => Ok(()),
-        Value::Quoted(s) if switch(s) => Ok(()),
+        Value::Bare(s) if parse_bool(s).is_some() || switch(s).is_some() => {
+            js.enabled = parse_bool(s).or(switch(s)).unwrap_or_default();
+            Ok(())
+        }
+        Value::Quoted(s) if switch(s).is_some() => {
+            js.enabled = switch(s).unwrap_or_default();
+            Ok(())
+        }
         Value::Map(entries) => {
+            js.enabled = true;
             for Entry { key, node, .. } in entries {
                 let key = key.as_str();
                 match key.to_ascii_lowercase().as_str() {
@@ -165,9 +174,7 @@ fn jetstream(node: &Node, key: &str, js: &mut JetStreamConfig) -> Result<(), Con
                         js.max_memory_store = store_limit(node, key)?
                     }
                     "max_file_store" | "max_file" => js.max_file_store = store_limit(node, key)?,
-                    "enabled" | "enable" => {
-                        node.boolean(key)?;
-                    }
+                    "enabled" | "enable" => js.enabled = node.boolean(key)?,
                     _ => {}
                 }
             }

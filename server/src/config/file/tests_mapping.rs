@@ -161,18 +161,26 @@ fn jetstream_block_sets_store_dir_and_limits_with_aliases() {
 }
 
 #[test]
-fn jetstream_switch_forms_are_accepted() {
-    for text in [
-        "jetstream: enabled",
-        "jetstream: true",
-        "jetstream = on",
-        "jetstream: \"enabled\"",
-        "jetstream: disabled",
-        "jetstream {}",
-        "jetstream { enabled: true }",
+fn jetstream_switch_forms_turn_it_on_and_off() {
+    for (text, on) in [
+        ("jetstream: enabled", true),
+        ("jetstream: true", true),
+        ("jetstream = on", true),
+        ("jetstream: \"enabled\"", true),
+        ("jetstream: disabled", false),
+        ("jetstream: false", false),
+        ("jetstream {}", true),
+        ("jetstream { enabled: true }", true),
+        ("jetstream { enabled: false, store_dir: /x }", false),
+        ("store_dir: /top", false),
+        ("port: 4222", false),
     ] {
-        assert_eq!(conf(text).jetstream, Config::default().jetstream, "{text}");
+        assert_eq!(conf(text).jetstream.enabled, on, "{text}");
     }
+    assert_eq!(
+        Config::default().jetstream.store_dir,
+        std::env::temp_dir().join("nats/jetstream")
+    );
 }
 
 #[test]
@@ -514,7 +522,11 @@ port: 4444
 "#;
     let cfg = conf(text);
     assert_eq!(cfg.port, 4444);
-    assert_eq!(cfg.jetstream, Config::default().jetstream);
+    let enabled = crate::config::JetStreamConfig {
+        enabled: true,
+        ..Config::default().jetstream
+    };
+    assert_eq!(cfg.jetstream, enabled);
 }
 
 #[test]

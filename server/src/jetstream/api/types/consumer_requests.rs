@@ -10,7 +10,7 @@
 //!   (lenient); errors are the `400 Bad Request - ...` status texts Go prints, checked against
 //!   the real server (see the tests).
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 
 use super::consumer::{ConsumerConfig, ConsumerInfo};
 use super::requests::ApiRequest;
@@ -78,17 +78,12 @@ impl CreateConsumerRequest {
     }
 }
 
-/// Deserialises Go's `offset int` (`null` is 0, negatives are clamped to 0 as the server does).
-fn offset<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    Ok(Option::<i64>::deserialize(d)?.map_or(0, |v| u64::try_from(v).unwrap_or(0)))
-}
-
 /// `$JS.API.CONSUMER.NAMES.<S>` options.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConsumerNamesRequest {
     /// Paging offset (clamped to the total).
-    #[serde(default, deserialize_with = "offset")]
+    #[serde(default, deserialize_with = "super::requests::go_offset")]
     pub offset: u64,
 }
 
@@ -101,7 +96,7 @@ impl ApiRequest for ConsumerNamesRequest {
 #[serde(deny_unknown_fields)]
 pub struct ConsumerListRequest {
     /// Paging offset (clamped to the total).
-    #[serde(default, deserialize_with = "offset")]
+    #[serde(default, deserialize_with = "super::requests::go_offset")]
     pub offset: u64,
 }
 

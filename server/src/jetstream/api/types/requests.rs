@@ -4,8 +4,8 @@
 //! Go's JSON decoder errors are mapped to the texts clients see after `invalid JSON: `:
 //! `json: unknown field "x"`, `unexpected EOF`, `can not unmarshal "\"bogus\""` for a bad enum.
 
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
 
 use super::{go_time, nullable};
 use crate::jetstream::api::{ApiError, ErrorKind};
@@ -143,12 +143,17 @@ pub struct StreamInfoRequest {
     pub offset: u64,
 }
 
+/// Deserialises Go's `offset int` (`null` is 0, negatives are clamped to 0 as the server does).
+pub(super) fn go_offset<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    Ok(Option::<i64>::deserialize(d)?.map_or(0, |v| u64::try_from(v).unwrap_or(0)))
+}
+
 /// `$JS.API.STREAM.NAMES` / `STREAM.LIST` options.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StreamNamesRequest {
-    /// Paging offset.
-    #[serde(default, deserialize_with = "nullable")]
+    /// Paging offset (clamped to the total; negative is 0, as Go's `offset int` is).
+    #[serde(default, deserialize_with = "go_offset")]
     pub offset: u64,
     /// Only streams whose subjects collide with this subject (wildcards allowed).
     #[serde(default, deserialize_with = "nullable")]

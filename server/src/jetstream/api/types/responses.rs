@@ -203,20 +203,30 @@ pub const NAMES_PAGE_LIMIT: u64 = 1024;
 pub const LIST_PAGE_LIMIT: u64 = 256;
 
 /// Pages sorted names as STREAM.NAMES does (offsets past the end are clamped to `total`).
-pub fn names_page(mut names: Vec<String>, offset: u64) -> StreamNamesResponse {
+pub fn names_page(names: Vec<String>, offset: u64) -> StreamNamesResponse {
+    page_of_names(names, offset, NAMES_PAGE_LIMIT)
+}
+
+/// Pages sorted names as STREAM.LIST does: the names of the streams whose infos make up the
+/// page, at most [`LIST_PAGE_LIMIT`] of them, with the LIST paging fields.
+pub fn list_names_page(names: Vec<String>, offset: u64) -> StreamNamesResponse {
+    page_of_names(names, offset, LIST_PAGE_LIMIT)
+}
+
+fn page_of_names(mut names: Vec<String>, offset: u64, limit: u64) -> StreamNamesResponse {
     names.sort();
     let total = names.len() as u64;
     let offset = offset.min(total);
     let streams = names
         .into_iter()
         .skip(usize::try_from(offset).unwrap_or(usize::MAX))
-        .take(NAMES_PAGE_LIMIT as usize)
+        .take(usize::try_from(limit).unwrap_or(usize::MAX))
         .collect();
     StreamNamesResponse {
         paging: Paging {
             total,
             offset,
-            limit: NAMES_PAGE_LIMIT,
+            limit,
         },
         streams,
     }
@@ -423,5 +433,19 @@ mod tests {
             }
         );
         assert!(page.streams.is_empty());
+    }
+
+    #[test]
+    fn list_pages_hold_256_names_and_names_pages_1024() {
+        let many: Vec<String> = (0..300).rev().map(|i| format!("S{i:03}")).collect();
+        let list = list_names_page(many.clone(), 0);
+        assert_eq!((list.paging.total, list.paging.limit), (300, 256));
+        assert_eq!(list.streams.len(), 256);
+        assert_eq!(list.streams[0], "S000");
+        let rest = list_names_page(many.clone(), 256);
+        assert_eq!(rest.streams.len(), 44);
+        assert_eq!(rest.streams[0], "S256");
+        let names = names_page(many, 0);
+        assert_eq!((names.paging.limit, names.streams.len()), (1024, 300));
     }
 }

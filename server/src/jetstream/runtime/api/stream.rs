@@ -13,7 +13,7 @@ use crate::jetstream::api::types::requests::{
     parse_body,
 };
 use crate::jetstream::api::types::responses::{
-    ApiResponse, StreamCreateBody, error_json, names_page,
+    ApiResponse, StreamCreateBody, StreamListResponse, error_json, list_names_page, names_page,
 };
 use crate::jetstream::api::types::{
     ClusterInfo, StreamConfig, StreamInfo, StreamSourceInfo, StreamStateInfo, go_time,
@@ -316,7 +316,7 @@ impl JetStream {
     pub(crate) async fn stream_list(&self, msg: &InternalMsg) -> Result<String, ApiError> {
         let req: StreamNamesRequest =
             parse_body(BodyRule::Optional, &msg.payload)?.unwrap_or_default();
-        let page = names_page(self.filtered_names(&req.subject), req.offset);
+        let page = list_names_page(self.filtered_names(&req.subject), req.offset);
         // Every stream of the page is asked for at once: one slow or unreachable node costs
         // one wait, not one per stream it leads.
         let answers =
@@ -329,22 +329,13 @@ impl JetStream {
                 None => missing.push(name.clone()),
             }
         }
-        let mut body = serde_json::json!({
-            "total": page.paging.total,
-            "offset": page.paging.offset,
-            "limit": 256,
-            "streams": infos,
-        });
         // nats-server leaves `missing` out when every stream answered.
-        if !missing.is_empty() {
-            body["missing"] = missing.into();
-        }
-        let mut out = serde_json::Map::new();
-        out.insert("type".into(), response_type::STREAM_LIST.into());
-        if let serde_json::Value::Object(fields) = body {
-            out.extend(fields);
-        }
-        Ok(crate::jetstream::api::types::to_go_json(&out))
+        let body = StreamListResponse {
+            paging: page.paging,
+            streams: infos,
+            missing,
+        };
+        Ok(ApiResponse::ok(response_type::STREAM_LIST, body).to_json())
     }
 
     /// One stream's entry in STREAM.LIST: the stream leader's view (state and replica

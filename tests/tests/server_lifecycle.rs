@@ -1,0 +1,240 @@
+//! The server's life as nats-server's, seen from outside the process: the ports file
+//! (`ports_file_dir`), JetStream only when enabled, a store dir that only one server may use,
+//! and the command-line aliases test launchers use.
+//!
+//! Every test passes against jetraft and the real nats-server (`JETRAFT_TEST_SERVER=nats-server`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use jetraft_tests::harness::{
+    RawClient, ServerKind, ServerOptions, ServerProcess, connect, round_trip, server_kind, wait_for,
+};
+use serde_json::Value;
+
+/// The `*.ports` files in `dir`.
+fn ports_files(dir: &std::path::Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .expect("read ports dir")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "ports"))
+        .collect()
+}
+
+#[tokio::test]
+async fn ports_file_lists_the_urls_and_is_removed_on_shutdown() {
+    let ports_dir = tempfile::tempdir().expect("tempdir");
+    let dir = ports_dir.path().display().to_string();
+    let mut srv = ServerProcess::start(ServerOptions::default().args(["--ports_file_dir", &dir]))
+        .await
+        .expect("start server");
+    let pid = srv.pid().expect("running");
+    let exe = srv
+        .binary()
+        .file_name()
+        .expect("binary has a name")
+        .to_string_lossy()
+        .into_owned();
+    let expected = ports_dir.path().join(format!("{exe}_{pid}.ports"));
+    let text = wait_for("ports file", Duration::from_secs(10), || {
+        let expected = expected.clone();
+        async move { std::fs::read_to_string(&expected).ok() }
+    })
+    .await;
+    let ports: Value = serde_json::from_str(&text).expect("ports file is JSON");
+    // The harness binds 127.0.0.1: one URL per listener, and no cluster key without a cluster.
+    assert_eq!(
+        ports,
+        serde_json::json!({
+            "nats": [srv.client_url()],
+            "monitoring": [srv.http_url()],
+        }),
+        "{text}"
+    );
+    let nc = connect(&srv).await;
+    round_trip(&nc).await;
+    drop(nc);
+    srv.stop().await.expect("stop");
+    assert!(!expected.exists(), "the ports file outlived the server");
+    assert!(ports_files(ports_dir.path()).is_empty());
+}
+
+#[tokio::test]
+async fn ports_file_dir_from_the_config_file_lists_a_cluster_listener() {
+    let ports_dir = tempfile::tempdir().expect("tempdir");
+    // nats-server refuses a JetStream cluster without routes: one to a port nobody listens on.
+    let config = format!(
+        "ports_file_dir: \"{}\"\ncluster {{ name: pf, listen: \"127.0.0.1:-1\", routes: [\"nats://127.0.0.1:{}\"] }}\n",
+        ports_dir.path().display(),
+        jetraft_tests::harness::free_port()
+    );
+    let mut srv = ServerProcess::start(ServerOptions::with_config(config))
+        .await
+        .expect("start server");
+    let ports: Value = wait_for("ports file", Duration::from_secs(10), || {
+        let dir = ports_dir.path().to_path_buf();
+        async move {
+            let file = ports_files(&dir).pop()?;
+            serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()
+        }
+    })
+    .await;
+    assert_eq!(ports["nats"], serde_json::json!([srv.client_url()]));
+    let cluster = ports["cluster"].as_array().expect("cluster URLs");
+    assert_eq!(cluster.len(), 1, "{ports}");
+    let url = cluster[0].as_str().expect("a URL");
+    assert!(url.starts_with("nats://127.0.0.1:"), "{url}");
+    let port: u16 = url.rsplit(':').next().unwrap().parse().expect("a port");
+    assert_ne!(port, 0);
+    std::net::TcpStream::connect(("127.0.0.1", port)).expect("the cluster port listens");
+    srv.stop().await.expect("stop");
+    assert!(ports_files(ports_dir.path()).is_empty());
+}
+
+/// A raw `$JS.API.INFO` request through async-nats: the JSON answer, or the request error.
+async fn js_api_info(nc: &async_nats::Client) -> Result<Value, async_nats::RequestErrorKind> {
+    match tokio::time::timeout(
+        Duration::from_secs(5),
+        nc.request("$JS.API.INFO", bytes::Bytes::new()),
+    )
+    .await
+    {
+        Ok(Ok(msg)) => Ok(serde_json::from_slice(&msg.payload).expect("API answers JSON")),
+        Ok(Err(e)) => Err(e.kind()),
+        Err(_) => Err(async_nats::RequestErrorKind::TimedOut),
+    }
+}
+
+#[tokio::test]
+async fn without_js_the_api_has_no_responders_and_the_store_is_untouched() {
+    let srv = ServerProcess::start(ServerOptions::default().without_jetstream())
+        .await
+        .expect("start server");
+    let mut raw = RawClient::connect_to(&srv).await;
+    let info = raw.read_info().await;
+    assert!(info.get("jetstream").is_none(), "INFO: {info}");
+    let nc = connect(&srv).await;
+    assert!(!nc.server_info().jetstream);
+    assert_eq!(
+        js_api_info(&nc).await.map(|_| ()),
+        Err(async_nats::RequestErrorKind::NoResponders)
+    );
+    round_trip(&nc).await;
+
+    let varz = srv.monitor_json("/varz").await.expect("varz");
+    assert_eq!(varz["jetstream"], serde_json::json!({}), "{varz}");
+    let jsz = srv.monitor_json("/jsz").await.expect("jsz");
+    assert_eq!(jsz["disabled"], true, "{jsz}");
+    let health = srv.http_get("/healthz").await.expect("healthz");
+    assert_eq!(health.status, 200, "{}", health.body);
+
+    // The harness made the store dir (-sd); nothing was written into it.
+    let store = srv.dir().join("store");
+    let written: Vec<_> = std::fs::read_dir(&store)
+        .expect("store dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert!(written.is_empty(), "store dir holds {written:?}");
+}
+
+#[tokio::test]
+async fn a_jetstream_block_in_the_config_enables_it_without_the_flag() {
+    let srv = ServerProcess::start(
+        ServerOptions::with_config("jetstream {\n  max_memory_store: 64MB\n}\n")
+            .without_jetstream(),
+    )
+    .await
+    .expect("start server");
+    let nc = connect(&srv).await;
+    assert!(nc.server_info().jetstream);
+    let info = wait_for("JetStream answers", Duration::from_secs(20), || {
+        let nc = nc.clone();
+        async move { js_api_info(&nc).await.ok() }
+    })
+    .await;
+    assert_eq!(
+        info["type"], "io.nats.jetstream.api.v1.account_info_response",
+        "{info}"
+    );
+
+    let off = ServerProcess::start(
+        ServerOptions::with_config("jetstream: disabled\n").without_jetstream(),
+    )
+    .await
+    .expect("start server");
+    let nc = connect(&off).await;
+    assert!(!nc.server_info().jetstream);
+    assert_eq!(
+        js_api_info(&nc).await.map(|_| ()),
+        Err(async_nats::RequestErrorKind::NoResponders)
+    );
+}
+
+#[tokio::test]
+async fn a_second_server_on_the_same_store_dir_stops_with_a_clear_message() {
+    let first = ServerProcess::start(ServerOptions::default())
+        .await
+        .expect("start server");
+    let store = first.dir().join("store").display().to_string();
+    let second = ServerProcess::start(ServerOptions {
+        startup_timeout: Some(Duration::from_secs(10)),
+        ..ServerOptions::default().args(["-sd", &store])
+    })
+    .await;
+    match server_kind() {
+        // nats-server shares the dir (it keeps no lock); jetraft's one RocksDB per node cannot.
+        ServerKind::NatsServer => {
+            let second = second.expect("nats-server starts on a shared store dir");
+            round_trip(&connect(&second).await).await;
+        }
+        ServerKind::Jetraft => {
+            let err = format!(
+                "{:#}",
+                second.err().expect("the second server must not start")
+            );
+            let pid = first.pid().expect("first runs");
+            let wanted = format!("store dir {store} is in use by another server (pid {pid})");
+            assert!(err.contains(&wanted), "{err}");
+            assert!(!err.contains("panicked"), "{err}");
+        }
+    }
+    // The first server is unharmed.
+    let nc = connect(&first).await;
+    assert!(js_api_info(&nc).await.is_ok());
+}
+
+#[tokio::test]
+async fn cluster_listen_is_the_cluster_flag_under_another_name() {
+    let ports_dir = tempfile::tempdir().expect("tempdir");
+    let route = format!("nats://127.0.0.1:{}", jetraft_tests::harness::free_port());
+    let dir = ports_dir.path().display().to_string();
+    let srv = ServerProcess::start(ServerOptions::default().args([
+        "--ports_file_dir",
+        &dir,
+        "--cluster_name",
+        "cl",
+        "--cluster_listen",
+        "nats://127.0.0.1:-1",
+        "--routes",
+        &route,
+    ]))
+    .await
+    .expect("start server");
+    let ports: Value = wait_for("ports file", Duration::from_secs(10), || {
+        let dir = ports_dir.path().to_path_buf();
+        async move {
+            let file = ports_files(&dir).pop()?;
+            serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()
+        }
+    })
+    .await;
+    let url = ports["cluster"][0]
+        .as_str()
+        .expect("a cluster URL")
+        .to_string();
+    assert!(url.starts_with("nats://127.0.0.1:"), "{url}");
+    let port: u16 = url.rsplit(':').next().unwrap().parse().expect("a port");
+    std::net::TcpStream::connect(("127.0.0.1", port)).expect("the cluster port listens");
+    let varz = srv.monitor_json("/varz").await.expect("varz");
+    assert_eq!(varz["cluster"]["name"], "cl", "{varz}");
+}
