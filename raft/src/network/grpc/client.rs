@@ -127,7 +127,7 @@ impl GrpcTransport {
             .peers
             .get(target)
             .ok_or(Failure::Unreachable(LinkError::UnknownPeer { node }))?;
-        peer.ready(Instant::now())
+        peer.ready(Instant::now(), &self.inner.settings)
             .map_err(|wait| Failure::Unreachable(LinkError::BackingOff { node, wait }))?;
         Ok(peer)
     }
@@ -140,7 +140,7 @@ impl GrpcTransport {
         };
         match status.code() {
             Code::Unavailable | Code::Unknown => {
-                peer.failed(Instant::now(), &self.inner.settings);
+                peer.failed(Instant::now(), &self.inner.settings, &err);
                 Failure::Unreachable(err)
             }
             Code::NotFound | Code::FailedPrecondition => Failure::Unreachable(err),
@@ -239,6 +239,14 @@ impl GrpcTransport {
         requests: AppendRequests,
         ttl: Duration,
     ) -> Result<AppendAnswers, RPCError<JetraftConfig>> {
+        // The first request first: openraft waits out the group's replication backoff while
+        // producing it. Failing before that (the peer is known down) would send the group
+        // straight into its next session, without any wait.
+        let mut requests = requests;
+        let Some(first) = requests.next().await else {
+            return Ok(Box::pin(futures_util::stream::empty()));
+        };
+        let requests = futures_util::stream::once(futures_util::future::ready(first)).chain(requests);
         let peer = self
             .peer(target)
             .map_err(|f| self.rpc_error(f, target, RPCTypes::AppendEntries, ttl))?;
