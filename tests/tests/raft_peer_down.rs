@@ -81,9 +81,9 @@ async fn a_stopped_peer_costs_a_bounded_number_of_log_lines() {
             after[i] - before[i],
         );
     }
-    for i in 0..2 {
+    for (i, skip) in before.into_iter().enumerate() {
         let log = cluster.node(i).log();
-        let new: Vec<&str> = log.lines().skip(before[i]).collect();
+        let new: Vec<&str> = log.lines().skip(skip).collect();
         assert!(
             new.len() <= MAX_LINES,
             "n{} logged {} lines in {down:?} with a peer down (at most {MAX_LINES}); first \

@@ -228,5 +228,7 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// `min`, `2 min`, `4 min`, ... capped at `max`, forever.
 pub fn exponential_backoff(min: Duration, max: Duration) -> impl Iterator<Item = Duration> + Send {
-    std::iter::successors(Some(min.min(max)), move |d| Some(d.saturating_mul(2).min(max)))
+    std::iter::successors(Some(min.min(max)), move |d| {
+        Some(d.saturating_mul(2).min(max))
+    })
 }

@@ -246,7 +246,8 @@ impl GrpcTransport {
         let Some(first) = requests.next().await else {
             return Ok(Box::pin(futures_util::stream::empty()));
         };
-        let requests = futures_util::stream::once(futures_util::future::ready(first)).chain(requests);
+        let requests =
+            futures_util::stream::once(futures_util::future::ready(first)).chain(requests);
         let peer = self
             .peer(target)
             .map_err(|f| self.rpc_error(f, target, RPCTypes::AppendEntries, ttl))?;

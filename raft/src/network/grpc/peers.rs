@@ -127,8 +127,7 @@ impl Peer {
         let Some(since) = b.down_since else {
             return;
         };
-        if b
-            .reported_at
+        if b.reported_at
             .is_some_and(|at| now.saturating_duration_since(at) < settings.report_interval)
         {
             return;
