@@ -625,4 +625,38 @@ mod tests {
         let second = t.vote(2, GroupId(1), vote_req(), opt).await.unwrap_err();
         assert!(second.to_string().contains("backing off"), "{second}");
     }
+
+    /// openraft waits out a group's replication backoff while it produces the first request
+    /// of a session: an append stream to a peer known down must take that request before it
+    /// fails, or the group retries in a busy loop.
+    #[tokio::test]
+    async fn append_stream_to_a_peer_backing_off_takes_its_first_request_before_failing() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let t = GrpcTransport::new(NodeId(1));
+        assert!(t.add_peer(NodeId(2), &format!("127.0.0.1:{port}")));
+        let opt = RPCOption::new(Duration::from_secs(2));
+        let _ = t.vote(2, GroupId(1), vote_req(), opt.clone()).await;
+        // The "backoff": the first request comes only after a while.
+        let wait = Duration::from_millis(300);
+        let requests: AppendRequests = Box::pin(futures_util::stream::once(async move {
+            tokio::time::sleep(wait).await;
+            AppendEntriesRequest {
+                vote: GroupVote::new(1, 1),
+                prev_log_id: None,
+                leader_commit: None,
+                entries: vec![],
+            }
+        }));
+        let started = Instant::now();
+        let r = Transport::stream_append(&t, 2, GroupId(1), requests, opt).await;
+        assert!(matches!(r, Err(RPCError::Unreachable(_))), "{:?}", r.err());
+        assert!(
+            started.elapsed() >= wait,
+            "failed after {:?}",
+            started.elapsed()
+        );
+    }
 }

@@ -74,6 +74,8 @@ pub(crate) struct Peer {
     /// Snapshot streams, so a large transfer does not delay heartbeats.
     pub(crate) snapshots: RaftServiceClient<Channel>,
     backoff: Mutex<Backoff>,
+    /// Log lines written about this peer's reachability, ever (for tests).
+    lines: AtomicUsize,
 }
 
 impl Peer {
@@ -111,6 +113,7 @@ impl Peer {
         if b.down_since.is_none() {
             b.down_since = Some(now);
             b.reported_at = Some(now);
+            self.lines.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(
                 peer = self.id,
                 addr = %self.addr,
@@ -133,6 +136,7 @@ impl Peer {
             return;
         }
         b.reported_at = Some(now);
+        self.lines.fetch_add(1, Ordering::Relaxed);
         let down = now.saturating_duration_since(since);
         tracing::warn!(
             peer = self.id,
@@ -151,6 +155,7 @@ impl Peer {
             return;
         }
         if let Some(since) = b.down_since {
+            self.lines.fetch_add(1, Ordering::Relaxed);
             tracing::info!(
                 peer = self.id,
                 addr = %self.addr,
@@ -202,6 +207,7 @@ impl Peers {
             rpc: client(channel(addr, s)?, s),
             snapshots: client(channel(addr, s)?, s),
             backoff: Mutex::new(Backoff::default()),
+            lines: AtomicUsize::new(0),
         });
         let mut map = self.map.write();
         // Another caller may have raced us to the same address: keep theirs.
@@ -277,6 +283,49 @@ mod tests {
         p.succeeded();
         p.failed(t0, &s, &"refused");
         assert_eq!(p.ready(t0, &s).unwrap_err(), Duration::from_millis(10));
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_stays_down_is_logged_once_then_once_per_report_interval() {
+        let peers = Peers::default();
+        let s = GrpcSettings {
+            backoff_min: Duration::from_millis(10),
+            backoff_max: Duration::from_millis(40),
+            report_interval: Duration::from_secs(30),
+            ..GrpcSettings::default()
+        };
+        peers.set(2, "127.0.0.1:1", &s).unwrap();
+        let p = peers.get(2).unwrap();
+        let t0 = Instant::now();
+        // 29 s of retries from many groups: refused calls and link failures alike.
+        for ms in (0..29_000).step_by(5) {
+            let t = t0 + Duration::from_millis(ms);
+            if p.ready(t, &s).is_ok() {
+                p.failed(t, &s, &"connection refused");
+            }
+        }
+        assert_eq!(p.lines.load(Ordering::Relaxed), 1, "only the first failure");
+        // Past the interval: one summary, then quiet again.
+        for ms in (30_000..59_000).step_by(5) {
+            let t = t0 + Duration::from_millis(ms);
+            if p.ready(t, &s).is_ok() {
+                p.failed(t, &s, &"connection refused");
+            }
+        }
+        assert_eq!(
+            p.lines.load(Ordering::Relaxed),
+            2,
+            "one summary per interval"
+        );
+        assert!(p.backoff.lock().retries > 5_000, "every call counted");
+        p.succeeded();
+        assert_eq!(
+            p.lines.load(Ordering::Relaxed),
+            3,
+            "and one line when it is back"
+        );
+        p.succeeded();
+        assert_eq!(p.lines.load(Ordering::Relaxed), 3);
     }
 
     #[test]
