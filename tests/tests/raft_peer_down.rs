@@ -84,6 +84,9 @@ async fn a_stopped_peer_costs_a_bounded_number_of_log_lines() {
     for (i, skip) in before.into_iter().enumerate() {
         let log = cluster.node(i).log();
         let new: Vec<&str> = log.lines().skip(skip).collect();
+        for line in new.iter().take(10) {
+            eprintln!("n{}: {line}", i + 1);
+        }
         assert!(
             new.len() <= MAX_LINES,
             "n{} logged {} lines in {down:?} with a peer down (at most {MAX_LINES}); first \

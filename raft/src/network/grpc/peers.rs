@@ -115,7 +115,7 @@ impl Peer {
             b.reported_at = Some(now);
             self.lines.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(
-                peer = self.id,
+                peer = %crate::NodeId(self.id),
                 addr = %self.addr,
                 %error,
                 "raft peer unreachable, backing off"
@@ -139,7 +139,7 @@ impl Peer {
         self.lines.fetch_add(1, Ordering::Relaxed);
         let down = now.saturating_duration_since(since);
         tracing::warn!(
-            peer = self.id,
+            peer = %crate::NodeId(self.id),
             addr = %self.addr,
             retries = b.retries,
             "raft peer unreachable for {} s, {} retries",
@@ -157,7 +157,7 @@ impl Peer {
         if let Some(since) = b.down_since {
             self.lines.fetch_add(1, Ordering::Relaxed);
             tracing::info!(
-                peer = self.id,
+                peer = %crate::NodeId(self.id),
                 addr = %self.addr,
                 retries = b.retries,
                 "raft peer reachable again after {} s",
