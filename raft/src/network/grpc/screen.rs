@@ -432,6 +432,70 @@ mod tests {
         assert_eq!(l.check_append(&many), Ok(()));
     }
 
+    fn snapshot(term: u64, leader_node: u64, index: u64) -> GroupSnapshot {
+        let meta = crate::convert::snapshot::meta_from_pb(pb::SnapshotMeta {
+            last_log_id: Some(pb::LogId {
+                term,
+                leader_node,
+                index,
+            }),
+            last_membership: Some(pb::StoredMembership {
+                log_id: None,
+                membership: Some(pb::Membership {
+                    configs: vec![pb::VoterSet { ids: vec![1, 2, 3] }],
+                    nodes: (1..=3)
+                        .map(|id| pb::Member {
+                            id,
+                            addr: format!("n{id}:7"),
+                        })
+                        .collect(),
+                }),
+            }),
+        })
+        .unwrap();
+        GroupSnapshot {
+            meta,
+            snapshot: bytes::Bytes::new(),
+        }
+    }
+
+    #[test]
+    fn snapshots_after_the_vote_or_contradicting_the_commit_are_refused() {
+        let l = local(); // committed (5, 2, 9)
+        let vote = crate::convert::vote::from_pb(pb::Vote {
+            term: 6,
+            node_id: 2,
+            committed: true,
+        });
+        assert_eq!(l.check_snapshot(2, &vote, &snapshot(6, 2, 20)), Ok(()));
+        assert_eq!(
+            l.check_snapshot(2, &vote, &snapshot(5, 2, 9)),
+            Ok(()),
+            "the commit itself"
+        );
+        assert!(
+            l.check_snapshot(2, &vote, &snapshot(7, 2, 20)).is_err(),
+            "later term"
+        );
+        assert!(
+            l.check_snapshot(2, &vote, &snapshot(6, 3, 20)).is_err(),
+            "other leader"
+        );
+        // Beyond the commit (a later leader) but not beyond its index: contradicts it.
+        assert!(
+            l.check_snapshot(2, &vote, &snapshot(6, 2, 9)).is_err(),
+            "same index"
+        );
+        assert!(
+            l.check_snapshot(2, &vote, &snapshot(6, 2, 4)).is_err(),
+            "lower index"
+        );
+        assert!(
+            l.check_snapshot(9, &vote, &snapshot(6, 2, 20)).is_err(),
+            "stranger"
+        );
+    }
+
     #[test]
     fn transfers_to_non_voters_and_bad_quiesce_terms_are_refused() {
         let l = local();
