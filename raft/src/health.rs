@@ -7,11 +7,13 @@
 //! remembers who led before but is not current until the leader has reached it and it caught
 //! up: that is what keeps `/healthz` (and so a Kubernetes rollout) waiting after a restart.
 
+use futures_util::FutureExt;
 use openraft::async_runtime::WatchReceiver;
 
 use crate::error::RaftError;
 use crate::network::Transport;
 use crate::registry::GroupRegistry;
+use crate::types::GroupRaft;
 use crate::{GroupId, NodeId};
 
 /// Committed entries a follower may still be applying and count as current: under steady
@@ -21,6 +23,10 @@ pub const CURRENT_LAG: u64 = 256;
 /// How current one replica is ([`GroupRegistry::currency`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Currency {
+    /// The group's Raft core is no longer running here (it panicked, or stopped on a fatal
+    /// storage error) although the group was not removed: the replica serves nothing until
+    /// the node restarts.
+    Stopped,
     /// This replica leads the group.
     Leader,
     /// A follower that hears its leader and has applied what the leader committed.
@@ -50,6 +56,9 @@ impl<T: Transport> GroupRegistry<T> {
     /// twice the largest election timeout.
     pub fn currency(&self, group: GroupId) -> Result<Currency, RaftError> {
         let raft = self.raft(group)?;
+        if core_stopped(&raft) {
+            return Ok(Currency::Stopped);
+        }
         let rx = raft.metrics();
         let m = rx.borrow_watched();
         let Some(leader) = m.current_leader else {
@@ -103,6 +112,9 @@ impl<T: Transport> GroupRegistry<T> {
             .into_iter()
             .filter(|f| voters.contains(&f.node.0))
             .filter(|f| f.last_ack.is_some_and(|a| a <= window))
+            // A voter whose node link is down cannot take over: waiting for it would only
+            // hold up a shutdown.
+            .filter(|f| self.groups().is_reachable(f.node.0))
             .min_by_key(|f| f.lag)
             .map(|f| f.node);
         let Some(to) = best else {
@@ -111,4 +123,27 @@ impl<T: Transport> GroupRegistry<T> {
         self.transfer_leadership(group, to).await?;
         Ok(Some(to))
     }
+}
+
+/// Whether `raft`'s core task has ended: it panicked (its metrics channel closed with it) or
+/// stopped on a fatal error (its last metrics say so). A group removed or shut down on purpose
+/// is no longer in the registry, so for a registered group this means it failed.
+pub(crate) fn core_stopped(raft: &GroupRaft) -> bool {
+    let mut rx = raft.metrics();
+    if rx.borrow_watched().running_state.is_err() {
+        return true;
+    }
+    // `changed` returns an unseen value first, then the closed channel.
+    for _ in 0..2 {
+        match rx.changed().now_or_never() {
+            Some(Err(_closed)) => return true,
+            Some(Ok(())) => {
+                if rx.borrow_watched().running_state.is_err() {
+                    return true;
+                }
+            }
+            None => return false,
+        }
+    }
+    false
 }

@@ -362,7 +362,9 @@ impl<T: Transport> GroupRegistry<T> {
         };
         if needed {
             let fresh = self.timing().election_max / 2;
-            let _ = raft.trigger().heartbeat().await;
+            // Not once shutdown began: the group may be stopping (openraft logs calls into a
+            // stopped group as errors).
+            let _ = self.groups().run(raft.trigger().heartbeat()).await;
             let _ = raft
                 .wait(Some(self.timing().propose_timeout))
                 .metrics(

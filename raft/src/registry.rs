@@ -61,6 +61,9 @@ pub struct Groups {
     unreachable: Arc<RwLock<BTreeSet<u64>>>,
     /// Notified whenever a group is added (see [`Groups::get_soon`]).
     created: Arc<tokio::sync::Notify>,
+    /// The registry's shutdown state, shared with the inbound transport so that calls from
+    /// peers stop reaching the groups once shutdown began (see [`Groups::run`]).
+    stopping: Stopping,
 }
 
 impl Groups {
@@ -108,6 +111,24 @@ impl Groups {
     /// How long ago `group` last accepted an AppendEntries from a leader, if ever.
     pub fn since_leader_contact(&self, group: GroupId) -> Option<std::time::Duration> {
         self.contact.read().get(&group).map(|t| t.elapsed())
+    }
+
+    /// Runs `call` (a call into one of the groups on behalf of a peer) unless or until the
+    /// node's shutdown begins; `None` if it did. Once shutdown begins no call reaches a group
+    /// that is about to stop (openraft logs every call into a stopped group as an error), and
+    /// the shutdown waits (briefly) for the calls running to give up.
+    pub async fn run<F: std::future::Future>(&self, call: F) -> Option<F::Output> {
+        self.stopping.run(call).await
+    }
+
+    /// Resolves once the node's shutdown began (at once if it did).
+    pub async fn stopped(&self) {
+        self.stopping.stopped().await;
+    }
+
+    /// Whether the node's shutdown began.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.is_stopped()
     }
 
     /// The Raft handle of `group`, if it runs here.
@@ -259,7 +280,7 @@ pub struct GroupRegistry<T: Transport> {
     /// The running groups.
     groups: Groups,
     /// Set by [`shutdown`](Self::shutdown); stops the background tasks and the calls still
-    /// waiting on a group.
+    /// waiting on a group. The same as `groups.stopping`.
     stopping: Stopping,
     /// The registry's background tasks (quiescence, watchdog, failover turns), awaited by
     /// [`shutdown`](Self::shutdown).
@@ -270,13 +291,14 @@ impl<T: Transport> GroupRegistry<T> {
     /// A registry for `node` with no groups yet.
     pub fn new(node: NodeId, transport: T, timing: RaftTiming) -> Result<Self, RaftError> {
         let config = timing.to_openraft_config()?;
+        let groups = Groups::default();
         Ok(Self {
             node,
             transport,
             timing,
             config,
-            groups: Groups::default(),
-            stopping: Stopping::default(),
+            stopping: groups.stopping.clone(),
+            groups,
             tasks: tokio_util::task::TaskTracker::new(),
         })
     }
@@ -396,7 +418,9 @@ impl<T: Transport> GroupRegistry<T> {
 
     /// Stops every group (node shutdown).
     pub async fn shutdown(&self) {
+        let started = tokio::time::Instant::now();
         self.stopping.stop(SHUTDOWN_DRAIN).await;
+        tracing::debug!(took = ?started.elapsed(), "raft shutdown: calls drained");
         self.tasks.close();
         if tokio::time::timeout(SHUTDOWN_DRAIN, self.tasks.wait())
             .await
@@ -407,6 +431,7 @@ impl<T: Transport> GroupRegistry<T> {
                 "raft background tasks still running"
             );
         }
+        tracing::debug!(took = ?started.elapsed(), "raft shutdown: background tasks ended");
         let all: Vec<(GroupId, GroupRaft)> = self
             .groups
             .map
@@ -426,6 +451,7 @@ impl<T: Transport> GroupRegistry<T> {
                 }
                 Err(e) => tracing::warn!(group = %group, error = %e, "raft group stop timed out"),
             }
+            tracing::debug!(group = %group, took = ?started.elapsed(), "raft shutdown: group stopped");
         }
     }
 
@@ -534,12 +560,15 @@ impl<T: Transport> GroupRegistry<T> {
     ) -> Result<impl Future<Output = Result<Bytes, RaftError>> + Send + 'static, RaftError> {
         let raft = self.awake_raft(group).await?;
         let (responder, rx) = ProgressResponder::<JetraftConfig, _>::complete_only();
-        raft.client_write_ff(Command(command), Some(responder))
-            .await
-            .map_err(|e| RaftError::Stopped {
-                group,
-                reason: e.to_string(),
-            })?;
+        self.deadline(
+            group,
+            raft.client_write_ff(Command(command), Some(responder)),
+        )
+        .await?
+        .map_err(|e| RaftError::Stopped {
+            group,
+            reason: e.to_string(),
+        })?;
         let after = self.timing.propose_timeout;
         Ok(async move {
             match tokio::time::timeout(after, rx).await {
@@ -558,7 +587,14 @@ impl<T: Transport> GroupRegistry<T> {
     /// if that is unknown: the group is not here, stopped, or the node is shutting down.
     pub async fn is_initialized(&self, group: GroupId) -> Option<bool> {
         let raft = self.groups.get(group)?;
-        self.deadline(group, raft.is_initialized()).await.ok()?.ok()
+        // Not cut off when shutdown begins (see `Stopping::run_to_end`): the core answers at
+        // once, and shutdown waits for it.
+        let after = self.timing.propose_timeout;
+        self.stopping
+            .run_to_end(tokio::time::timeout(after, raft.is_initialized()))
+            .await?
+            .ok()?
+            .ok()
     }
 
     /// Adds `node` (reachable at `peer`) to `group` as a learner and waits until it caught up.

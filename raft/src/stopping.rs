@@ -65,6 +65,24 @@ impl Stopping {
         }
     }
 
+    /// Runs `fut` to its end unless shutdown began before it started (`None` then). For calls
+    /// that must not be dropped halfway: openraft logs an error when the answer to a query
+    /// (`with_raft_state`) finds its caller gone. [`stop`](Self::stop) waits for it (bounded).
+    pub(crate) async fn run_to_end<F: Future>(&self, fut: F) -> Option<F::Output> {
+        self.inner.calls.fetch_add(1, Ordering::SeqCst);
+        let _guard = CallGuard(&self.inner);
+        if self.is_stopped() {
+            return None;
+        }
+        Some(fut.await)
+    }
+
+    /// Resolves once shutdown began (at once if it did). Cancel-safe.
+    pub(crate) async fn stopped(&self) {
+        let mut stopped = self.inner.stopped.subscribe();
+        let _ = stopped.wait_for(|s| *s).await;
+    }
+
     /// Begins shutdown and waits (at most `within`) until no call is running.
     pub(crate) async fn stop(&self, within: Duration) {
         self.inner.stopped.send_replace(true);

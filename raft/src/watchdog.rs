@@ -8,6 +8,12 @@
 //! without a leader, but a stream that never gets one again is an outage, so this pass is the
 //! safety net, and its warning says which state the group was in when it fired.
 //!
+//! The same pass reports a group whose Raft core is no longer running although the group was
+//! not removed (openraft's core panicked, or stopped on a fatal storage error): one ERROR line
+//! per group, and the replica counts as [`crate::health::Currency::Stopped`] (unhealthy) from
+//! then on. Without it such a replica would fail silently: openraft only logs the panic
+//! message, and every later call into the group fails.
+//!
 //! Invariants: the watchdog never starts an election itself (a lame-duck node must not take
 //! back a leadership it handed away; openraft's timers decide); it only restarts timers, which
 //! a wake-up does anyway on every proposal; one warning per leaderless spell.
@@ -30,6 +36,9 @@ const TIMEOUTS: u32 = 3;
 /// Per group: since when it is leaderless here, and whether that spell was reported.
 type Leaderless = HashMap<GroupId, (Instant, bool)>;
 
+/// Groups whose stopped core was reported already.
+type Failed = std::collections::HashSet<GroupId>;
+
 impl<T: Transport> GroupRegistry<T> {
     /// Starts the watchdog task; it runs until [`shutdown`](Self::shutdown). Call once per
     /// registry, inside a Tokio runtime.
@@ -37,6 +46,7 @@ impl<T: Transport> GroupRegistry<T> {
         let this = self.clone();
         self.spawn_task(async move {
             let mut spells = Leaderless::new();
+            let mut failed = Failed::new();
             let mut every = tokio::time::interval(PERIOD);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -44,9 +54,31 @@ impl<T: Transport> GroupRegistry<T> {
                 if this.is_shut_down() {
                     return;
                 }
+                this.watch_failed(&mut failed);
                 this.watch_leaderless(&mut spells, Instant::now());
             }
         });
+    }
+
+    /// Reports every group whose core stopped without being removed, once.
+    fn watch_failed(&self, failed: &mut Failed) {
+        let groups = self.groups().flags();
+        failed.retain(|g| groups.iter().any(|(id, _, _)| id == g));
+        for (group, raft, _) in groups {
+            if failed.contains(&group) || self.is_shut_down() || !crate::health::core_stopped(&raft)
+            {
+                continue;
+            }
+            failed.insert(group);
+            let state = raft.metrics().borrow_watched().running_state.clone();
+            tracing::error!(
+                group = %group,
+                node = %self.node_id(),
+                ?state,
+                "raft group core stopped (panicked or fatal error); the replica is unhealthy \
+                 until the node restarts"
+            );
+        }
     }
 
     /// One pass over every group (see the module documentation).

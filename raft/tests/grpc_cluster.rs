@@ -838,10 +838,12 @@ async fn rpc_addressed_to_another_node_id_is_refused() {
     let err = client.vote(vote(7)).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
     assert!(err.message().contains("reached node"), "{}", err.message());
-    client
-        .vote(vote(1))
-        .await
-        .expect("addressed to the right id, the request is served");
+    // Addressed to the right id, the request gets past the target check: it is answered, or
+    // refused only because node 2 is not a member of the group (see `network::grpc::screen`;
+    // before the group's membership is in place here, any sender is heard).
+    if let Err(err) = client.vote(vote(1)).await {
+        assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err:?}");
+    }
     c.shutdown().await;
 }
 

@@ -2,6 +2,8 @@
 //! `[<pid>] 2026/12/02 10:49:09.123456 [INF] message key=value`.
 //!
 //! `-D` enables debug, `-V` trace (protocol operations), `-DV` both; `RUST_LOG` overrides.
+//! openraft logs at WARN and above, except the per-retry lines of its replication and
+//! heartbeat tasks (see [`QUIET_OPENRAFT`]).
 
 use std::fmt;
 use std::fs::OpenOptions;
@@ -68,6 +70,17 @@ pub struct LogError {
     pub source: std::io::Error,
 }
 
+/// openraft's own levels in the default filter. openraft warns once per failed replication
+/// session (`ReplicationCore recv RPCError: Unreachable node ...` in the replication task, and
+/// `update progress error` when the leader's engine hears of it) and once per failed
+/// heartbeat, for every group and every retry: with one peer down that is a few lines per
+/// group per backoff step and per heartbeat, which no operator reads. The transport logs a
+/// peer that stays unreachable itself, rate-limited and summarised
+/// (`jetraft_raft::network::grpc`: "raft peer unreachable for 30 s, N retries"), so those
+/// three modules only log errors. Everything else of openraft's logs from WARN up.
+pub const QUIET_OPENRAFT: &str = "openraft=warn,openraft::replication=error,\
+     openraft::core::heartbeat=error,openraft::engine::handler::replication_handler=error";
+
 /// Installs the global subscriber. Call once, from `main`.
 pub fn init(cfg: &LogConfig) -> Result<(), LogError> {
     let level = match (cfg.debug, cfg.trace) {
@@ -75,7 +88,7 @@ pub fn init(cfg: &LogConfig) -> Result<(), LogError> {
         (true, false) => "debug",
         _ => "info",
     };
-    let default = format!("{level},openraft=warn,h2=warn,hyper=warn,tower=warn");
+    let default = format!("{level},{QUIET_OPENRAFT},h2=warn,hyper=warn,tower=warn");
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let fmt = NatsFormat {
         pid: std::process::id(),
@@ -105,4 +118,22 @@ fn open_log(path: &Path) -> Result<std::fs::File, LogError> {
             path: path.display().to_string(),
             source,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_filter_parses_and_keeps_openraft_retry_lines_out() {
+        let filter = EnvFilter::try_new(format!("info,{QUIET_OPENRAFT}")).expect("valid filter");
+        let shown = filter.to_string();
+        for target in [
+            "openraft::replication=error",
+            "openraft::core::heartbeat=error",
+            "openraft::engine::handler::replication_handler=error",
+        ] {
+            assert!(shown.contains(target), "{target} missing from {shown}");
+        }
+    }
 }

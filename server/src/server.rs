@@ -31,6 +31,10 @@ use crate::node::{NATS_VERSION, NodeInfo};
 const QUIESCE_AFTER: Duration = Duration::from_secs(2);
 /// Longest a shutdown waits for the node's tasks to end.
 const SHUTDOWN_BOUND: Duration = Duration::from_secs(10);
+/// Longest a shutdown (SIGTERM) spends handing this node's Raft leaderships to other voters:
+/// one round, no retries (lame duck mode does the thorough version). A group whose leadership
+/// was handed off keeps serving at once instead of after an election timeout.
+const SHUTDOWN_HANDOFF: Duration = Duration::from_secs(1);
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -87,12 +91,24 @@ pub struct ServerHandle {
 }
 
 impl ServerHandle {
-    /// Graceful shutdown: stop the Raft groups, close connections, wait (bounded) for every
-    /// task of the node.
+    /// Graceful shutdown, in order:
+    /// 1. stop accepting clients (the client listener closes);
+    /// 2. hand the Raft leaderships this node holds to other voters, one bounded round
+    ///    ([`SHUTDOWN_HANDOFF`]), and start no more elections here;
+    /// 3. stop JetStream's tasks, then its Raft groups (calls still waiting on a group give
+    ///    up first, inbound Raft calls are refused from then on: no call reaches a stopped
+    ///    group, which openraft would log as an error);
+    /// 4. close the client connections (each writer flushes what its client was sent, answers
+    ///    included, then closes) and the other listeners, and wait (bounded) for every task.
     pub async fn shutdown(&self) {
+        let started = tokio::time::Instant::now();
         info!("server shutting down");
+        self.conns.lame_duck.cancel();
         if let Some(js) = &self.jetstream {
+            hand_off_briefly(js, SHUTDOWN_HANDOFF).await;
+            tracing::debug!(took = ?started.elapsed(), "shutdown: leaderships handed off");
             js.shutdown().await;
+            tracing::debug!(took = ?started.elapsed(), "shutdown: jetstream stopped");
         }
         self.shutdown.cancel();
         self.tasks.close();
@@ -108,7 +124,29 @@ impl ServerHandle {
         if let Some(path) = &self.ports_file {
             ports_file::remove(path);
         }
-        info!("server exiting");
+        info!(took = ?started.elapsed(), "server exiting");
+    }
+}
+
+/// One round of leadership hand-offs of every group this node leads, bounded by `bound`;
+/// elections here are off from then on. Groups nobody can take over (no other voter is
+/// caught up and reachable) are left as they are.
+async fn hand_off_briefly(js: &JetStream, bound: Duration) {
+    let registry = js.registry();
+    let groups = registry.groups().ids();
+    for g in &groups {
+        let _ = registry.set_electable(*g, false);
+    }
+    let tries = groups.iter().map(|g| async move {
+        if let Ok(Some(to)) = registry.hand_off(*g).await {
+            tracing::debug!(group = %g, to = %to, "shutdown: leadership handed off");
+        }
+    });
+    if tokio::time::timeout(bound, futures_util::future::join_all(tries))
+        .await
+        .is_err()
+    {
+        tracing::debug!(?bound, "shutdown: leadership hand-offs cut short");
     }
 }
 

@@ -75,6 +75,11 @@ pub trait Transport: GroupRouter<JetraftConfig, GroupId, SnapshotData = Snapshot
     /// Opens a pipelined append stream to `target` for `group` (only called when
     /// [`pipelines_appends`](Self::pipelines_appends)). Each answer must come within
     /// `option.hard_ttl()` of its request, or the stream ends with a timeout.
+    ///
+    /// Take the first request from `requests` before failing the call for any reason: openraft
+    /// waits out the group's replication backoff ([`GroupClient`]'s `backoff`) inside that
+    /// poll, so a transport that fails before it (a peer known down) makes the group retry at
+    /// once, in a loop as fast as the CPU allows.
     fn stream_append(
         &self,
         target: u64,
@@ -204,7 +209,26 @@ impl<T: Transport> RaftNetworkV2<JetraftConfig> for GroupClient<T> {
         self.unary.transfer_leader(req, option).await
     }
 
+    /// Exponential from [`BACKOFF_MIN`] to [`BACKOFF_MAX`]. openraft turns it on for a
+    /// follower after a failed replication session (an `Unreachable` error, or a session the
+    /// follower accepted nothing of) and waits it out before each request it takes from its
+    /// request stream, until a call succeeds again; transports must therefore take the first
+    /// request before they fail a call (see [`Transport::stream_append`]).
     fn backoff(&self) -> Option<Backoff> {
-        self.unary.backoff()
+        Some(Backoff::new(exponential_backoff(BACKOFF_MIN, BACKOFF_MAX)))
     }
+}
+
+/// First wait of a group's replication to a follower after a failed session.
+pub const BACKOFF_MIN: Duration = Duration::from_millis(50);
+/// Longest wait between two replication sessions of a group to a follower that stays
+/// unreachable: bounds both the retry rate while a peer is down and how long a peer that came
+/// back waits for its groups to resume.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// `min`, `2 min`, `4 min`, ... capped at `max`, forever.
+pub fn exponential_backoff(min: Duration, max: Duration) -> impl Iterator<Item = Duration> + Send {
+    std::iter::successors(Some(min.min(max)), move |d| {
+        Some(d.saturating_mul(2).min(max))
+    })
 }

@@ -3,6 +3,8 @@
 //! [`routes`] lists the services; add another one (the Raft service, say) there with
 //! `builder.add_service(...)`, and it is served on the same port and connections as `NodeLink`.
 
+use std::time::Duration;
+
 use jetraft_proto::cluster::node_link_server::NodeLinkServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -29,18 +31,32 @@ pub fn routes(ctx: &ClusterContext) -> Routes {
     builder.routes()
 }
 
-/// Serves `routes` on `listener` until `shutdown` is cancelled.
+/// How long the cluster port's server lets calls in progress finish after shutdown began.
+/// Peers keep long-lived calls open (node links, Raft append streams), which a graceful stop
+/// would wait for without end, so the server stops after this grace regardless.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+
+/// Serves `routes` on `listener` until `shutdown` is cancelled (plus at most
+/// [`SHUTDOWN_GRACE`]).
 pub async fn serve(listener: TcpListener, routes: Routes, shutdown: CancellationToken) {
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let result = tonic::transport::Server::builder()
+    let server = tonic::transport::Server::builder()
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
         .http2_keepalive_interval(Some(super::link::KEEPALIVE_INTERVAL))
         .http2_keepalive_timeout(Some(super::link::KEEPALIVE_TIMEOUT))
         .max_concurrent_streams(jetraft_raft::network::grpc::MAX_CONCURRENT_STREAMS)
         .add_routes(routes)
-        .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
-        .await;
+        .serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned());
+    let grace_over = async {
+        shutdown.cancelled().await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    let result = tokio::select! {
+        result = server => result,
+        // Dropping the server stops it; the connections still open close with the process.
+        () = grace_over => Ok(()),
+    };
     if let Err(e) = result {
         warn!(error = %e, "cluster listener failed");
     }

@@ -127,7 +127,7 @@ impl GrpcTransport {
             .peers
             .get(target)
             .ok_or(Failure::Unreachable(LinkError::UnknownPeer { node }))?;
-        peer.ready(Instant::now())
+        peer.ready(Instant::now(), &self.inner.settings)
             .map_err(|wait| Failure::Unreachable(LinkError::BackingOff { node, wait }))?;
         Ok(peer)
     }
@@ -140,7 +140,7 @@ impl GrpcTransport {
         };
         match status.code() {
             Code::Unavailable | Code::Unknown => {
-                peer.failed(Instant::now(), &self.inner.settings);
+                peer.failed(Instant::now(), &self.inner.settings, &err);
                 Failure::Unreachable(err)
             }
             Code::NotFound | Code::FailedPrecondition => Failure::Unreachable(err),
@@ -239,6 +239,15 @@ impl GrpcTransport {
         requests: AppendRequests,
         ttl: Duration,
     ) -> Result<AppendAnswers, RPCError<JetraftConfig>> {
+        // The first request first: openraft waits out the group's replication backoff while
+        // producing it. Failing before that (the peer is known down) would send the group
+        // straight into its next session, without any wait.
+        let mut requests = requests;
+        let Some(first) = requests.next().await else {
+            return Ok(Box::pin(futures_util::stream::empty()));
+        };
+        let requests =
+            futures_util::stream::once(futures_util::future::ready(first)).chain(requests);
         let peer = self
             .peer(target)
             .map_err(|f| self.rpc_error(f, target, RPCTypes::AppendEntries, ttl))?;
@@ -615,5 +624,39 @@ mod tests {
         // The second call fails fast without dialing: the peer is backing off.
         let second = t.vote(2, GroupId(1), vote_req(), opt).await.unwrap_err();
         assert!(second.to_string().contains("backing off"), "{second}");
+    }
+
+    /// openraft waits out a group's replication backoff while it produces the first request
+    /// of a session: an append stream to a peer known down must take that request before it
+    /// fails, or the group retries in a busy loop.
+    #[tokio::test]
+    async fn append_stream_to_a_peer_backing_off_takes_its_first_request_before_failing() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let t = GrpcTransport::new(NodeId(1));
+        assert!(t.add_peer(NodeId(2), &format!("127.0.0.1:{port}")));
+        let opt = RPCOption::new(Duration::from_secs(2));
+        let _ = t.vote(2, GroupId(1), vote_req(), opt.clone()).await;
+        // The "backoff": the first request comes only after a while.
+        let wait = Duration::from_millis(300);
+        let requests: AppendRequests = Box::pin(futures_util::stream::once(async move {
+            tokio::time::sleep(wait).await;
+            AppendEntriesRequest {
+                vote: GroupVote::new(1, 1),
+                prev_log_id: None,
+                leader_commit: None,
+                entries: vec![],
+            }
+        }));
+        let started = Instant::now();
+        let r = Transport::stream_append(&t, 2, GroupId(1), requests, opt).await;
+        assert!(matches!(r, Err(RPCError::Unreachable(_))), "{:?}", r.err());
+        assert!(
+            started.elapsed() >= wait,
+            "failed after {:?}",
+            started.elapsed()
+        );
     }
 }

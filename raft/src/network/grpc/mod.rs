@@ -18,6 +18,7 @@
 
 mod client;
 mod peers;
+pub mod screen;
 mod server;
 
 /// HTTP/2 streams a peer may hold open on one connection. Every group this node follows keeps
@@ -32,7 +33,9 @@ use tokio::net::{TcpListener, TcpStream};
 
 pub use client::GrpcTransport;
 pub use peers::GrpcSettings;
-pub use server::{MAX_SNAPSHOT_BYTES, RaftGrpcService, service, service_with_limit};
+pub use server::{
+    MAX_SNAPSHOT_BYTES, REFUSAL_REPORT, RaftGrpcService, service, service_with_limit,
+};
 
 /// gRPC metadata key carrying the Raft node id a request is addressed to; the receiving node
 /// refuses requests addressed to another id (`FailedPrecondition`).

@@ -6,6 +6,10 @@
 //!   address changes.
 //! - After a link failure, calls to that peer fail fast (as `Unreachable`) until the backoff
 //!   expires; the backoff doubles per consecutive failure up to a cap and resets on success.
+//! - A peer that stays unreachable costs a bounded number of log lines whatever the number of
+//!   groups and retries: one when its link first fails, one summary per
+//!   [`GrpcSettings::report_interval`] while it stays down ("unreachable for 30 s, N
+//!   retries"), and one when a call gets through again.
 //! - Locks are `parking_lot` and never held across `.await`.
 
 use std::collections::HashMap;
@@ -28,6 +32,9 @@ pub struct GrpcSettings {
     pub backoff_max: Duration,
     /// Largest message sent or accepted (AppendEntries batches, snapshot chunks).
     pub max_message_size: usize,
+    /// How often a peer that stays unreachable is reported in the log (with the number of
+    /// calls that failed meanwhile).
+    pub report_interval: Duration,
 }
 
 impl Default for GrpcSettings {
@@ -37,20 +44,29 @@ impl Default for GrpcSettings {
             backoff_min: Duration::from_millis(50),
             backoff_max: Duration::from_secs(1),
             max_message_size: 64 << 20,
+            report_interval: Duration::from_secs(30),
         }
     }
 }
 
-/// Consecutive failures and when the next attempt is allowed.
+/// Consecutive failures and when the next attempt is allowed, and what the log was told.
 #[derive(Debug, Default)]
 struct Backoff {
     failures: u32,
     retry_at: Option<Instant>,
+    /// When the current spell of link failures began (`None` while the peer is reachable).
+    down_since: Option<Instant>,
+    /// Calls that failed or were refused (backing off) since `down_since`.
+    retries: u64,
+    /// When the spell was last reported in the log.
+    reported_at: Option<Instant>,
 }
 
 /// One peer node: where it is and the channels to it.
 #[derive(Debug)]
 pub(crate) struct Peer {
+    /// The peer's node id, for the log.
+    id: u64,
     /// The address the channels dial.
     pub(crate) addr: String,
     /// Raft RPCs of every group.
@@ -58,19 +74,33 @@ pub(crate) struct Peer {
     /// Snapshot streams, so a large transfer does not delay heartbeats.
     pub(crate) snapshots: RaftServiceClient<Channel>,
     backoff: Mutex<Backoff>,
+    /// Log lines written about this peer's reachability, ever (for tests).
+    lines: AtomicUsize,
 }
 
 impl Peer {
-    /// `Err(wait)` while the peer is backing off after a failure.
-    pub(crate) fn ready(&self, now: Instant) -> Result<(), Duration> {
-        match self.backoff.lock().retry_at {
-            Some(at) if at > now => Err(at - now),
+    /// `Err(wait)` while the peer is backing off after a failure; a refused call counts as a
+    /// retry of the current spell (and may produce its periodic summary line).
+    pub(crate) fn ready(&self, now: Instant, settings: &GrpcSettings) -> Result<(), Duration> {
+        let mut b = self.backoff.lock();
+        match b.retry_at {
+            Some(at) if at > now => {
+                b.retries = b.retries.saturating_add(1);
+                self.maybe_report(&mut b, now, settings);
+                Err(at - now)
+            }
             _ => Ok(()),
         }
     }
 
-    /// Records a link failure and pushes the next attempt out.
-    pub(crate) fn failed(&self, now: Instant, settings: &GrpcSettings) {
+    /// Records a link failure and pushes the next attempt out. The first failure after a
+    /// success is logged with its `error`; later ones are only counted.
+    pub(crate) fn failed(
+        &self,
+        now: Instant,
+        settings: &GrpcSettings,
+        error: &dyn std::fmt::Display,
+    ) {
         let mut b = self.backoff.lock();
         b.failures = b.failures.saturating_add(1);
         let shift = b.failures.saturating_sub(1).min(16);
@@ -79,14 +109,62 @@ impl Peer {
             .saturating_mul(1u32 << shift)
             .min(settings.backoff_max);
         b.retry_at = Some(now + wait);
+        b.retries = b.retries.saturating_add(1);
+        if b.down_since.is_none() {
+            b.down_since = Some(now);
+            b.reported_at = Some(now);
+            self.lines.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                peer = %crate::NodeId(self.id),
+                addr = %self.addr,
+                %error,
+                "raft peer unreachable, backing off"
+            );
+        } else {
+            self.maybe_report(&mut b, now, settings);
+        }
     }
 
-    /// Records a successful call.
+    /// Logs the current spell's summary if the last line about it is `report_interval` old.
+    fn maybe_report(&self, b: &mut Backoff, now: Instant, settings: &GrpcSettings) {
+        let Some(since) = b.down_since else {
+            return;
+        };
+        if b.reported_at
+            .is_some_and(|at| now.saturating_duration_since(at) < settings.report_interval)
+        {
+            return;
+        }
+        b.reported_at = Some(now);
+        self.lines.fetch_add(1, Ordering::Relaxed);
+        let down = now.saturating_duration_since(since);
+        tracing::warn!(
+            peer = %crate::NodeId(self.id),
+            addr = %self.addr,
+            retries = b.retries,
+            "raft peer unreachable for {} s, {} retries",
+            down.as_secs(),
+            b.retries
+        );
+    }
+
+    /// Records a successful call; logs the end of a spell of failures.
     pub(crate) fn succeeded(&self) {
         let mut b = self.backoff.lock();
-        if b.failures != 0 || b.retry_at.is_some() {
-            *b = Backoff::default();
+        if b.failures == 0 && b.retry_at.is_none() && b.down_since.is_none() {
+            return;
         }
+        if let Some(since) = b.down_since {
+            self.lines.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(
+                peer = %crate::NodeId(self.id),
+                addr = %self.addr,
+                retries = b.retries,
+                "raft peer reachable again after {} s",
+                since.elapsed().as_secs()
+            );
+        }
+        *b = Backoff::default();
     }
 }
 
@@ -124,10 +202,12 @@ impl Peers {
             return Ok(());
         }
         let peer = Arc::new(Peer {
+            id,
             addr: addr.to_string(),
             rpc: client(channel(addr, s)?, s),
             snapshots: client(channel(addr, s)?, s),
             backoff: Mutex::new(Backoff::default()),
+            lines: AtomicUsize::new(0),
         });
         let mut map = self.map.write();
         // Another caller may have raced us to the same address: keep theirs.
@@ -190,19 +270,62 @@ mod tests {
         peers.set(2, "127.0.0.1:1", &s).unwrap();
         let p = peers.get(2).unwrap();
         let t0 = Instant::now();
-        assert_eq!(p.ready(t0), Ok(()));
+        assert_eq!(p.ready(t0, &s), Ok(()));
         let waits: Vec<Duration> = (0..4)
             .map(|_| {
-                p.failed(t0, &s);
-                p.ready(t0).unwrap_err()
+                p.failed(t0, &s, &"refused");
+                p.ready(t0, &s).unwrap_err()
             })
             .collect();
         let ms: Vec<u128> = waits.iter().map(Duration::as_millis).collect();
         assert_eq!(ms, vec![10, 20, 35, 35]);
-        assert_eq!(p.ready(t0 + Duration::from_millis(36)), Ok(()));
+        assert_eq!(p.ready(t0 + Duration::from_millis(36), &s), Ok(()));
         p.succeeded();
-        p.failed(t0, &s);
-        assert_eq!(p.ready(t0).unwrap_err(), Duration::from_millis(10));
+        p.failed(t0, &s, &"refused");
+        assert_eq!(p.ready(t0, &s).unwrap_err(), Duration::from_millis(10));
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_stays_down_is_logged_once_then_once_per_report_interval() {
+        let peers = Peers::default();
+        let s = GrpcSettings {
+            backoff_min: Duration::from_millis(10),
+            backoff_max: Duration::from_millis(40),
+            report_interval: Duration::from_secs(30),
+            ..GrpcSettings::default()
+        };
+        peers.set(2, "127.0.0.1:1", &s).unwrap();
+        let p = peers.get(2).unwrap();
+        let t0 = Instant::now();
+        // 29 s of retries from many groups: refused calls and link failures alike.
+        for ms in (0..29_000).step_by(5) {
+            let t = t0 + Duration::from_millis(ms);
+            if p.ready(t, &s).is_ok() {
+                p.failed(t, &s, &"connection refused");
+            }
+        }
+        assert_eq!(p.lines.load(Ordering::Relaxed), 1, "only the first failure");
+        // Past the interval: one summary, then quiet again.
+        for ms in (30_000..59_000).step_by(5) {
+            let t = t0 + Duration::from_millis(ms);
+            if p.ready(t, &s).is_ok() {
+                p.failed(t, &s, &"connection refused");
+            }
+        }
+        assert_eq!(
+            p.lines.load(Ordering::Relaxed),
+            2,
+            "one summary per interval"
+        );
+        assert!(p.backoff.lock().retries > 5_000, "every call counted");
+        p.succeeded();
+        assert_eq!(
+            p.lines.load(Ordering::Relaxed),
+            3,
+            "and one line when it is back"
+        );
+        p.succeeded();
+        assert_eq!(p.lines.load(Ordering::Relaxed), 3);
     }
 
     #[test]

@@ -2,13 +2,20 @@
 //! and hands it to that group's Raft, then wakes the group if it was quiet
 //! ([`crate::quiesce`]); quiesce requests are answered by the group table itself.
 //!
+//! Every message is screened before it reaches openraft ([`super::screen`]): fields out of
+//! range are refused with `InvalidArgument`, senders that are not members of the group with
+//! `PermissionDenied`; refusals are logged at most once per [`REFUSAL_REPORT`].
+//!
 //! Status codes (the client side maps them, see [`super::client`]): unknown group `NotFound`,
-//! group stopped `FailedPrecondition`, malformed request or snapshot stream `InvalidArgument`.
-//! `Unavailable` is left to tonic for link problems.
+//! group stopped `FailedPrecondition`, malformed or refused request or snapshot stream
+//! `InvalidArgument`, sender not a member `PermissionDenied`, node shutting down
+//! `Unavailable` (as for link problems, which tonic reports): once the node's shutdown began,
+//! no call reaches a group (see [`Groups::run`]).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures_util::{FutureExt, Stream, StreamExt};
 use jetraft_proto::raft as pb;
@@ -17,6 +24,7 @@ use openraft::raft::StreamAppendError;
 use parking_lot::Mutex;
 use tonic::{Request, Response, Status};
 
+use super::screen::{Local, Refusal};
 use crate::convert::snapshot::Assembler;
 use crate::convert::{DecodeError, append, snapshot, transfer, vote};
 use crate::quiesce::QuiesceRequest;
@@ -29,12 +37,48 @@ pub const MAX_SNAPSHOT_BYTES: usize = 4 << 30;
 /// How long a Raft message for a group that does not exist here waits for it to be created.
 const NEW_GROUP_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
+/// Shortest interval between two log lines about refused messages.
+pub const REFUSAL_REPORT: Duration = Duration::from_secs(10);
+
+/// Refused messages since the last line about them: a peer (or anyone else) sending garbage
+/// in a loop costs one line per [`REFUSAL_REPORT`].
+#[derive(Debug, Default)]
+struct Refusals {
+    /// When the last line was written, and how many refusals it did not mention yet.
+    state: Mutex<(Option<Instant>, u64)>,
+}
+
+impl Refusals {
+    fn note(&self, group: u64, from: u64, why: &Refusal) {
+        let now = Instant::now();
+        let mut st = self.state.lock();
+        st.1 += 1;
+        if st
+            .0
+            .is_some_and(|at| now.saturating_duration_since(at) < REFUSAL_REPORT)
+        {
+            return;
+        }
+        let refused = std::mem::take(&mut st.1);
+        st.0 = Some(now);
+        drop(st);
+        tracing::warn!(
+            group,
+            from,
+            reason = %why,
+            refused,
+            "refused raft message(s) on the cluster port"
+        );
+    }
+}
+
 /// Serves the Raft RPCs of every group in a node's [`Groups`].
 #[derive(Clone)]
 pub struct RaftGrpcService {
     node: NodeId,
     groups: Groups,
     max_snapshot: usize,
+    refusals: Arc<Refusals>,
 }
 
 impl RaftGrpcService {
@@ -44,7 +88,26 @@ impl RaftGrpcService {
             node,
             groups,
             max_snapshot: MAX_SNAPSHOT_BYTES,
+            refusals: Arc::default(),
         }
+    }
+
+    /// What this node's replica of `group` knows, to screen a message against.
+    fn local(&self, group: u64, raft: &GroupRaft) -> Local {
+        Local::of(group, self.node.0, raft)
+    }
+
+    /// `check`'s verdict as a status, the refusal counted for the log.
+    fn screened(&self, group: u64, from: u64, check: Result<(), Refusal>) -> Result<(), Status> {
+        check.map_err(|why| {
+            self.refusals.note(group, from, &why);
+            Status::from(why)
+        })
+    }
+
+    /// Runs `call` into a group unless the node is shutting down.
+    async fn call<F: std::future::Future>(&self, call: F) -> Result<F::Output, Status> {
+        self.groups.run(call).await.ok_or_else(shutting_down)
     }
 
     /// Refuses a request addressed to another node id (a node that lost its data and came
@@ -108,6 +171,10 @@ fn bad_request(e: impl std::fmt::Display) -> Status {
     Status::invalid_argument(e.to_string())
 }
 
+fn shutting_down() -> Status {
+    Status::unavailable("node is shutting down")
+}
+
 fn stopped(group: u64, e: impl std::fmt::Display) -> Status {
     Status::failed_precondition(format!("raft group {group} stopped: {e}"))
 }
@@ -128,10 +195,18 @@ impl RaftGrpcService {
             Err(status) => return Box::pin(futures_util::stream::once(async { Err(status) })),
         };
         let group = first.group_id;
+        let from = first.from;
         let raft = match self.raft(group) {
             Ok(raft) => raft,
             Err(status) => return Box::pin(futures_util::stream::once(async { Err(status) })),
         };
+        // The sender and the local membership are fixed for the stream (a leader opens a new
+        // one per term); every request is screened against them.
+        let local = self.local(group, &raft);
+        if let Err(status) = self.screened(group, from, local.check_append(&first)) {
+            return Box::pin(futures_util::stream::once(async { Err(status) }));
+        }
+        let refusals = self.refusals.clone();
         let deliveries = Arc::new(Deliveries {
             groups: self.groups.clone(),
             group: GroupId(group),
@@ -142,7 +217,15 @@ impl RaftGrpcService {
             .chain(inbound)
             .scan((), move |(), next| {
                 let rpc = match next {
-                    Ok(req) if req.group_id == group => append::request_from_pb(req).ok(),
+                    Ok(req) if req.group_id == group && req.from == from => {
+                        match local.check_append(&req) {
+                            Ok(()) => append::request_from_pb(req).ok(),
+                            Err(why) => {
+                                refusals.note(group, from, &why);
+                                None
+                            }
+                        }
+                    }
                     _ => None,
                 };
                 if let Some(rpc) = &rpc {
@@ -151,7 +234,14 @@ impl RaftGrpcService {
                 futures_util::future::ready(rpc)
             });
         let answered = CloseOnDrop(deliveries);
-        Box::pin(raft.stream_append(requests).map(move |answer| {
+        // Both directions end when the node's shutdown begins: openraft feeds the requests to
+        // the group from a task of its own, which must not hand any to a group about to stop.
+        let (stop_in, stop_out) = (self.groups.clone(), self.groups.clone());
+        let requests = requests.take_until(async move { stop_in.stopped().await });
+        let answers = raft
+            .stream_append(requests)
+            .take_until(async move { stop_out.stopped().await });
+        Box::pin(answers.map(move |answer| {
             let result = answer.map_err(|e| stopped(group, e))?;
             answered
                 .0
@@ -245,12 +335,13 @@ impl RaftService for RaftGrpcService {
         let req = request.into_inner();
         let group = req.group_id;
         let raft = self.raft(group)?;
+        self.screened(group, req.from, self.local(group, &raft).check_append(&req))?;
         let rpc = decoded(append::request_from_pb(req))?;
         // A heartbeat leaves a quiet follower quiet (see `crate::quiesce`).
         let heartbeat = rpc.entries.is_empty();
-        let resp = raft
-            .append_entries(rpc)
-            .await
+        let resp = self
+            .call(raft.append_entries(rpc))
+            .await?
             .map_err(|e| stopped(group, e))?;
         if !matches!(resp, openraft::raft::AppendEntriesResponse::HigherVote(_)) {
             self.groups.note_leader_contact(GroupId(group));
@@ -269,6 +360,11 @@ impl RaftService for RaftGrpcService {
         let req = request.into_inner();
         let group = req.group_id;
         let raft = self.raft_soon(group).await?;
+        self.screened(
+            group,
+            req.from,
+            self.local(group, &raft).check_vote_request(&req),
+        )?;
         let mut rpc = decoded(vote::request_from_pb(req))?;
         if !rpc.leadership_transfer
             && self
@@ -277,7 +373,10 @@ impl RaftService for RaftGrpcService {
         {
             rpc.leadership_transfer = true;
         }
-        let resp = raft.vote(rpc).await.map_err(|e| stopped(group, e))?;
+        let resp = self
+            .call(raft.vote(rpc))
+            .await?
+            .map_err(|e| stopped(group, e))?;
         self.groups.wake(GroupId(group));
         Ok(Response::new(vote::response_to_pb(&resp)))
     }
@@ -290,8 +389,16 @@ impl RaftService for RaftGrpcService {
         let req = request.into_inner();
         let group = req.group_id;
         let raft = self.raft_soon(group).await?;
+        self.screened(
+            group,
+            req.from,
+            self.local(group, &raft).check_vote_request(&req),
+        )?;
         let rpc = decoded(vote::request_from_pb(req))?;
-        let resp = raft.pre_vote(rpc).await.map_err(|e| stopped(group, e))?;
+        let resp = self
+            .call(raft.pre_vote(rpc))
+            .await?
+            .map_err(|e| stopped(group, e))?;
         self.groups.wake(GroupId(group));
         Ok(Response::new(vote::response_to_pb(&resp)))
     }
@@ -305,23 +412,30 @@ impl RaftService for RaftGrpcService {
         let mut asm = Assembler::new(self.max_snapshot);
         while let Some(chunk) = stream.message().await? {
             let first = asm.group().is_none();
+            let from = chunk.from;
             asm.push(chunk).map_err(bad_request)?;
             if first && let Some(group) = asm.group() {
                 // Refuse early rather than after receiving the whole snapshot.
-                self.raft(group)?;
+                let raft = self.raft(group)?;
+                self.screened(group, from, self.local(group, &raft).check_sender(from))?;
             }
         }
         let (group, from, vote, snap) = asm.finish().map_err(bad_request)?;
         let raft = self.raft(group)?;
+        self.screened(
+            group,
+            from,
+            self.local(group, &raft).check_snapshot(from, &vote, &snap),
+        )?;
         tracing::info!(
             group,
             from,
             bytes = snap.snapshot.len(),
             "installing snapshot received over grpc"
         );
-        let resp = raft
-            .install_full_snapshot(vote, snap)
-            .await
+        let resp = self
+            .call(raft.install_full_snapshot(vote, snap))
+            .await?
             .map_err(|e| stopped(group, e))?;
         self.groups.wake(GroupId(group));
         Ok(Response::new(snapshot::response_to_pb(&resp)))
@@ -335,10 +449,15 @@ impl RaftService for RaftGrpcService {
         let req = request.into_inner();
         let group = req.group_id;
         let raft = self.raft(group)?;
+        self.screened(
+            group,
+            req.from,
+            self.local(group, &raft).check_transfer(&req),
+        )?;
         let rpc = decoded(transfer::request_from_pb(req))?;
-        let resp = raft
-            .handle_transfer_leader(rpc)
-            .await
+        let resp = self
+            .call(raft.handle_transfer_leader(rpc))
+            .await?
             .map_err(|e| stopped(group, e))?;
         self.groups.wake(GroupId(group));
         Ok(Response::new(transfer::response_to_pb(&resp)))
@@ -349,8 +468,18 @@ impl RaftService for RaftGrpcService {
         request: Request<pb::QuiesceRequest>,
     ) -> Result<Response<pb::QuiesceResponse>, Status> {
         self.check_target(&request)?;
-        let req = decoded(QuiesceRequest::from_pb(request.into_inner()))?;
-        self.raft(req.group.0)?;
+        let pb_req = request.into_inner();
+        let raft = self.raft(pb_req.group_id)?;
+        let group = pb_req.group_id;
+        self.screened(
+            group,
+            pb_req.from,
+            self.local(group, &raft).check_quiesce(&pb_req),
+        )?;
+        if self.groups.is_stopping() {
+            return Err(shutting_down());
+        }
+        let req = decoded(QuiesceRequest::from_pb(pb_req))?;
         let quiet = self.groups.accept_quiesce(&req);
         Ok(Response::new(pb::QuiesceResponse { quiet }))
     }

@@ -405,7 +405,8 @@ impl JetStream {
         }
     }
 
-    /// Waits (bounded) until `group` has a leader visible from this node.
+    /// Waits (bounded) until `group` has a leader visible from this node; gives up at once
+    /// when JetStream shuts down (its groups are gone, and the wait would hold up the exit).
     async fn wait_group_leader(&self, group: GroupId, bound: Duration) -> Option<NodeId> {
         let deadline = tokio::time::Instant::now() + bound;
         loop {
@@ -414,7 +415,7 @@ impl JetStream {
             {
                 return Some(leader);
             }
-            if tokio::time::Instant::now() >= deadline {
+            if tokio::time::Instant::now() >= deadline || self.cancel.is_cancelled() {
                 return None;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
