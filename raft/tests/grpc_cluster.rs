@@ -876,7 +876,9 @@ async fn append_stream_answers_pipelined_requests_in_order() {
     use openraft::raft::StreamAppendError;
 
     let mut c = Cluster::new(1).await;
-    c.create_group(G, &ids(1)).await;
+    // A new replica with no membership yet: the cluster port's screening takes appends from
+    // any sender there (an initialised group refuses node 2, which is not a member).
+    c.start_group(NodeId(1), G).await;
     let addr = c.node(NodeId(1)).addr;
     let mut client = RaftServiceClient::connect(format!("http://{addr}"))
         .await
