@@ -238,3 +238,56 @@ async fn cluster_listen_is_the_cluster_flag_under_another_name() {
     let varz = srv.monitor_json("/varz").await.expect("varz");
     assert_eq!(varz["cluster"]["name"], "cl", "{varz}");
 }
+
+/// `jetstream { domain: hub }`: the API answers on `$JS.hub.API.>` as well as `$JS.API.>`,
+/// PubAcks and account info name the domain, another domain has no responders (checked against
+/// nats-server 2.15.1).
+#[tokio::test]
+async fn a_jetstream_domain_answers_its_prefix_and_names_itself_in_pub_acks() {
+    let srv = ServerProcess::start(ServerOptions::with_config(
+        "jetstream {\n  domain: hub\n}\n",
+    ))
+    .await
+    .expect("start server");
+    let nc = connect(&srv).await;
+    let info = wait_for("JetStream answers", Duration::from_secs(20), || {
+        let nc = nc.clone();
+        async move { js_api_info(&nc).await.ok() }
+    })
+    .await;
+    assert_eq!(info["domain"], "hub", "{info}");
+    let js = async_nats::jetstream::with_domain(nc.clone(), "hub");
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: "D".into(),
+        subjects: vec!["d.>".into()],
+        ..Default::default()
+    })
+    .await
+    .expect("stream created through $JS.hub.API");
+    let ack = js
+        .publish("d.x", "1".into())
+        .await
+        .expect("publish")
+        .await
+        .expect("PubAck");
+    assert_eq!((ack.sequence, ack.domain.as_str()), (1, "hub"));
+    let raw = nc.request("d.y", "2".into()).await.expect("raw PubAck");
+    assert_eq!(
+        std::str::from_utf8(&raw.payload).expect("utf-8"),
+        r#"{"stream":"D","domain":"hub","seq":2}"#
+    );
+    let answer = nc
+        .request("$JS.hub.API.STREAM.INFO.D", bytes::Bytes::new())
+        .await
+        .expect("stream info through the domain");
+    let info: Value = serde_json::from_slice(&answer.payload).expect("JSON");
+    assert_eq!(info["state"]["messages"], 2, "{info}");
+    let other = nc
+        .request("$JS.other.API.INFO", bytes::Bytes::new())
+        .await
+        .map(|_| ());
+    assert_eq!(
+        other.map_err(|e| e.kind()),
+        Err(async_nats::RequestErrorKind::NoResponders)
+    );
+}

@@ -116,6 +116,9 @@ pub struct JetStreamConfig {
     pub max_memory_store: Option<u64>,
     /// File-storage limit in bytes (`max_file_store`); `None` means unlimited by config.
     pub max_file_store: Option<u64>,
+    /// JetStream domain (`jetstream { domain }`): the API also answers on
+    /// `$JS.<domain>.API.>` and PubAcks and account info name it.
+    pub domain: Option<String>,
 }
 
 impl Default for JetStreamConfig {
@@ -125,6 +128,7 @@ impl Default for JetStreamConfig {
             store_dir: default_store_dir(),
             max_memory_store: None,
             max_file_store: None,
+            domain: None,
         }
     }
 }

@@ -199,6 +199,7 @@ impl JetStream {
         let (meta_sm, meta) = MetaMachine::open(Some(logs.db().clone()))?;
         logs.create_group(&registry, GroupId::META, Box::new(meta_sm))
             .await?;
+        let domain = ctx.config.jetstream.domain.clone();
         let js = Arc::new(Self {
             bus: ctx.bus,
             info: ctx.info,
@@ -215,6 +216,7 @@ impl JetStream {
             identity: ServerIdentity {
                 version: NATS_VERSION.to_string(),
                 api_level: API_LEVEL,
+                domain,
             },
             cluster_addr,
             clustered,
@@ -279,6 +281,22 @@ impl JetStream {
             .spawn(async move { js.consumer_ack_loop(sub).await });
         let js = self.clone();
         self.tasks.spawn(async move { js.api_loop(api).await });
+        if let Some(domain) = &self.identity.domain {
+            // `$JS.<domain>.API.>` is this node's API too (nats-server answers both).
+            let prefix = format!("$JS.{domain}.API.");
+            let sub = self
+                .bus
+                .internal()
+                .subscribe(&format!("{prefix}>"))
+                .map_err(|e| {
+                    JetStreamError::Raft(jetraft_raft::RaftError::Config {
+                        reason: e.to_string(),
+                    })
+                })?;
+            let js = self.clone();
+            self.tasks
+                .spawn(async move { js.domain_api_loop(sub, prefix).await });
+        }
         let js = self.clone();
         self.tasks.spawn(async move { js.forward_loop(fwd).await });
         let js = self.clone();

@@ -105,7 +105,9 @@ impl StreamStateMachine {
                 None => command::push_answer(&mut answers, b""),
                 Some(Ok(applied)) => command::push_answer_with(&mut answers, |out| {
                     let name = &self.config.name;
-                    if !push_plain_json(out, name, applied.seq, applied.duplicate) {
+                    if self.server.domain.is_some()
+                        || !push_plain_json(out, name, applied.seq, applied.duplicate)
+                    {
                         let ack = self.pub_ack(Ok(applied)).to_json();
                         out.extend_from_slice(ack.as_bytes());
                     }
@@ -131,7 +133,7 @@ impl StreamStateMachine {
     /// The PubAck for an applied or refused publish.
     fn pub_ack(&self, outcome: Result<Applied, ApiError>) -> PubAck {
         let name = &self.config.name;
-        match outcome {
+        let mut ack = match outcome {
             Ok(Applied {
                 seq,
                 duplicate: false,
@@ -141,7 +143,11 @@ impl StreamStateMachine {
                 duplicate: true,
             }) => PubAck::duplicate(name, seq),
             Err(e) => PubAck::error(name, e),
+        };
+        if ack.error.is_none() {
+            ack.domain.clone_from(&self.server.domain);
         }
+        ack
     }
 
     /// Moves a source's recorded position to a copy's origin sequence (never backwards).

@@ -18,6 +18,7 @@ fn sm(json: &str) -> StreamStateMachine {
     let server = ServerIdentity {
         version: "2.15.1".into(),
         api_level: 5,
+        domain: None,
     };
     StreamStateMachine::open(store, cfg, 1_000, server).unwrap()
 }

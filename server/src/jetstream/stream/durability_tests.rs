@@ -21,6 +21,7 @@ fn open(db: &Db) -> StreamStateMachine {
     let server = ServerIdentity {
         version: "2.15.1".into(),
         api_level: 1,
+        domain: None,
     };
     StreamStateMachine::open(store, cfg, T0, server).unwrap()
 }

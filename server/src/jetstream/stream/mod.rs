@@ -90,6 +90,8 @@ pub struct ServerIdentity {
     pub version: String,
     /// API level for `_nats.level`.
     pub api_level: u32,
+    /// JetStream domain, named in PubAcks when configured.
+    pub domain: Option<String>,
 }
 
 /// The replicated state of one stream.

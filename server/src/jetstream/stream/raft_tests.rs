@@ -36,6 +36,7 @@ async fn proposals_to_a_stream_group_answer_pub_acks() {
     let server = ServerIdentity {
         version: "2.15.1".into(),
         api_level: 5,
+        domain: None,
     };
     let store = Box::new(MemStreamStore::new(StreamUid(1)));
     let sm = StreamStateMachine::open(store, cfg, 1, server).unwrap();

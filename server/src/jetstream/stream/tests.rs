@@ -20,6 +20,7 @@ fn server() -> ServerIdentity {
     ServerIdentity {
         version: "2.15.1".into(),
         api_level: 5,
+        domain: None,
     }
 }
 

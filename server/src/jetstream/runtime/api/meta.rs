@@ -21,6 +21,7 @@ impl JetStream {
             consumers: st.consumers,
             memory: st.memory,
             storage: st.storage,
+            domain: self.identity.domain.clone(),
             ..AccountInfo::default()
         };
         info.api.total = st.api_total;

@@ -86,6 +86,36 @@ impl JetStream {
         }
     }
 
+    /// Requests on `$JS.<domain>.API.>` (`prefix` is `$JS.<domain>.API.`): handled as the same
+    /// request on `$JS.API.>`, pull requests through the consumer's engine first as on the
+    /// ack loop, and direct gets only for streams that take them.
+    pub(super) async fn domain_api_loop(self: Arc<Self>, mut sub: InternalSub, prefix: String) {
+        loop {
+            let Some(mut msg) = next_msg(&mut sub, &self.cancel).await else {
+                break;
+            };
+            let Some(rest) = msg.subject.strip_prefix(prefix.as_str()) else {
+                continue;
+            };
+            let rest = rest.to_string();
+            msg.subject = format!("$JS.API.{rest}");
+            if let Some(name) = rest.strip_prefix("DIRECT.GET.") {
+                let name = name.split('.').next().unwrap_or_default();
+                if !self.routing.borrow().direct.contains(name) {
+                    continue;
+                }
+            }
+            if msg.subject.starts_with(super::consumer::NEXT_PREFIX)
+                && self.pull_to_local_engine(&msg)
+            {
+                self.api_total.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let js = self.clone();
+            self.tasks.spawn(async move { js.handle_api(msg, 0).await });
+        }
+    }
+
     pub(super) fn reply(&self, msg: &InternalMsg, json: &str) {
         if let Some(reply) = &msg.reply {
             // A node asking for itself (`remote`) waits in its forward inbox, which has no
