@@ -524,6 +524,7 @@ port: 4444
     assert_eq!(cfg.port, 4444);
     let enabled = crate::config::JetStreamConfig {
         enabled: true,
+        domain: Some("hub".to_string()),
         ..Config::default().jetstream
     };
     assert_eq!(cfg.jetstream, enabled);
