@@ -43,22 +43,38 @@ fn error(status: StatusCode, description: impl Into<String>) -> Response {
 }
 
 fn not_logged_in() -> Response {
-    error(StatusCode::UNAUTHORIZED, "Authorization Violation: log in first")
+    error(
+        StatusCode::UNAUTHORIZED,
+        "Authorization Violation: log in first",
+    )
 }
 
 fn forbidden(text: String) -> Response {
     error(StatusCode::FORBIDDEN, text)
 }
 
+/// Why a request was refused: a status and nats-server-style text.
+#[derive(Debug)]
+struct Refusal(StatusCode, &'static str);
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        error(self.0, self.1)
+    }
+}
+
 /// The user of a state-changing request, after the CSRF checks.
-fn writer(c: &Console, headers: &HeaderMap) -> Result<User, Response> {
+fn writer(c: &Console, headers: &HeaderMap) -> Result<User, Refusal> {
     if !csrf_ok(headers) {
-        return Err(error(
+        return Err(Refusal(
             StatusCode::FORBIDDEN,
             "cross-site request refused (missing X-Jetraft-Console header or foreign Origin)",
         ));
     }
-    c.sessions.user(headers).ok_or_else(not_logged_in)
+    c.sessions.user(headers).ok_or(Refusal(
+        StatusCode::UNAUTHORIZED,
+        "Authorization Violation: log in first",
+    ))
 }
 
 fn request_error(e: &RequestError) -> Response {
@@ -103,11 +119,10 @@ pub(super) async fn login(
         return error(StatusCode::FORBIDDEN, "cross-site request refused");
     }
     let blank = |s: Option<String>| s.filter(|s| !s.is_empty());
-    let Some((sid, user)) = c.sessions.login(
-        blank(body.user),
-        blank(body.password),
-        blank(body.token),
-    ) else {
+    let Some((sid, user)) =
+        c.sessions
+            .login(blank(body.user), blank(body.password), blank(body.token))
+    else {
         return error(StatusCode::UNAUTHORIZED, "Authorization Violation");
     };
     let mut resp = Json(json!({"logged_in": true, "user": user.name})).into_response();
@@ -156,10 +171,13 @@ pub(super) async fn js(
 ) -> Response {
     let user = match writer(&c, &headers) {
         Ok(u) => u,
-        Err(resp) => return resp,
+        Err(refused) => return refused.into_response(),
     };
     if !valid_api(&call.api) {
-        return error(StatusCode::BAD_REQUEST, format!("invalid API {:?}", call.api));
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("invalid API {:?}", call.api),
+        );
     }
     if let Err(text) = user.check_publish(&format!("$JS.API.{}", call.api)) {
         return forbidden(text);
@@ -190,7 +208,7 @@ pub(super) async fn publish(
 ) -> Response {
     let user = match writer(&c, &headers) {
         Ok(u) => u,
-        Err(resp) => return resp,
+        Err(refused) => return refused.into_response(),
     };
     if !subject::is_valid_literal_subject(&p.subject) {
         return error(StatusCode::BAD_REQUEST, "Invalid Publish Subject");
@@ -217,7 +235,12 @@ pub(super) async fn publish(
     if p.request || captured {
         match c
             .client
-            .request(&p.subject, hdrs.as_deref(), p.payload.as_bytes(), REQUEST_TIMEOUT)
+            .request(
+                &p.subject,
+                hdrs.as_deref(),
+                p.payload.as_bytes(),
+                REQUEST_TIMEOUT,
+            )
             .await
         {
             Ok(reply) => {

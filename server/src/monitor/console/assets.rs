@@ -10,11 +10,31 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("app.js", "text/javascript", include_str!("assets/app.js")),
     ("api.js", "text/javascript", include_str!("assets/api.js")),
     ("ui.js", "text/javascript", include_str!("assets/ui.js")),
-    ("overview.js", "text/javascript", include_str!("assets/overview.js")),
-    ("streams.js", "text/javascript", include_str!("assets/streams.js")),
-    ("consumers.js", "text/javascript", include_str!("assets/consumers.js")),
-    ("messages.js", "text/javascript", include_str!("assets/messages.js")),
-    ("pubsub.js", "text/javascript", include_str!("assets/pubsub.js")),
+    (
+        "overview.js",
+        "text/javascript",
+        include_str!("assets/overview.js"),
+    ),
+    (
+        "streams.js",
+        "text/javascript",
+        include_str!("assets/streams.js"),
+    ),
+    (
+        "consumers.js",
+        "text/javascript",
+        include_str!("assets/consumers.js"),
+    ),
+    (
+        "messages.js",
+        "text/javascript",
+        include_str!("assets/messages.js"),
+    ),
+    (
+        "pubsub.js",
+        "text/javascript",
+        include_str!("assets/pubsub.js"),
+    ),
     ("more.js", "text/javascript", include_str!("assets/more.js")),
 ];
 
@@ -45,6 +65,9 @@ fn with_type(status: StatusCode, kind: &'static str, body: &'static str) -> Resp
             "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'",
         ),
     );
-    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
     resp
 }

@@ -71,13 +71,15 @@ impl Live {
     }
 
     async fn run(self: Arc<Self>) {
-        let mut state = SamplerState::default();
-        state.advisories = self
-            .view
-            .bus
-            .internal()
-            .subscribe("$JS.EVENT.ADVISORY.>")
-            .ok();
+        let mut state = SamplerState {
+            advisories: self
+                .view
+                .bus
+                .internal()
+                .subscribe("$JS.EVENT.ADVISORY.>")
+                .ok(),
+            ..SamplerState::default()
+        };
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -116,14 +118,16 @@ impl Live {
         };
         st.last = Some((now, in_msgs, out_msgs));
         let t = time::OffsetDateTime::now_utc().unix_timestamp();
-        st.history.push_back([t as f64, in_rate.round(), out_rate.round()]);
+        st.history
+            .push_back([t as f64, in_rate.round(), out_rate.round()]);
         while st.history.len() > HISTORY {
             st.history.pop_front();
         }
         if let Some(sub) = st.advisories.as_mut() {
             while let Ok(m) = sub.rx.try_recv() {
                 let body: Value = serde_json::from_slice(&m.payload).unwrap_or(Value::Null);
-                st.advisory_log.push_back(json!({"subject": m.subject, "body": body}));
+                st.advisory_log
+                    .push_back(json!({"subject": m.subject, "body": body}));
                 while st.advisory_log.len() > ADVISORIES {
                     st.advisory_log.pop_front();
                 }

@@ -56,8 +56,7 @@ impl BusClient {
 
     /// Publishes a message; returns how many subscribers (local, internal or peers) took it.
     pub(crate) fn publish(&self, subject: &str, hdrs: Option<&[u8]>, payload: &[u8]) -> usize {
-        self.bus
-            .publish(&Msg::new(subject, payload).headers(hdrs))
+        self.bus.publish(&Msg::new(subject, payload).headers(hdrs))
     }
 
     /// Sends a request and waits for the first reply.
@@ -150,7 +149,10 @@ mod tests {
 
     #[test]
     fn header_blocks_round_trip_and_refuse_line_breaks() {
-        let pairs = vec![("A".to_string(), "1".to_string()), ("B-c".into(), "x y".into())];
+        let pairs = vec![
+            ("A".to_string(), "1".to_string()),
+            ("B-c".into(), "x y".into()),
+        ];
         let block = header_block(&pairs).unwrap().unwrap();
         assert_eq!(block, b"NATS/1.0\r\nA: 1\r\nB-c: x y\r\n\r\n");
         assert_eq!(parse_headers(&block), pairs);
@@ -165,7 +167,11 @@ pub(crate) fn base64(data: &[u8]) -> String {
     const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
     for chunk in data.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {

@@ -114,7 +114,10 @@ impl Sessions {
         let now = Instant::now();
         live.retain(|_, (_, at)| now.duration_since(*at) < SESSION_TTL);
         if live.len() >= MAX_SESSIONS
-            && let Some(oldest) = live.iter().min_by_key(|(_, (_, at))| *at).map(|(k, _)| k.clone())
+            && let Some(oldest) = live
+                .iter()
+                .min_by_key(|(_, (_, at))| *at)
+                .map(|(k, _)| k.clone())
         {
             live.remove(&oldest);
         }
@@ -228,7 +231,10 @@ mod tests {
         let s = Sessions::new(Arc::new(auth));
         assert!(s.required());
         assert!(s.user(&HeaderMap::new()).is_none());
-        assert!(s.login(Some("ro".into()), Some("no".into()), None).is_none());
+        assert!(
+            s.login(Some("ro".into()), Some("no".into()), None)
+                .is_none()
+        );
         let (sid, user) = s.login(Some("ro".into()), Some("pw".into()), None).unwrap();
         assert!(user.check_publish("orders.1").is_ok());
         assert_eq!(
@@ -237,7 +243,10 @@ mod tests {
         );
         assert!(!user.may_read_jetstream());
         let mut h = HeaderMap::new();
-        h.insert("cookie", HeaderValue::from_str(&format!("{COOKIE}={sid}")).unwrap());
+        h.insert(
+            "cookie",
+            HeaderValue::from_str(&format!("{COOKIE}={sid}")).unwrap(),
+        );
         assert_eq!(s.user(&h).unwrap().name.as_deref(), Some("ro"));
         s.logout(&h);
         assert!(s.user(&h).is_none());

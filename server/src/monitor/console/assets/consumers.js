@@ -58,19 +58,20 @@ function createForm(stream, err) {
 function track(st, consumers) {
   const first = Math.max(0, (st.state.first_seq || 1) - 1);
   const last = Math.max(first + 1, st.state.last_seq || 0);
-  const pos = (seq) => `${2 + 96 * (Math.min(Math.max(seq, first), last) - first) / (last - first)}%`;
+  const frac = (seq) => (Math.min(Math.max(seq, first), last) - first) / (last - first);
+  const pos = (seq) => `${2 + 96 * frac(seq)}%`;
   const marks = [];
   consumers.forEach((c, i) => {
     const color = COLORS[i % COLORS.length];
     const d = c.delivered.stream_seq; const a = c.ack_floor.stream_seq;
-    marks.push(h("div", { class: "mark", style: `left:${pos(d)};background:${color}`, "data-testid": `mark-${c.name}`, "data-seq": d, title: `${c.name}: delivered up to ${d}` },
+    marks.push(h("div", { class: frac(d) > 0.7 ? "mark flip" : "mark", style: `left:${pos(d)};background:${color}`, "data-testid": `mark-${c.name}`, "data-seq": d, title: `${c.name}: delivered up to ${d}` },
       h("span", { style: `color:${color};top:${-6 + (i % 3) * 14}px` }, `${c.name} ${d}`)));
     if (a !== d) {
-      marks.push(h("div", { class: "mark", style: `left:${pos(a)};background:${color};opacity:.4`, title: `${c.name}: ack floor ${a}` }));
+      marks.push(h("div", { class: frac(d) > 0.7 ? "mark flip" : "mark", style: `left:${pos(a)};background:${color};opacity:.4`, title: `${c.name}: ack floor ${a}` }));
     }
   });
   return h("div", { class: "track", "data-testid": "track" }, h("div", { class: "range" }), ...marks,
-    h("div", { class: "ends" }, h("span", {}, `seq ${num(first)}`), h("span", {}, `last ${num(last)}`)));
+    h("div", { class: "ends" }, h("span", {}, `first ${num(first + 1)}`), h("span", {}, `last ${num(last)}`)));
 }
 
 function row(stream, c, err) {
