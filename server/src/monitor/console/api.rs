@@ -27,7 +27,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::Console;
-use super::nats::{REQUEST_TIMEOUT, RequestError, base64, header_block, parse_headers};
+use super::nats::{ClusterSub, REQUEST_TIMEOUT, RequestError, base64, header_block, parse_headers};
 use super::session::{COOKIE, User, csrf_ok};
 use crate::router::subject;
 
@@ -304,7 +304,7 @@ pub(super) async fn subscribe(
     if let Err(text) = user.check_subscribe(&q.subject) {
         return forbidden(text);
     }
-    let sub = match c.view.bus.internal().subscribe(&q.subject) {
+    let sub = match ClusterSub::new(&c.view.bus, &q.subject) {
         Ok(s) => s,
         Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
     };
@@ -313,13 +313,13 @@ pub(super) async fn subscribe(
         let shutdown = shutdown.clone();
         async move {
             let first = tokio::select! {
-                m = sub.rx.recv() => m?,
+                m = sub.recv() => m?,
                 () = shutdown.cancelled() => return None,
             };
             tokio::time::sleep(SUB_BATCH).await;
             let mut batch = vec![first];
             let mut dropped = 0u64;
-            while let Ok(m) = sub.rx.try_recv() {
+            while let Some(m) = sub.try_recv() {
                 if batch.len() < SUB_MAX_PER_BATCH {
                     batch.push(m);
                 } else {

@@ -36,7 +36,11 @@ pub(crate) struct Console {
 
 /// The console's routes: the page at `/`, its assets and its API.
 pub(crate) fn router(view: Arc<MonitorView>) -> Router {
-    let client = nats::BusClient::new(view.bus.clone(), &view.node.server_id);
+    let client = nats::BusClient::new(
+        view.bus.clone(),
+        &view.node.server_id,
+        view.shutdown.clone(),
+    );
     let console = Arc::new(Console {
         sessions: session::Sessions::new(view.conns.auth.clone()),
         live: live::Live::new(view.clone(), client.clone()),

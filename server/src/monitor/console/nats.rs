@@ -4,12 +4,18 @@
 //! A request publishes on this node, so the JetStream API of this node answers it (forwarding to
 //! the meta or stream leader itself, as it does for a client connected here).
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 
-use crate::bus::{Bus, InternalMsg, Msg};
+use crate::bus::{Bus, InternalMsg, InternalSub, Msg};
+use crate::router::SublistError;
 
 /// Longest a console request waits for its reply.
 pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -35,22 +41,85 @@ impl std::fmt::Display for RequestError {
     }
 }
 
+/// A server-internal subscription that also takes what peers forward: a local subscription, a
+/// peer inbox on the same pattern, and the interest announced to peers (withdrawn on drop).
+#[derive(Debug)]
+pub(crate) struct ClusterSub {
+    local: InternalSub,
+    peers: InternalSub,
+    bus: Bus,
+    subject: String,
+}
+
+impl ClusterSub {
+    /// Subscribes to `subject` (wildcards allowed) on this node and across the cluster.
+    pub(crate) fn new(bus: &Bus, subject: &str) -> Result<Self, SublistError> {
+        let local = bus.internal().subscribe(subject)?;
+        let peers = bus.internal().subscribe_inbox(subject)?;
+        bus.announce_interest(subject);
+        Ok(Self {
+            local,
+            peers,
+            bus: bus.clone(),
+            subject: subject.to_string(),
+        })
+    }
+
+    /// The next message, from this node or a peer.
+    pub(crate) async fn recv(&mut self) -> Option<InternalMsg> {
+        tokio::select! {
+            m = self.local.rx.recv() => m,
+            m = self.peers.rx.recv() => m,
+        }
+    }
+
+    /// A message if one is queued.
+    pub(crate) fn try_recv(&mut self) -> Option<InternalMsg> {
+        self.local
+            .rx
+            .try_recv()
+            .or_else(|_| self.peers.rx.try_recv())
+            .ok()
+    }
+}
+
+impl Drop for ClusterSub {
+    fn drop(&mut self) {
+        self.bus.withdraw_interest(&self.subject);
+    }
+}
+
+/// Requests waiting for their reply, by the last token of their inbox.
+type Waiting = Arc<Mutex<HashMap<u64, oneshot::Sender<InternalMsg>>>>;
+
 /// Publishes and requests through the node's bus.
 #[derive(Debug, Clone)]
 pub(crate) struct BusClient {
     bus: Bus,
     prefix: String,
-    next: std::sync::Arc<AtomicU64>,
+    next: Arc<AtomicU64>,
+    waiting: Waiting,
 }
 
 impl BusClient {
-    /// A client of `bus` whose inboxes are unique to this node's console.
-    pub(crate) fn new(bus: Bus, server_id: &str) -> Self {
+    /// A client of `bus` whose inboxes (`_INBOX.console<id>.<n>`) are unique to this node's
+    /// console. One subscription takes every reply, on this node or from a peer (an API
+    /// request may be answered by the meta or stream leader's node); it ends at `shutdown`.
+    pub(crate) fn new(bus: Bus, server_id: &str, shutdown: CancellationToken) -> Self {
         let tail: String = server_id.chars().rev().take(10).collect();
+        let prefix = format!("_INBOX.console{tail}");
+        let waiting: Waiting = Arc::default();
+        match ClusterSub::new(&bus, &format!("{prefix}.>")) {
+            Ok(sub) => {
+                tokio::spawn(dispatch(sub, waiting.clone(), shutdown));
+            }
+            Err(e) => tracing::warn!(error = %e, "console inbox not subscribed"),
+        }
         Self {
             bus,
-            prefix: format!("_INBOX.console{tail}"),
-            next: std::sync::Arc::default(),
+            prefix,
+            next: Arc::default(),
+            waiting,
         }
     }
 
@@ -69,21 +138,20 @@ impl BusClient {
     ) -> Result<InternalMsg, RequestError> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let inbox = format!("{}.{id}", self.prefix);
-        let mut sub = self
-            .bus
-            .internal()
-            .subscribe(&inbox)
-            .map_err(|e| RequestError::Invalid(e.to_string()))?;
+        let (tx, rx) = oneshot::channel();
+        self.waiting.lock().insert(id, tx);
         let msg = Msg::new(subject, payload)
             .reply_str(Some(&inbox))
             .headers(hdrs);
         if self.bus.publish(&msg) == 0 {
+            self.waiting.lock().remove(&id);
             return Err(RequestError::NoResponders);
         }
-        let reply = tokio::time::timeout(timeout, sub.rx.recv())
-            .await
+        let reply = tokio::time::timeout(timeout, rx).await;
+        self.waiting.lock().remove(&id);
+        let reply = reply
             .map_err(|_| RequestError::Timeout)?
-            .ok_or(RequestError::Timeout)?;
+            .map_err(|_| RequestError::Timeout)?;
         if is_no_responders(reply.hdrs.as_ref()) {
             return Err(RequestError::NoResponders);
         }
@@ -106,6 +174,25 @@ impl BusClient {
             .await?;
         serde_json::from_slice(&reply.payload)
             .map_err(|e| RequestError::Invalid(format!("answer is not JSON: {e}")))
+    }
+}
+
+/// Hands every reply to the request waiting for it.
+async fn dispatch(mut sub: ClusterSub, waiting: Waiting, shutdown: CancellationToken) {
+    loop {
+        let msg = tokio::select! {
+            m = sub.recv() => m,
+            () = shutdown.cancelled() => None,
+        };
+        let Some(msg) = msg else { return };
+        let token = msg
+            .subject
+            .rsplit('.')
+            .next()
+            .and_then(|t| t.parse::<u64>().ok());
+        if let Some(tx) = token.and_then(|t| waiting.lock().remove(&t)) {
+            let _ = tx.send(msg);
+        }
     }
 }
 

@@ -45,7 +45,7 @@ function createForm(done) {
 export function raftView(info) {
   const c = info.cluster;
   if (!c) return h("p", { class: "muted" }, "Not clustered.");
-  const rows = [h("tr", {}, h("td", {}, c.leader || "(no leader)"), h("td", {}, h("span", { class: "tag leader" }, "leader")), h("td", {}, "–"), h("td", {}, "–"))];
+  const rows = [h("tr", {}, h("td", {}, c.leader || "(no leader)"), h("td", {}, h("span", { class: "tag leader" }, "leader")), h("td", { class: "num" }, "–"), h("td", {}, "–"))];
   for (const r of c.replicas || []) {
     const state = r.offline ? h("span", { class: "tag offline", "data-testid": "replica-offline" }, "offline")
       : r.current ? h("span", { class: "ok" }, "current") : h("span", { class: "tag lagging" }, `lagging`);
