@@ -77,13 +77,25 @@ async def test_walkthrough_orders_two_consumers_diverge_live(server, connect, ne
     # A subject no stream captures is core-only.
     await publish_from_page(page, "nobody.listens", "x")
     await expect(page.locator('[data-testid="core-only"]')).to_be_visible()
-    await p.shot("pubsub")
-
-    # 100 from a real client.
+    # Watch a wildcard subscription live while a real client publishes 100.
+    await page.fill('[data-testid="sub-subject"]', "orders.client.*")
+    await page.click('[data-testid="sub-start"]')
+    await page.wait_for_timeout(300)
     c = await connect(server)
     js = c.nc.jetstream()
     for i in range(100):
         await js.publish(f"orders.client.{i % 5}", f"client {i}".encode())
+    await expect(page.locator('[data-testid="sub-msg"]').first).to_contain_text("orders.client.")
+    # Every message is either shown or counted as skipped by the rate bound (100 per second).
+    await page.wait_for_function(
+        "() => { const s = document.querySelector('[data-testid=\"sub-state\"]');"
+        " return s && Number(s.dataset.shown) + Number(s.dataset.skipped) === 100; }",
+        timeout=15_000,
+    )
+    shown = int(await page.get_attribute('[data-testid="sub-state"]', "data-shown"))
+    assert 1 <= shown <= 100
+    assert await page.locator('[data-testid="sub-msg"]').count() == shown
+    await p.shot("pubsub")
 
     # A push consumer (someone listens on its deliver subject) and a pull consumer, from the page.
     delivered = []
@@ -144,8 +156,23 @@ async def test_walkthrough_orders_two_consumers_diverge_live(server, connect, ne
     await page.click('nav a[data-page="advisories"]')
     await p.shot("advisories")
 
-    # Delete the pull consumer, then the stream, each after a confirmation.
+    # Key/value: a bucket made by the client shows its key, revision and value.
+    kv = await js.create_key_value(bucket="cfg")
+    await kv.put("color", b"blue")
+    await kv.put("color", b"green")
+    await page.goto(base + "/#/kv/cfg")
+    await expect(page.locator('[data-testid="kv-keys"]')).to_contain_text("green")
+    await p.shot("kv")
+    await js.delete_key_value("cfg")
+
+    # Pause and resume the pull consumer.
     await page.goto(base + "/#/consumers/ORDERS")
+    await page.click('[data-testid="pause-PULL"]')
+    await expect(page.locator('[data-consumer="PULL"]')).to_contain_text("paused", timeout=10_000)
+    await page.click('[data-testid="pause-PULL"]')
+    await expect(page.locator('[data-consumer="PULL"]')).to_contain_text("active", timeout=10_000)
+
+    # Delete the pull consumer, then the stream, each after a confirmation.
     await page.click('[data-testid="delete-PULL"]')
     await page.click('[data-testid="confirm-yes"]')
     await expect(page.locator('[data-consumer="PULL"]')).to_have_count(0, timeout=10_000)

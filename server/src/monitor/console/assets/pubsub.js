@@ -35,15 +35,17 @@ export function mount(root) {
   const subSubject = h("input", { placeholder: "orders.> (wildcards allowed)", "data-testid": "sub-subject" });
   const subMode = h("select", {}, ["text", "json", "hex"].map((m) => h("option", { value: m }, m)));
   const subList = h("div", { "data-testid": "sub-msgs" });
-  const subState = h("span", { class: "muted" });
+  const subState = h("span", { class: "muted", "data-testid": "sub-state" });
   let source = null;
   let count = 0;
+  let skipped = 0;
   const stop = () => { if (source) source.close(); source = null; subState.textContent = "not subscribed"; };
   const start = () => {
     stop();
     const subj = subSubject.value.trim();
     if (!subj) return;
     count = 0;
+    skipped = 0;
     subList.replaceChildren();
     source = new EventSource(`/console/api/subscribe?subject=${encodeURIComponent(subj)}`);
     subState.textContent = `subscribed to ${subj}`;
@@ -58,7 +60,10 @@ export function mount(root) {
           h("pre", {}, render(b64(m.data), subMode.value))));
       }
       while (subList.childElementCount > 200) subList.lastChild.remove();
-      subState.textContent = `subscribed to ${subj}: ${num(count)} received${batch.dropped ? `, ${num(batch.dropped)} skipped (rate bound)` : ""}`;
+      skipped += batch.dropped;
+      subState.dataset.shown = count;
+      subState.dataset.skipped = skipped;
+      subState.textContent = `subscribed to ${subj}: ${num(count)} shown${skipped ? `, ${num(skipped)} skipped by the rate bound` : ""}`;
     });
     source.onerror = () => { subState.textContent = `subscription to ${subj} interrupted (retrying)`; };
   };
