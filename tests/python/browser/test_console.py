@@ -57,6 +57,11 @@ async def test_walkthrough_orders_two_consumers_diverge_live(server, connect, ne
     await page.click('[data-testid="stream-create"]')
     await page.wait_for_url("**/#/stream/ORDERS")
     await expect(page.locator('[data-testid="raft"]')).to_be_visible()
+    # Edit: a limit set from the page lands in the stream's configuration.
+    await page.click('[data-testid="edit-stream"]')
+    await page.locator('[data-testid="stream-form"] [name="max_msgs"]').fill("100000")
+    await page.click('[data-testid="stream-save"]')
+    await expect(page.locator("main")).to_contain_text("100000")
 
     # The API's own error text and code are shown: the same name with other subjects.
     await page.click('nav a[data-page="streams"]')
@@ -152,6 +157,11 @@ async def test_walkthrough_orders_two_consumers_diverge_live(server, connect, ne
     await expect(page.locator('[data-testid="messages"] [data-seq="104"]')).to_be_visible()
     await page.select_option('[data-testid="msg-mode"]', "hex")
     await p.shot("messages")
+    # Live tail: a new message shows up on its own.
+    await page.fill('[data-testid="msg-subject"]', "")
+    await page.check('[data-testid="msg-follow"]')
+    await js.publish("orders.tail", b"tail")
+    await expect(page.locator('[data-testid="messages"] [data-seq="124"]')).to_be_visible(timeout=10_000)
 
     await page.click('nav a[data-page="advisories"]')
     await p.shot("advisories")
@@ -182,8 +192,47 @@ async def test_walkthrough_orders_two_consumers_diverge_live(server, connect, ne
     await page.wait_for_url("**/#/streams")
     await expect(page.locator('[data-stream="ORDERS"]')).to_have_count(0, timeout=10_000)
     streams = await js.streams_info()
-    assert [s.config.name for s in streams] == []
+    assert [st.config.name for st in streams] == []
     p.assert_no_errors()
+
+
+async def test_many_tabs_share_one_sampler(server):
+    """Ten open live streams cost the server one sample a second, not ten."""
+    import asyncio
+
+    base = server.monitor_url
+
+    def api_total() -> int:
+        return server.http_get_json("/jsz")["api"]["total"]
+
+    async def listen(stop: asyncio.Event) -> int:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.http_port)
+        writer.write(b"GET /console/api/events HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        events = 0
+        while not stop.is_set():
+            try:
+                line = await asyncio.wait_for(reader.readline(), 0.2)
+            except asyncio.TimeoutError:
+                continue
+            if line.startswith(b"event: snapshot"):
+                events += 1
+        writer.close()
+        return events
+
+    stop = asyncio.Event()
+    tabs = [asyncio.ensure_future(listen(stop)) for _ in range(10)]
+    await asyncio.sleep(1.5)
+    before = await asyncio.to_thread(api_total)
+    await asyncio.sleep(4)
+    after = await asyncio.to_thread(api_total)
+    stop.set()
+    events = await asyncio.gather(*tabs)
+    # One STREAM.LIST per sample (no streams): about 4 in 4 s, where one sampler per tab would
+    # make 40; every tab still got its updates, at most about one per second.
+    assert after - before <= 8, (before, after)
+    assert all(2 <= e <= 8 for e in events), events
+    assert base
 
 
 def _post(url: str, body: dict, headers: dict) -> tuple[int, dict]:

@@ -16,8 +16,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::nats::BusClient;
-use crate::bus::InternalSub;
+use super::nats::{BusClient, ClusterSub};
 use crate::monitor::MonitorView;
 
 /// Time between two samples.
@@ -72,12 +71,7 @@ impl Live {
 
     async fn run(self: Arc<Self>) {
         let mut state = SamplerState {
-            advisories: self
-                .view
-                .bus
-                .internal()
-                .subscribe("$JS.EVENT.ADVISORY.>")
-                .ok(),
+            advisories: ClusterSub::new(&self.view.bus, "$JS.EVENT.ADVISORY.>").ok(),
             ..SamplerState::default()
         };
         let mut tick = tokio::time::interval(TICK);
@@ -124,7 +118,7 @@ impl Live {
             st.history.pop_front();
         }
         if let Some(sub) = st.advisories.as_mut() {
-            while let Ok(m) = sub.rx.try_recv() {
+            while let Some(m) = sub.try_recv() {
                 let body: Value = serde_json::from_slice(&m.payload).unwrap_or(Value::Null);
                 st.advisory_log
                     .push_back(json!({"subject": m.subject, "body": body}));
@@ -235,6 +229,6 @@ impl Live {
 struct SamplerState {
     last: Option<(Instant, u64, u64)>,
     history: VecDeque<[f64; 3]>,
-    advisories: Option<InternalSub>,
+    advisories: Option<ClusterSub>,
     advisory_log: VecDeque<Value>,
 }

@@ -106,19 +106,23 @@ export function mount(root, [stream]) {
     try { await js(`STREAM.MSG.DELETE.${stream}`, { seq }); toast(`message ${seq} deleted`); shown = shown.filter((m) => m.seq !== seq); show(); }
     catch (e) { showError(err, e); }
   };
+  const follow = h("input", { type: "checkbox", "data-testid": "msg-follow" });
   mode.addEventListener("change", show);
   root.append(h("h1", {}, `Messages of `, h("a", { href: `#/stream/${encodeURIComponent(stream)}` }, stream)), err,
     h("div", { class: "row" }, start, subject, mode,
       h("button", { "data-testid": "msg-go", onclick: () => load("go") }, "Show"),
       h("button", { class: "secondary", "data-testid": "msg-prev", onclick: () => load("prev") }, "◀ Older"),
       h("button", { class: "secondary", "data-testid": "msg-next", onclick: () => load("next") }, "Newer ▶"),
-      h("button", { class: "secondary", onclick: () => load("last") }, "Latest"), info),
+      h("button", { class: "secondary", onclick: () => load("last") }, "Latest"),
+      h("label", {}, follow, " live tail"), info),
     list);
   let loaded = false;
   return onSnapshot((s) => {
     const st = ((s.jetstream || {}).streams || []).find((x) => x.config.name === stream);
     if (!st) return;
+    const grew = st.state.last_seq !== state.last;
     state = { first: st.state.first_seq, last: st.state.last_seq };
-    if (!loaded) { loaded = true; load("go"); } else info.textContent = `stream seq ${num(state.first)}…${num(state.last)}`;
+    if (!loaded) { loaded = true; load("go"); } else if (follow.checked && grew) load("last");
+    else info.textContent = `stream seq ${num(state.first)}…${num(state.last)}`;
   });
 }

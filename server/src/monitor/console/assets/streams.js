@@ -6,22 +6,24 @@ function sel(name, options, value) {
   return h("select", { name }, options.map((o) => h("option", { value: o, selected: o === value }, o)));
 }
 
-function createForm(done) {
+function createForm(done, existing) {
   const err = h("div");
+  const c = existing || {};
+  const opt = (v) => (v === undefined || v === null || v < 0 ? undefined : v);
   const form = h("form", { class: "grid", "data-testid": "stream-form" },
-    field("Name", h("input", { name: "name", required: true, placeholder: "ORDERS" })),
-    field("Subjects (comma separated)", h("input", { name: "subjects", placeholder: "orders.>" })),
-    field("Storage", sel("storage", ["file", "memory"], "file")),
-    field("Retention", sel("retention", ["limits", "interest", "workqueue"], "limits")),
-    field("Max messages", h("input", { name: "max_msgs", type: "number", placeholder: "unlimited" })),
-    field("Max bytes", h("input", { name: "max_bytes", type: "number", placeholder: "unlimited" })),
-    field("Max age (seconds)", h("input", { name: "max_age", type: "number", placeholder: "unlimited" })),
-    field("Max message size", h("input", { name: "max_msg_size", type: "number", placeholder: "unlimited" })),
-    field("Discard", sel("discard", ["old", "new"], "old")),
-    field("Replicas", sel("num_replicas", ["1", "3", "5"], "1")),
-    field("Duplicate window (seconds)", h("input", { name: "duplicate_window", type: "number", placeholder: "120" })),
-    h("label", { class: "check" }, h("input", { name: "allow_direct", type: "checkbox", checked: true }), "Allow direct get"),
-    h("div", { class: "actions" }, h("button", { type: "submit", "data-testid": "stream-create" }, "Create stream")));
+    field("Name", h("input", { name: "name", required: true, placeholder: "ORDERS", value: c.name, readonly: !!existing })),
+    field("Subjects (comma separated)", h("input", { name: "subjects", placeholder: "orders.>", value: (c.subjects || []).join(", ") })),
+    field("Storage", sel("storage", ["file", "memory"], c.storage || "file")),
+    field("Retention", sel("retention", ["limits", "interest", "workqueue"], c.retention || "limits")),
+    field("Max messages", h("input", { name: "max_msgs", type: "number", placeholder: "unlimited", value: opt(c.max_msgs) })),
+    field("Max bytes", h("input", { name: "max_bytes", type: "number", placeholder: "unlimited", value: opt(c.max_bytes) })),
+    field("Max age (seconds)", h("input", { name: "max_age", type: "number", placeholder: "unlimited", value: c.max_age ? c.max_age / 1e9 : undefined })),
+    field("Max message size", h("input", { name: "max_msg_size", type: "number", placeholder: "unlimited", value: opt(c.max_msg_size) })),
+    field("Discard", sel("discard", ["old", "new"], c.discard || "old")),
+    field("Replicas", sel("num_replicas", ["1", "3", "5"], String(c.num_replicas || 1))),
+    field("Duplicate window (seconds)", h("input", { name: "duplicate_window", type: "number", placeholder: "120", value: c.duplicate_window ? c.duplicate_window / 1e9 : undefined })),
+    h("label", { class: "check" }, h("input", { name: "allow_direct", type: "checkbox", checked: existing ? !!c.allow_direct : true }), "Allow direct get"),
+    h("div", { class: "actions" }, h("button", { type: "submit", "data-testid": existing ? "stream-save" : "stream-create" }, existing ? "Save changes" : "Create stream")));
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const v = formValues(form);
@@ -32,9 +34,16 @@ function createForm(done) {
     for (const k of ["max_msgs", "max_bytes", "max_msg_size"]) if (v[k] !== "") cfg[k] = Number(v[k]);
     if (v.max_age !== "") cfg.max_age = secondsToNs(v.max_age);
     if (v.duplicate_window !== "") cfg.duplicate_window = secondsToNs(v.duplicate_window);
+    for (const k of ["max_msgs", "max_bytes", "max_msg_size"]) if (v[k] === "" && existing) cfg[k] = -1;
+    if (v.max_age === "" && existing) cfg.max_age = 0;
     try {
-      await js(`STREAM.CREATE.${v.name}`, cfg);
-      toast(`stream ${v.name} created`);
+      if (existing) {
+        await js(`STREAM.UPDATE.${v.name}`, { ...existing, ...cfg });
+        toast(`stream ${v.name} updated`);
+      } else {
+        await js(`STREAM.CREATE.${v.name}`, cfg);
+        toast(`stream ${v.name} created`);
+      }
       done(v.name);
     } catch (e) { showError(err, e); }
   });
@@ -98,12 +107,19 @@ export function mountStream(root, [name]) {
     if (!await confirmDialog(`Delete stream ${name} and all its messages and consumers?`)) return;
     try { await js(`STREAM.DELETE.${name}`); toast(`stream ${name} deleted`); location.hash = "#/streams"; } catch (e) { showError(err, e); }
   };
+  const editBox = h("div");
+  let current = null;
+  const edit = () => {
+    if (editBox.childElementCount) { editBox.replaceChildren(); return; }
+    if (current) editBox.append(createForm(() => editBox.replaceChildren(), current));
+  };
   root.append(h("h1", {}, `Stream ${name}`),
     h("div", { class: "row" },
       h("a", { href: `#/consumers/${encodeURIComponent(name)}` }, "Consumers"), "·",
       h("a", { href: `#/messages/${encodeURIComponent(name)}` }, "Messages")),
     err, live,
-    h("h2", {}, "Purge and delete"),
+    h("h2", {}, "Edit, purge and delete"),
+    h("div", { class: "row" }, h("button", { class: "secondary", "data-testid": "edit-stream", onclick: edit }, "Edit configuration")), editBox,
     h("div", { class: "row" }, purgeSubject, purgeKeep,
       h("button", { class: "secondary", "data-testid": "purge", onclick: purge }, "Purge"),
       h("button", { class: "danger", "data-testid": "delete-stream", onclick: del }, "Delete stream")));
@@ -111,6 +127,7 @@ export function mountStream(root, [name]) {
     const st = ((s.jetstream || {}).streams || []).find((x) => x.config.name === name);
     if (!st) { live.replaceChildren(h("p", { class: "muted" }, "No such stream (yet).")); return; }
     const c = st.config; const t = st.state;
+    current = c;
     const kv = (k, v) => h("tr", {}, h("th", {}, k), h("td", {}, v));
     live.replaceChildren(
       h("h2", {}, "State"),
