@@ -143,6 +143,13 @@ async def test_walkthrough_orders_two_consumers_diverge_live(server, connect, ne
     await expect(page.locator('[data-testid="mark-PUSH"]')).to_have_attribute("data-seq", "123")
     await p.shot("consumers-after-more")
 
+    # The overview counts the client's connection and the stream, and charts the traffic.
+    await page.click('nav a[data-page="overview"]')
+    await expect(page.locator('[data-testid="connections"]')).to_contain_text("1")
+    await expect(page.locator('[data-testid="js-streams"]')).to_contain_text("1")
+    await expect(page.locator("svg.chart polyline.in")).to_have_count(1)
+    await p.shot("overview-busy")
+
     # Browse the messages: the page's three first, with their header; paging forward.
     await page.goto(base + "/#/messages/ORDERS")
     first = page.locator('[data-testid="messages"] [data-seq="1"]')
@@ -163,8 +170,27 @@ async def test_walkthrough_orders_two_consumers_diverge_live(server, connect, ne
     await js.publish("orders.tail", b"tail")
     await expect(page.locator('[data-testid="messages"] [data-seq="124"]')).to_be_visible(timeout=10_000)
 
+    # Advisories: a message naked on a consumer with max_deliver 1 is dead-lettered; the feed
+    # shows the server's advisories live.
     await page.click('nav a[data-page="advisories"]')
+    await js.add_consumer("ORDERS", durable_name="DLQ", ack_policy="explicit", max_deliver=1)
+    dlq = await js.pull_subscribe_bind("DLQ", stream="ORDERS")
+    (m,) = await dlq.fetch(1, timeout=5)
+    await m.nak()
+    await expect(page.locator('[data-testid="advisories"]')).to_contain_text(
+        "$JS.EVENT.ADVISORY.CONSUMER.", timeout=10_000)
+    await expect(page.locator('[data-testid="advisories"]')).to_contain_text("DLQ")
+    await js.delete_consumer("ORDERS", "DLQ")
     await p.shot("advisories")
+
+    # Object store: an object put by the client is listed with its size and digest.
+    obj = await js.create_object_store("files")
+    await obj.put("hello.txt", b"hello world")
+    await page.goto(base + "/#/objects/files")
+    await expect(page.locator('[data-testid="objects"]')).to_contain_text("hello.txt")
+    await expect(page.locator('[data-testid="objects"]')).to_contain_text("SHA-256=")
+    await p.shot("objects")
+    await js.delete_object_store("files")
 
     # Key/value: a bucket made by the client shows its key, revision and value.
     kv = await js.create_key_value(bucket="cfg")

@@ -93,7 +93,7 @@ export function mountObjects(root, [bucket]) {
   if (!bucket) return stop;
   const stream = `OBJ_${bucket}`;
   const err = h("div");
-  const body = h("div");
+  const body = h("div", { "data-testid": "objects" });
   const download = async (meta) => {
     try {
       const parts = [];
