@@ -317,6 +317,13 @@ async def test_auth_login_required_and_permissions_apply(server_factory, new_pag
     await page.click('[data-testid="stream-create"]')
     await expect(page.locator('[data-testid="error"]')).to_contain_text(
         'Permissions Violation for Publish to "$JS.API.STREAM.CREATE.X"')
+    # Core publishes follow the same permissions.
+    await page.click('nav a[data-page="pubsub"]')
+    await publish_from_page(page, "secret.x", "no")
+    await expect(page.locator('[data-testid="error"]')).to_contain_text(
+        'Permissions Violation for Publish to "secret.x"')
+    await publish_from_page(page, "orders.1", "yes")
+    await expect(page.locator('[data-testid="pub-result"]')).to_contain_text("Delivered to 0 subscriber(s)")
     await p.shot("denied")
     p.assert_no_errors(allow=("status of 401", "status of 403"))
 

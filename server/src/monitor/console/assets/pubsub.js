@@ -19,6 +19,7 @@ export function mount(root) {
   const asRequest = h("input", { type: "checkbox" });
   const result = h("div", { "data-testid": "pub-result" });
   const send = async () => {
+    err.replaceChildren();
     try {
       const r = await publish(subject.value.trim(), payload.value, parseHeaders(hdrs.value), asRequest.checked);
       const parts = [];
