@@ -44,7 +44,8 @@ type Params = Query<Vec<(String, String)>>;
 
 pub(crate) use query::{QueryParams, Refused, bad_request};
 
-/// What the monitoring endpoints read: read-only views of the node's parts.
+/// What the monitoring endpoints read: read-only views of the node's parts (the console also
+/// publishes through `bus` on a browser's behalf, as a client would).
 #[derive(Debug)]
 pub struct MonitorView {
     /// The node's identity and addresses.

@@ -198,6 +198,8 @@ async def test_walkthrough_orders_two_consumers_diverge_live(server, connect, ne
     await kv.put("color", b"green")
     await page.goto(base + "/#/kv/cfg")
     await expect(page.locator('[data-testid="kv-keys"]')).to_contain_text("green")
+    await kv.put("size", b"XL")  # watched: shows up without a reload
+    await expect(page.locator('[data-testid="kv-keys"]')).to_contain_text("XL", timeout=10_000)
     await p.shot("kv")
     await js.delete_key_value("cfg")
 

@@ -83,21 +83,26 @@ export function mount(root, [stream]) {
       h("pre", {}, render(b64(m.data), mode.value)))) : [h("p", { class: "muted" }, "No messages here.")]));
     info.textContent = `stream seq ${num(state.first)}…${num(state.last)}`;
   };
+  let generation = 0; // a slower, older load must not overwrite a newer one
   const load = async (dir) => {
+    const mine = ++generation;
     try {
       const subj = subject.value.trim();
+      let page;
       if (dir === "next") {
         const from = shown.length ? shown[shown.length - 1].seq + 1 : state.first;
-        shown = await forward(stream, from, subj, state.last);
+        page = await forward(stream, from, subj, state.last);
       } else if (dir === "prev") {
         const before = shown.length ? shown[0].seq : state.last + 1;
-        shown = await backward(stream, before, subj, state.first);
+        page = await backward(stream, before, subj, state.first);
       } else if (dir === "last") {
-        shown = await backward(stream, state.last + 1, subj, state.first);
+        page = await backward(stream, state.last + 1, subj, state.first);
       } else {
         const from = Number(start.value) || state.first;
-        shown = await forward(stream, from, subj, state.last);
+        page = await forward(stream, from, subj, state.last);
       }
+      if (mine !== generation) return;
+      shown = page;
       show();
     } catch (e) { showError(err, e); }
   };

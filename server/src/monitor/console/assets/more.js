@@ -43,7 +43,9 @@ export function mountKv(root, [bucket]) {
   const history = h("div");
   const key = h("input", { placeholder: "key" });
   const value = h("input", { placeholder: "value" });
+  let generation = 0; // a slower, older load must not overwrite a newer one
   const load = async () => {
+    const mine = ++generation;
     try {
       const keys = await subjects(stream, `$KV.${bucket}.>`);
       const rows = [];
@@ -58,6 +60,7 @@ export function mountKv(root, [bucket]) {
             h("button", { class: "secondary", onclick: () => op1(k, "DEL") }, "Delete"),
             h("button", { class: "danger", onclick: () => op1(k, "PURGE") }, "Purge")))));
       }
+      if (mine !== generation) return;
       body.replaceChildren(rows.length ? table([["Key"], ["Value"], ["Revision", "num"], ["Time"], [""]], rows) : h("p", { class: "muted" }, "No keys."));
     } catch (e) { showError(err, e); }
   };
@@ -80,11 +83,21 @@ export function mountKv(root, [bucket]) {
   const put = async () => {
     try { await publish(`$KV.${bucket}.${key.value.trim()}`, value.value, []); toast(`put ${key.value}`); load(); } catch (e) { showError(err, e); }
   };
+  const watch = h("input", { type: "checkbox", checked: true, "data-testid": "kv-watch" });
   root.append(h("h2", {}, `Bucket ${bucket}`), err,
-    h("div", { class: "row" }, key, value, h("button", { onclick: put }, "Put"), h("button", { class: "secondary", onclick: load }, "Refresh")),
+    h("div", { class: "row" }, key, value, h("button", { onclick: put }, "Put"), h("button", { class: "secondary", onclick: load }, "Refresh"),
+      h("label", {}, watch, " watch (reload on every change)")),
     body, history);
   load();
-  return stop;
+  // Watch: the shared live snapshot tells when the bucket's stream changed.
+  let last; // undefined until the first snapshot; null while the bucket is not listed
+  const stopWatch = onSnapshot((s) => {
+    const st = buckets(s, "KV_").find((x) => x.config.name === stream);
+    const seq = st ? st.state.last_seq : null;
+    if (last !== undefined && seq !== last && watch.checked) load();
+    last = seq;
+  });
+  return () => { stop(); stopWatch(); };
 }
 
 /** Mounts the object store page. */
