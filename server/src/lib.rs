@@ -8,7 +8,7 @@
 //! - [`conn`] (client connections), [`cluster`] (links to peers, interest and forwarding),
 //!   [`jetstream`] (streams, consumers, the `$JS.API`), each holding a [`bus::Bus`] and small
 //!   read-only views, never the server object;
-//! - [`monitor`]: the monitoring HTTP endpoints over read-only views;
+//! - [`monitor`]: the monitoring HTTP endpoints over read-only views, and the web console at `/`;
 //! - `server`: the wiring that builds all of the above; only `main` uses it
 //!   ([`server::start`]).
 //! - `testkit` (tests only): in-process JetStream clusters over the raft crate's

@@ -240,6 +240,23 @@ impl Bus {
         &self.inner.stats
     }
 
+    /// Tells peers that a server-internal subscriber of this node takes messages on `subject`
+    /// (one subscribed with [`InternalSubs::subscribe_inbox`]), so they forward what is
+    /// published there, as they do for a client subscription. Counted per pattern: pair every
+    /// call with [`Bus::withdraw_interest`].
+    pub fn announce_interest(&self, subject: &str) {
+        if let Some(peers) = &self.inner.peers {
+            peers.local_subscribed(subject, None);
+        }
+    }
+
+    /// Undoes one [`Bus::announce_interest`] of `subject`.
+    pub fn withdraw_interest(&self, subject: &str) {
+        if let Some(peers) = &self.inner.peers {
+            peers.local_unsubscribed(subject, None);
+        }
+    }
+
     /// Whether a client of this node or a peer listens on `subject` (internal subscribers
     /// do not count).
     pub fn has_interest(&self, subject: &str) -> bool {

@@ -46,6 +46,7 @@ Server Options:
         --server_name <server_name>  Server name (default: auto)
     -m, --http_port <port>           Use port for http monitoring
     -c, --config <file>              Configuration file
+        --no_console                 Do not serve the web console on the monitoring port
 
 Logging Options:
     -l, --log <file>                 File to redirect log output
@@ -85,6 +86,7 @@ enum Flag {
     Addr,
     Port,
     HttpPort,
+    NoConsole,
     Name,
     JetStream,
     StoreDir,
@@ -115,6 +117,7 @@ const FLAGS: &[(&str, bool, Flag)] = &[
     ("port", false, Flag::Port),
     ("m", false, Flag::HttpPort),
     ("http_port", false, Flag::HttpPort),
+    ("no_console", true, Flag::NoConsole),
     ("n", false, Flag::Name),
     ("name", false, Flag::Name),
     ("server_name", false, Flag::Name),
@@ -302,6 +305,7 @@ fn apply(g: &Given, cfg: &mut Config) -> Result<(), ConfigError> {
                 .and_then(addr::optional_port)
                 .map_err(bad)?
         }
+        Flag::NoConsole => cfg.console = !on,
         Flag::Name => cfg.server_name = Some(without_spaces(text).map_err(bad)?),
         Flag::ClusterName => cfg.cluster.name = Some(without_spaces(text).map_err(bad)?),
         Flag::StoreDir => cfg.jetstream.store_dir = PathBuf::from(text),

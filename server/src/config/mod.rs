@@ -37,6 +37,8 @@ pub struct Config {
     pub http_host: Option<String>,
     /// Monitoring port (`-m`, `http_port`, `http`); `None` disables monitoring.
     pub http_port: Option<u16>,
+    /// Whether the monitoring port serves the web console at `/` (`console`, `--no_console`).
+    pub console: bool,
     /// Server name (`-n`, `server_name`); defaults to the server id when unset.
     pub server_name: Option<String>,
     /// JetStream settings.
@@ -82,6 +84,7 @@ impl Default for Config {
             port: DEFAULT_PORT,
             http_host: None,
             http_port: None,
+            console: true,
             server_name: None,
             jetstream: JetStreamConfig::default(),
             cluster: ClusterConfig::default(),

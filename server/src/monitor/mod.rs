@@ -3,8 +3,13 @@
 //! (spec/nats-protocol-and-jetstream.md §2):
 //! pretty-printed with two-space indent, `Content-Type: application/json` and
 //! `Access-Control-Allow-Origin: *`.
+//!
+//! `/` is the web console ([`console`]) unless the configuration turns it off
+//! (`console: false`, `--no_console`); the plain index of the endpoints is at `/monitor` (and at
+//! `/` without the console).
 
 mod connz;
+mod console;
 mod format;
 mod healthz;
 mod jsz;
@@ -39,7 +44,8 @@ type Params = Query<Vec<(String, String)>>;
 
 pub(crate) use query::{QueryParams, Refused, bad_request};
 
-/// What the monitoring endpoints read: read-only views of the node's parts.
+/// What the monitoring endpoints read: read-only views of the node's parts (the console also
+/// publishes through `bus` on a browser's behalf, as a client would).
 #[derive(Debug)]
 pub struct MonitorView {
     /// The node's identity and addresses.
@@ -61,8 +67,11 @@ pub struct MonitorView {
 /// Serves the monitoring endpoints on `listener` until shutdown.
 pub async fn serve(view: Arc<MonitorView>, listener: TcpListener) {
     let shutdown = view.shutdown.clone();
-    let app = Router::new()
-        .route("/", get(index))
+    let mut app = Router::new().route("/monitor", get(index));
+    if !view.config.console {
+        app = app.route("/", get(index));
+    }
+    let app = app
         .route("/healthz", get(healthz::handler))
         .route("/varz", get(varz::handler))
         .route("/jsz", get(jsz::handler))
@@ -75,7 +84,12 @@ pub async fn serve(view: Arc<MonitorView>, listener: TcpListener) {
         .route("/gatewayz", get(gatewayz))
         .route("/accountz", get(accountz))
         .route("/accstatz", get(accstatz))
-        .with_state(view);
+        .with_state(view.clone());
+    let app = if view.config.console {
+        app.merge(console::router(view))
+    } else {
+        app
+    };
     let _ = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await;

@@ -491,3 +491,18 @@ fn signal_flag_names_the_process_or_falls_back_to_the_pid_file() {
         }
     );
 }
+
+#[test]
+fn the_console_is_on_unless_the_flag_or_the_file_turns_it_off() {
+    assert!(run(&[]).console);
+    assert!(!run(&["--no_console"]).console);
+    assert!(!run(&["-no_console=true"]).console);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conf = dir.path().join("j.conf");
+    fs::write(&conf, "console: false\n").expect("write");
+    let path = conf.to_str().expect("utf-8 path");
+    assert!(!run(&["-c", path]).console);
+    fs::write(&conf, "console: true\n").expect("write");
+    assert!(!run(&["-c", path, "--no_console"]).console);
+    assert!(USAGE.contains("--no_console"));
+}

@@ -72,6 +72,7 @@ pub(super) fn apply_entries(entries: &[Entry], cfg: &mut Config) -> Result<(), C
             "write_deadline" => {
                 cfg.write_deadline = or_default(node.duration(key)?, defaults.write_deadline)
             }
+            "console" => cfg.console = node.boolean(key)?,
             "debug" => cfg.log.debug = node.boolean(key)?,
             "trace" => cfg.log.trace = node.boolean(key)?,
             "log_file" | "logfile" => cfg.log.file = Some(PathBuf::from(node.string(key)?)),
