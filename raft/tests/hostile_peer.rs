@@ -189,7 +189,13 @@ async fn forged_raft_messages_are_refused_and_the_node_keeps_serving() {
     c.must_propose(G, &ids, "later").await;
     assert_eq!(c.wait_for_leader(G, &ids).await, leader);
     assert_eq!(term_of(&c, target, G), term);
-    let currency = c.node(target).registry.currency(G).unwrap();
+    // Current once it applied what it just received (it may be one entry behind for a moment).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let mut currency = c.node(target).registry.currency(G).unwrap();
+    while !currency.is_current() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        currency = c.node(target).registry.currency(G).unwrap();
+    }
     assert!(currency.is_current(), "{currency:?}");
     c.shutdown().await;
 }
