@@ -348,3 +348,61 @@ async def test_console_can_be_turned_off(server_factory):
     assert err.value.code == 404
     with urllib.request.urlopen(srv.monitor_url + "/monitor", timeout=5) as resp:
         assert b"/varz" in resp.read()
+
+
+DENY_CONFIG = """
+authorization {
+  users = [
+    {user: admin, password: secret}
+    {user: watcher, password: w, permissions: {subscribe: {allow: ["orders.>"], deny: ["orders.secret"]}}}
+  ]
+}
+"""
+
+
+def _sse_subjects(url: str, cookie: str, want: int, timeout: float) -> list[str]:
+    """Reads the subscribe event stream until `want` messages arrived (or `timeout`)."""
+    import http.client
+    import time
+    from urllib.parse import urlparse
+
+    u = urlparse(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
+    conn.request("GET", u.path + "?" + u.query, headers={"Cookie": cookie})
+    resp = conn.getresponse()
+    assert resp.status == 200, resp.status
+    subjects: list[str] = []
+    deadline = time.monotonic() + timeout
+    while len(subjects) < want and time.monotonic() < deadline:
+        line = resp.fp.readline().decode()
+        if line.startswith("data:"):
+            subjects += [m["subject"] for m in json.loads(line[5:])["msgs"]]
+    conn.close()
+    return subjects
+
+
+async def test_a_subject_denied_inside_an_allowed_wildcard_is_not_shown(server_factory):
+    srv = server_factory(config=DENY_CONFIG)
+    base = srv.monitor_url
+    req = urllib.request.Request(base + "/console/api/login",
+                                 data=json.dumps({"user": "watcher", "password": "w"}).encode(),
+                                 method="POST")
+    req.add_header("Content-Type", "application/json")
+    req.add_header("X-Jetraft-Console", "1")
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        cookie = resp.headers["Set-Cookie"].split(";")[0]
+    import asyncio
+    import threading
+
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.extend(
+        _sse_subjects(base + "/console/api/subscribe?subject=orders.%3E", cookie, 2, 10)))
+    reader.start()
+    await asyncio.sleep(1.0)
+    nc = await nats.connect(srv.url, user="admin", password="secret")
+    for subject in ("orders.secret", "orders.a", "orders.secret", "orders.b"):
+        await nc.publish(subject, b"x")
+    await nc.flush()
+    await asyncio.get_running_loop().run_in_executor(None, reader.join)
+    await nc.close()
+    assert got == ["orders.a", "orders.b"], got

@@ -309,8 +309,10 @@ pub(super) async fn subscribe(
         Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
     };
     let shutdown = c.view.shutdown.clone();
+    let user = Arc::new(user);
     let stream = futures_util::stream::unfold(sub, move |mut sub| {
         let shutdown = shutdown.clone();
+        let user = user.clone();
         async move {
             let first = tokio::select! {
                 m = sub.recv() => m?,
@@ -326,8 +328,11 @@ pub(super) async fn subscribe(
                     dropped += 1;
                 }
             }
+            // A subject denied inside an allowed wildcard is not delivered, as nats-server
+            // filters it for a client's wildcard subscription.
             let msgs: Vec<Value> = batch
                 .iter()
+                .filter(|m| user.check_subscribe(&m.subject).is_ok())
                 .map(|m| {
                     json!({
                         "subject": m.subject,
