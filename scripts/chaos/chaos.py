@@ -866,6 +866,72 @@ async def sc_rolling_restart(x):
         await asyncio.sleep(2)
 
 
+# What each corruption scenario damages: jetraft's RocksDB files, and for nats-server the closest
+# counterpart (the LOG stream's message blocks, its Raft group's log blocks, its metadata).
+DAMAGE = {
+    "sst": {"jetraft": lambda p: p.endswith(".sst"),
+            "nats": lambda p: "/streams/LOG/msgs/" in p and p.endswith(".blk")},
+    "wal": {"jetraft": lambda p: os.path.basename(p).endswith(".log")
+            and os.path.basename(p)[:1].isdigit(),
+            "nats": lambda p: "/_js_/S-" in p and "/msgs/" in p and p.endswith(".blk")},
+    "manifest": {"jetraft": lambda p: os.path.basename(p).startswith("MANIFEST-"),
+                 "nats": lambda p: p.endswith("/streams/LOG/meta.inf")},
+}
+
+
+def damage(store, kind, what, rng):
+    """Overwrites 64 bytes in the middle of every matching file (at most 4, the largest);
+    returns the damaged paths relative to store."""
+    match = DAMAGE[what]["jetraft" if kind == "jetraft" else "nats"]
+    files = []
+    for root, _, names in os.walk(store):
+        for nm in names:
+            p = os.path.join(root, nm)
+            if match(p) and os.path.getsize(p) > 0:
+                files.append(p)
+    files.sort(key=os.path.getsize, reverse=True)
+    done = []
+    for p in files[:4]:
+        size = os.path.getsize(p)
+        off = max(0, size // 2 - 32)
+        with open(p, "r+b") as f:
+            f.seek(off)
+            f.write(bytes(rng.randrange(256) for _ in range(min(64, size))))
+        done.append(f"{os.path.relpath(p, store)}@{off}")
+    return done
+
+
+def sc_corrupt(what):
+    async def sc(x):
+        ld = await x.leader()
+        n = x.rng.choice([m for m in x.c.nodes if m is not ld])
+        await asyncio.sleep(5)
+        log(f"  SIGTERM follower {n.name}, damage its {what} files, restart")
+        x.shutdowns.append(n.term())
+        done = damage(n.store, x.c.kind, what, x.rng)
+        if not done:
+            # Nothing of that kind on disk yet (jetraft: no SST before the first flush; a
+            # restart flushes the recovered memtable). One restart, then try again.
+            x.notes.append(f"{n.name}: no {what} file at first, restarted once to get one")
+            n.start("restart (to flush)")
+            await x.c.wait_healthy(limit=30)
+            await asyncio.sleep(3)
+            x.shutdowns.append(n.term())
+            done = damage(n.store, x.c.kind, what, x.rng)
+        x.notes.append(f"{n.name}: damaged {len(done)} {what} file(s)"
+                       + (f" ({', '.join(done)[:150]})" if done else " (none found)"))
+        log(f"  damaged: {done}")
+        await x.restart_and_measure(n, "restart (damaged)")
+        await asyncio.sleep(2)
+        if not n.alive():
+            x.notes.append(f"{n.name} exited after the restart (rc {n.proc.returncode}); "
+                           "store wiped and restarted (operator repair)")
+            n.wipe()
+            await x.restart_and_measure(n, "restart (wiped)")
+        await asyncio.sleep(10)
+    return sc
+
+
 SCENARIOS = {
     "kill-leader": sc_kill_leader,
     "kill-random": sc_kill_random,
@@ -877,7 +943,27 @@ SCENARIOS = {
     "bridge-leader": sc_bridge_leader,
     "lost-volume": sc_lost_volume,
     "rolling-restart": sc_rolling_restart,
+    "corrupt-sst": sc_corrupt("sst"),
+    "corrupt-wal": sc_corrupt("wal"),
+    "corrupt-manifest": sc_corrupt("manifest"),
 }
+
+
+def shrink_log(path, keep=20_000_000):
+    """A kept log larger than 2*keep bytes keeps its first and last keep bytes (a down peer
+    can make a jetraft leader log ~1 GB a minute)."""
+    try:
+        size = os.path.getsize(path)
+        if size <= 2 * keep:
+            return
+        with open(path, "rb") as f:
+            head = f.read(keep)
+            f.seek(size - keep)
+            tail = f.read()
+        with open(path, "wb") as f:
+            f.write(head + f"\n===== chaos: {size - 2 * keep} bytes cut =====\n".encode() + tail)
+    except OSError:
+        pass
 
 
 async def run_one(kind, binary, scenario, run, args):
@@ -910,6 +996,7 @@ async def run_one(kind, binary, scenario, run, args):
         res["gap"] = max_gap(w.ack_times, t_fault, t_end)
         res["heals"] = x.heals
         res["shutdowns"] = x.shutdowns
+        res["notes"] = x.notes
         t = await cluster.wait_healthy(limit=30)
         res["healthy_at_end"] = t is not None
         ref, div, errs = await read_all(cluster, "LOG")
@@ -946,6 +1033,8 @@ async def run_one(kind, binary, scenario, run, args):
         shutil.rmtree(work, ignore_errors=True)
     else:
         res["work"] = work
+        for n in cluster.nodes:
+            shrink_log(n.log_path)
     return res
 
 

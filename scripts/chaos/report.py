@@ -25,7 +25,7 @@ HEADER = ("| scenario | server | runs | acked | lost | dup | unexp/reord | diver
 SEP = "|" + "---|" * HEADER.count(" | ") + "---|"
 SCENARIO_ORDER = ["kill-random", "kill-leader", "kill-two", "stop-leader", "isolate-leader",
                   "isolate-follower", "split-churn", "bridge-leader", "lost-volume",
-                  "rolling-restart"]
+                  "rolling-restart", "corrupt-sst", "corrupt-wal", "corrupt-manifest"]
 SERVER_ORDER = ["jetraft", "nats", "nats-sync"]
 
 
@@ -53,6 +53,7 @@ def row(scenario, server, runs):
             notes.append(f"run {r['run'] + 1} failed: {r.get('error', '?')[:120]}")
         elif not r.get("healthy_at_end", True):
             notes.append(f"run {r['run'] + 1}: not healthy at the end")
+        notes.extend(r.get("notes") or [])
         if r.get("read_errors"):
             notes.append(f"{r['read_errors']} unreadable seqs")
         if r.get("kv_divergent"):
