@@ -14,7 +14,7 @@ Workloads (all at once, clients pinned to a node each, reconnecting to the other
 goes away; ping interval 2 s, 2 outstanding pings, reconnect wait 0.5 s):
   log    3 publishers (one per node), 1 in flight each, ~PUB_RATE msgs/s each, payload the
          unique value "p<publisher>-<index>" (+ padding to PAYLOAD bytes) on log.p<publisher>,
-         Nats-Msg-Id = the value, PubAck awaited (2 s), retried with the same id until acked.
+         Nats-Msg-Id = the value, PubAck awaited (0.5 s), retried with the same id until acked.
          Stream LOG: R3, file, duplicate window 2 min, allow_direct.
   wq     1 producer (~WQ_RATE/s, acked, retried with the same Nats-Msg-Id), 3 consumers (one
          per node) on one durable pull consumer W (explicit ack, ack_wait 4 s), fetch 10/1 s,
@@ -52,7 +52,8 @@ PUB_RATE = 50.0  # per log publisher
 WQ_RATE = 30.0
 KV_PAUSE = 0.05
 PAYLOAD = 64
-PUB_TIMEOUT = 2.0
+PUB_TIMEOUT = 2.0  # work queue and KV requests
+LOG_PUB_TIMEOUT = 0.5  # log publishers: short, so the longest gap is measured to ~0.5 s
 WARM = 5.0  # workload before the first fault
 COOL = 5.0  # workload after the last heal
 HEAL_LIMIT = 60.0  # time-to-healthy is reported as ">60" past this
@@ -298,11 +299,20 @@ class Cluster:
         t0 = since if since is not None else now()
         k = 0
         last = None
+        states = []  # (seconds, what failed) at every change, for the log
         while now() - t0 < limit:
             k += 1
             ok, last = await self.healthy_once(f"{int(time.time() * 1000)}-{k}")
             if ok:
+                if len(states) > 1 or (states and now() - t0 > 2):
+                    log("    waited for: " + ", ".join(f"{t:.1f}s {w}" for t, w in states))
                 return now() - t0
+            what = (("healthz " + "/".join(str(c) for c in last)) if not
+                    all(isinstance(c, bool) for c in last) else
+                    "publish failed via " + ",".join(f"n{i + 1}" for i, c in enumerate(last)
+                                                     if not c))
+            if not states or states[-1][1] != what:
+                states.append((now() - t0, what))
             await asyncio.sleep(0.1)
         log(f"not healthy after {limit}s: {last}")
         return None
@@ -433,7 +443,7 @@ class Workloads:
             body = f"{v}|{pad}".encode()
             while not self.hard_stop.is_set():
                 try:
-                    ack = await js.publish(f"log.p{p}", body, timeout=PUB_TIMEOUT,
+                    ack = await js.publish(f"log.p{p}", body, timeout=LOG_PUB_TIMEOUT,
                                            headers={"Nats-Msg-Id": v})
                     if ack.duplicate:
                         self.ack_seq_dupes += 1
@@ -901,6 +911,20 @@ def damage(store, kind, what, rng):
     return done
 
 
+def last_error(path):
+    """The last error-looking line of a log (bounded read of its tail)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - 200_000))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return "?"
+    for line in reversed(lines):
+        if any(k in line for k in ("ERR", "FTL", "panic", "rror")):
+            return line.strip()[-200:]
+    return (lines[-1].strip()[-200:] if lines else "")
+
+
 def sc_corrupt(what):
     async def sc(x):
         ld = await x.leader()
@@ -924,8 +948,9 @@ def sc_corrupt(what):
         await x.restart_and_measure(n, "restart (damaged)")
         await asyncio.sleep(2)
         if not n.alive():
-            x.notes.append(f"{n.name} exited after the restart (rc {n.proc.returncode}); "
-                           "store wiped and restarted (operator repair)")
+            x.notes.append(f"{n.name} exited after the restart (rc {n.proc.returncode}: "
+                           f"{last_error(n.log_path)}); store wiped and restarted (operator "
+                           "repair)")
             n.wipe()
             await x.restart_and_measure(n, "restart (wiped)")
         await asyncio.sleep(10)
