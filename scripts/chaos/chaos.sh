@@ -47,8 +47,10 @@ prefix="jrc$$"
 work=$(mktemp -d /tmp/jetraft-chaos.XXXXXX)
 pidfile=$work/pids
 touch "$pidfile"
+py=""
 cleanup() {
   local rc=$?
+  [ -n "$py" ] && kill "$py" 2>/dev/null && wait "$py" 2>/dev/null
   # Only the PIDs the suite started (chaos.py records every server it starts).
   while read -r p; do kill -9 "$p" 2>/dev/null || true; done <"$pidfile"
   scripts/chaos/netns.sh down "$prefix" || true
@@ -65,10 +67,15 @@ trap 'exit 130' INT TERM
 scripts/chaos/netns.sh up "$prefix"
 keep=()
 [ "${CHAOS_KEEP:-0}" = 1 ] && keep=(--keep)
+# In the background and waited for, so a SIGINT/SIGTERM reaches the trap at once (bash runs
+# traps only between foreground commands) and the trap stops it by its PID.
 ip netns exec "$prefix-cl" $venv/bin/python scripts/chaos/chaos.py \
   --prefix "$prefix" --work "$work" --pidfile "$pidfile" --out "$out/results.jsonl" \
   --servers "$servers" --scenarios "${CHAOS_SCENARIOS:-}" --runs "${RUNS:-1}" \
-  --jetraft-bin "$JETRAFT_BIN" --nats-bin "$NATS_SERVER_BIN" "${keep[@]}"
+  --jetraft-bin "$JETRAFT_BIN" --nats-bin "$NATS_SERVER_BIN" "${keep[@]}" &
+py=$!
+wait "$py"
+py=""
 
 record=()
 [ "${CHAOS_RECORD:-1}" = 1 ] && record=(--reliability RELIABILITY.md)
