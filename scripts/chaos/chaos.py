@@ -919,9 +919,10 @@ def last_error(path):
             lines = f.read().decode(errors="replace").splitlines()
     except OSError:
         return "?"
-    for line in reversed(lines):
-        if any(k in line for k in ("ERR", "FTL", "panic", "rror")):
-            return line.strip()[-200:]
+    for keys in (("[ERR]", "[FTL]", "ERROR", "panicked", "Error:"), ("rror",)):
+        for line in reversed(lines):
+            if any(k in line for k in keys):
+                return line.strip()[-200:]
     return (lines[-1].strip()[-200:] if lines else "")
 
 
@@ -930,8 +931,14 @@ def sc_corrupt(what):
         ld = await x.leader()
         n = x.rng.choice([m for m in x.c.nodes if m is not ld])
         await asyncio.sleep(5)
-        log(f"  SIGTERM follower {n.name}, damage its {what} files, restart")
-        x.shutdowns.append(n.term())
+        if what == "wal":
+            # A clean shutdown leaves jetraft's WAL empty (the memtable is flushed): a crash
+            # leaves the tail of the log in it.
+            log(f"  kill -9 follower {n.name}, damage its {what} files, restart")
+            n.kill9()
+        else:
+            log(f"  SIGTERM follower {n.name}, damage its {what} files, restart")
+            x.shutdowns.append(n.term())
         done = damage(n.store, x.c.kind, what, x.rng)
         if not done:
             # Nothing of that kind on disk yet (jetraft: no SST before the first flush; a
@@ -940,7 +947,10 @@ def sc_corrupt(what):
             n.start("restart (to flush)")
             await x.c.wait_healthy(limit=30)
             await asyncio.sleep(3)
-            x.shutdowns.append(n.term())
+            if what == "wal":
+                n.kill9()
+            else:
+                x.shutdowns.append(n.term())
             done = damage(n.store, x.c.kind, what, x.rng)
         x.notes.append(f"{n.name}: damaged {len(done)} {what} file(s)"
                        + (f" ({', '.join(done)[:150]})" if done else " (none found)"))
