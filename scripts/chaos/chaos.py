@@ -172,18 +172,19 @@ class Node:
             except subprocess.TimeoutExpired:
                 log(f"warning: {self.name} did not exit after SIGKILL")
 
-    def term(self, grace=15.0):
-        """SIGTERM, SIGKILL after grace seconds; returns the seconds it took to exit."""
+    async def term(self, grace=15.0):
+        """SIGTERM, SIGKILL after grace seconds; returns the seconds it took to exit. Polls
+        (never blocks the event loop: the workloads keep running while a node shuts down)."""
         if self.stopped:
             self.cont()
         t0 = now()
         self.signal(signal.SIGTERM)
-        if self.proc:
-            try:
-                self.proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
+        while self.proc and self.proc.poll() is None:
+            if now() - t0 > grace:
                 log(f"{self.name}: still running {grace}s after SIGTERM, SIGKILL")
                 self.kill9()
+                break
+            await asyncio.sleep(0.02)
         return now() - t0
 
     def stop(self):
@@ -861,7 +862,7 @@ async def sc_lost_volume(x):
     ld = await x.leader()
     n = x.rng.choice([m for m in x.c.nodes if m is not ld])
     log(f"  SIGTERM follower {n.name}, wipe its store, restart")
-    x.shutdowns.append(n.term())
+    x.shutdowns.append(await n.term())
     n.wipe()
     await asyncio.sleep(2)
     await x.restart_and_measure(n, "restart (empty store)")
@@ -869,7 +870,7 @@ async def sc_lost_volume(x):
 
 async def sc_rolling_restart(x):
     for n in x.c.nodes:
-        d = n.term()
+        d = await n.term()
         x.shutdowns.append(d)
         log(f"  {n.name}: exited {d:.2f}s after SIGTERM")
         await x.restart_and_measure(n, "restart")
@@ -938,7 +939,7 @@ def sc_corrupt(what):
             n.kill9()
         else:
             log(f"  SIGTERM follower {n.name}, damage its {what} files, restart")
-            x.shutdowns.append(n.term())
+            x.shutdowns.append(await n.term())
         done = damage(n.store, x.c.kind, what, x.rng)
         if not done:
             # Nothing of that kind on disk yet (jetraft: no SST before the first flush; a
@@ -950,7 +951,7 @@ def sc_corrupt(what):
             if what == "wal":
                 n.kill9()
             else:
-                x.shutdowns.append(n.term())
+                x.shutdowns.append(await n.term())
             done = damage(n.store, x.c.kind, what, x.rng)
         x.notes.append(f"{n.name}: damaged {len(done)} {what} file(s)"
                        + (f" ({', '.join(done)[:150]})" if done else " (none found)"))
