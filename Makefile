@@ -6,7 +6,7 @@ SHELL := /bin/bash
 # CARGO_TARGET_DIR from the environment). Exported, so every cargo and script below uses it.
 export CARGO_TARGET_DIR := $(shell ./scripts/target-dir.sh)
 
-.PHONY: bench-ab help run test test-fast test-cluster test-long check-tiers check bench bench-js bench-consume bench-kv bench-cluster bench-idle bench-failover bench-rolling setup clean-data
+.PHONY: bench-ab help run test test-fast test-cluster test-long check-tiers check bench bench-js bench-consume bench-kv bench-cluster bench-idle bench-failover bench-rolling chaos setup clean-data
 
 help:
 	@echo "make run    - build (release) and run one node: clients :4222, monitoring :8222, data ./data"
@@ -20,6 +20,8 @@ help:
 	@echo "make bench-ab REF_BIN=... - this build against a reference jetraft build, same run (regression check)"
 	@echo "make bench-failover - JetStream failover time after kill -9 of the stream leader (p50/p90/p99 of 20 kills)"
 	@echo "make bench-rolling  - longest publish gap during a simulated Kubernetes rolling restart (3 runs per server)"
+	@echo "make chaos  - (root) fault injection into 3-node clusters in network namespaces, jetraft vs nats-server; table to RELIABILITY.md"
+	@echo "             knobs: CHAOS_SCENARIOS=a,b  CHAOS_SERVER=jetraft|nats|nats-sync|all  RUNS=3  (never part of make test)"
 
 setup:
 	./scripts/setup.sh
@@ -81,6 +83,12 @@ bench-failover:
 bench-rolling:
 	cargo build --release -p jetraft-server --bin jetraft
 	./scripts/bench-rolling.sh
+
+# Not part of `make test` (needs root, takes up to ~30 minutes): scripts/chaos/README.md.
+chaos:
+	cargo build --release -p jetraft-server --bin jetraft
+	JETRAFT_BIN="$(CARGO_TARGET_DIR)/release/jetraft" CHAOS_SCENARIOS="$(CHAOS_SCENARIOS)" \
+	  CHAOS_SERVER="$(or $(CHAOS_SERVER),all)" RUNS="$(or $(RUNS),1)" ./scripts/chaos/chaos.sh
 
 clean-data:
 	rm -rf ./data
