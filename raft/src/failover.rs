@@ -10,7 +10,9 @@
 //! election, and after an election each waits a round (every voter's turn) for it to produce a
 //! leader before trying again. A voter skips its turn when its vote went to another candidate
 //! while it waited (that election may still be counted), and gives up as soon as any leader
-//! other than the lost one is known, or the lost leader is reachable again.
+//! other than the lost one is known, or the lost leader is reachable again. A node that, with
+//! the voters it still reaches, makes no majority does not campaign: it could not win, and the
+//! term it raised would depose the working leader once the cut heals.
 
 use std::time::Duration;
 
@@ -49,12 +51,13 @@ impl<T: Transport> GroupRegistry<T> {
     pub(crate) fn elect_successors(&self, peer: NodeId) {
         let me = self.node_id().0;
         for (group, raft, _) in self.groups().flags() {
-            let survivors: Vec<u64> = {
+            let (survivors, voters) = {
                 let rx = raft.metrics();
                 let m = rx.borrow_watched();
                 if m.current_leader != Some(peer.0) {
                     continue;
                 }
+                let voters = m.membership_config.membership().voter_ids().count();
                 let mut v: Vec<u64> = m
                     .membership_config
                     .membership()
@@ -62,8 +65,13 @@ impl<T: Transport> GroupRegistry<T> {
                     .filter(|id| *id == me || (*id != peer.0 && self.groups().is_reachable(*id)))
                     .collect();
                 v.sort_unstable();
-                v
+                (v, voters)
             };
+            // A node cut off from its majority cannot win: campaigning would only raise its
+            // term, and that higher term would depose the working leader once the cut heals.
+            if survivors.len() * 2 <= voters {
+                continue;
+            }
             let Some(rank) = survivors.iter().position(|id| *id == me) else {
                 continue;
             };
@@ -77,6 +85,19 @@ impl<T: Transport> GroupRegistry<T> {
             let this = self.clone();
             self.spawn_task(async move { this.succeed(s).await });
         }
+    }
+
+    /// Whether this node and the voters of `s`'s group it still reaches make a majority.
+    fn reaches_majority(&self, s: &Succession) -> bool {
+        let me = self.node_id().0;
+        let rx = s.raft.metrics();
+        let m = rx.borrow_watched();
+        let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
+        let reached = voters
+            .iter()
+            .filter(|id| **id == me || (**id != s.lost && self.groups().is_reachable(**id)))
+            .count();
+        reached * 2 > voters.len()
     }
 
     /// Runs one survivor's turns until a leader other than the lost one is known, the lost one
@@ -98,7 +119,7 @@ impl<T: Transport> GroupRegistry<T> {
                 let m = rx.borrow_watched();
                 (m.current_leader, m.vote)
             };
-            if leader.is_some_and(|l| l != s.lost) {
+            if leader.is_some_and(|l| l != s.lost) || !self.reaches_majority(&s) {
                 return;
             }
             if vote != seen && vote.leader_id.node_id != me {

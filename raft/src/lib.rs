@@ -193,6 +193,9 @@ impl RaftTiming {
             // state that misses what the others committed meanwhile. It wins an election
             // instead (one election timeout for a single-voter group).
             enable_leader_restore: Some(false),
+            // A node cut off from its majority asks before it campaigns (Pre-Vote), so its term
+            // does not climb while it is away and it rejoins without deposing the leader.
+            enable_pre_vote: Some(true),
             ..openraft::Config::default()
         };
         config.validate().map_err(|e| RaftError::Config {

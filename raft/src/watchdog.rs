@@ -210,16 +210,17 @@ mod tests {
         );
 
         registry.spawn_leaderless_watchdog();
+        // Woken, its timers run again. (Its elections are Pre-Votes nobody answers here, so
+        // its term no longer climbs: the timers are what the watchdog restores.)
         let deadline = Instant::now() + Duration::from_secs(5);
-        while term(&registry, g) <= stuck + 1 {
+        while flag.is_quiet() {
             assert!(
                 Instant::now() < deadline,
-                "no election within 5 s of the watchdog starting (term {})",
+                "not woken within 5 s of the watchdog starting (term {})",
                 term(&registry, g)
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert!(!flag.is_quiet(), "the watchdog woke the group");
         registry.shutdown().await;
     }
 }

@@ -737,3 +737,40 @@ async fn a_pull_on_a_stream_without_leader_gets_a_status_never_a_message_without
     }
     c.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_cut_off_for_a_while_rejoins_without_deposing_the_leader() {
+    let (c, group, leader) = cluster_with_stream().await;
+    let term = c
+        .node(leader)
+        .js
+        .registry()
+        .leader(group)
+        .expect("group")
+        .term;
+    let follower = others(&c, &[leader])[0];
+    must_publish(&c, leader, "s.a", "before", "x").await;
+    // Several election timeouts away (test timing: 400-800 ms): with Pre-Vote, and no fast
+    // failover from a node that reaches no majority, its term does not climb meanwhile.
+    c.isolate(follower);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let away = c
+        .node(follower)
+        .js
+        .registry()
+        .leader(group)
+        .expect("group")
+        .term;
+    assert_eq!(away, term, "the cut-off follower raised its term");
+    c.heal();
+    wait_stored_everywhere(&c, 1).await;
+    must_publish(&c, follower, "s.a", "after", "y").await;
+    wait_stored_everywhere(&c, 2).await;
+    let now = c.node(leader).js.registry().leader(group).expect("group");
+    assert_eq!(
+        (now.leader, now.term),
+        (Some(leader), term),
+        "the leader was deposed"
+    );
+    c.shutdown().await;
+}
