@@ -156,6 +156,13 @@ impl std::fmt::Debug for JetStream {
     }
 }
 
+/// An internal subscription JetStream needs could not be made (a bad subject pattern).
+fn subscribe_failed(e: impl std::fmt::Display) -> JetStreamError {
+    JetStreamError::Raft(jetraft_raft::RaftError::Config {
+        reason: e.to_string(),
+    })
+}
+
 /// The next message of an internal subscription, or `None` once `cancel` fired or the
 /// subscription ended.
 pub(crate) async fn next_msg(
@@ -250,20 +257,12 @@ impl JetStream {
             .bus
             .internal()
             .subscribe_filtered("$JS.API.>", accept)
-            .map_err(|e| {
-                JetStreamError::Raft(jetraft_raft::RaftError::Config {
-                    reason: e.to_string(),
-                })
-            })?;
+            .map_err(subscribe_failed)?;
         let fwd = self
             .bus
             .internal()
             .subscribe_inbox(&forward::inbox_pattern(self.node))
-            .map_err(|e| {
-                JetStreamError::Raft(jetraft_raft::RaftError::Config {
-                    reason: e.to_string(),
-                })
-            })?;
+            .map_err(subscribe_failed)?;
         // Acks, flow-control replies and pull requests on one receiver: a client's NAK and
         // its next pull reach the consumer's engine in the order the client sent them.
         let next = format!("{}>", consumer::NEXT_PREFIX);
@@ -271,11 +270,7 @@ impl JetStream {
             .bus
             .internal()
             .subscribe_many(&["$JS.ACK.>", "$JS.FC.>", &next])
-            .map_err(|e| {
-                JetStreamError::Raft(jetraft_raft::RaftError::Config {
-                    reason: e.to_string(),
-                })
-            })?;
+            .map_err(subscribe_failed)?;
         let js = self.clone();
         self.tasks
             .spawn(async move { js.consumer_ack_loop(sub).await });
@@ -288,11 +283,7 @@ impl JetStream {
                 .bus
                 .internal()
                 .subscribe(&format!("{prefix}>"))
-                .map_err(|e| {
-                    JetStreamError::Raft(jetraft_raft::RaftError::Config {
-                        reason: e.to_string(),
-                    })
-                })?;
+                .map_err(subscribe_failed)?;
             let js = self.clone();
             self.tasks
                 .spawn(async move { js.domain_api_loop(sub, prefix).await });
