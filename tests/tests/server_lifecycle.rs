@@ -71,14 +71,7 @@ async fn ports_file_dir_from_the_config_file_lists_a_cluster_listener() {
     let mut srv = ServerProcess::start(ServerOptions::with_config(config))
         .await
         .expect("start server");
-    let ports: Value = wait_for("ports file", Duration::from_secs(10), || {
-        let dir = ports_dir.path().to_path_buf();
-        async move {
-            let file = ports_files(&dir).pop()?;
-            serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()
-        }
-    })
-    .await;
+    let ports = wait_ports_file(ports_dir.path()).await;
     assert_eq!(ports["nats"], serde_json::json!([srv.client_url()]));
     let cluster = ports["cluster"].as_array().expect("cluster URLs");
     assert_eq!(cluster.len(), 1, "{ports}");
@@ -89,6 +82,18 @@ async fn ports_file_dir_from_the_config_file_lists_a_cluster_listener() {
     std::net::TcpStream::connect(("127.0.0.1", port)).expect("the cluster port listens");
     srv.stop().await.expect("stop");
     assert!(ports_files(ports_dir.path()).is_empty());
+}
+
+/// Waits (bounded) for a ports file in `dir` and returns its JSON.
+async fn wait_ports_file(dir: &std::path::Path) -> Value {
+    wait_for("ports file", Duration::from_secs(10), || {
+        let dir = dir.to_path_buf();
+        async move {
+            let file = ports_files(&dir).pop()?;
+            serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()
+        }
+    })
+    .await
 }
 
 /// A raw `$JS.API.INFO` request through async-nats: the JSON answer, or the request error.
@@ -220,14 +225,7 @@ async fn cluster_listen_is_the_cluster_flag_under_another_name() {
     ]))
     .await
     .expect("start server");
-    let ports: Value = wait_for("ports file", Duration::from_secs(10), || {
-        let dir = ports_dir.path().to_path_buf();
-        async move {
-            let file = ports_files(&dir).pop()?;
-            serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()
-        }
-    })
-    .await;
+    let ports = wait_ports_file(ports_dir.path()).await;
     let url = ports["cluster"][0]
         .as_str()
         .expect("a cluster URL")

@@ -606,13 +606,15 @@ mod tests {
         assert!(matches!(err, RPCError::Unreachable(_)), "{err:?}");
     }
 
+    /// A loopback port nobody listens on (a listener bound and dropped).
+    fn closed_port() -> u16 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    }
+
     #[tokio::test]
     async fn refused_connection_is_unreachable_and_starts_the_backoff() {
-        // Bind and drop a listener to get a loopback port nobody listens on.
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
+        let port = closed_port();
         let t = GrpcTransport::new(NodeId(1));
         assert!(t.add_peer(NodeId(2), &format!("127.0.0.1:{port}")));
         let opt = RPCOption::new(Duration::from_secs(2));
@@ -631,10 +633,7 @@ mod tests {
     /// fails, or the group retries in a busy loop.
     #[tokio::test]
     async fn append_stream_to_a_peer_backing_off_takes_its_first_request_before_failing() {
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
+        let port = closed_port();
         let t = GrpcTransport::new(NodeId(1));
         assert!(t.add_peer(NodeId(2), &format!("127.0.0.1:{port}")));
         let opt = RPCOption::new(Duration::from_secs(2));
