@@ -16,7 +16,7 @@ use std::time::Duration;
 use futures_util::Stream;
 use jetraft_proto::cluster::node_link_client::NodeLinkClient;
 use jetraft_proto::cluster::node_link_server::NodeLink;
-use jetraft_proto::cluster::{Frame, Hello, frame::Kind};
+use jetraft_proto::cluster::{Frame, Hello, KnownPeer, frame::Kind};
 use jetraft_proto::node::NodeIdentity;
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
@@ -170,10 +170,10 @@ async fn run_link(ctx: &ClusterContext, addr: &str) -> LinkEnd {
         sender.closed.cancel();
         e
     };
-    let (peer, peer_meta) = match tokio::time::timeout(HANDSHAKE_TIMEOUT, inbound.message()).await {
+    let (peer, peer_meta, gossip) = match tokio::time::timeout(HANDSHAKE_TIMEOUT, inbound.message()).await {
         Ok(Ok(Some(Frame {
             kind: Some(Kind::Hello(h)),
-        }))) => (h.identity.unwrap_or_default(), h.has_meta_state),
+        }))) => (h.identity.unwrap_or_default(), h.has_meta_state, h.gossip),
         Ok(Ok(_)) => return end(LinkEnd::Failed("peer did not send Hello".into())),
         Ok(Err(status)) => return end(LinkEnd::Failed(status.to_string())),
         Err(_) => return end(LinkEnd::Failed("no Hello from peer".into())),
@@ -187,15 +187,20 @@ async fn run_link(ctx: &ClusterContext, addr: &str) -> LinkEnd {
         });
     }
     let node = NodeId(peer.node_id);
+    // Known from here on, also when it is an alias of a link already up: the next attempt
+    // then ends before connecting (see the check at the top).
+    cluster.dialers.lock().insert(addr.to_string(), Some(node));
     if !cluster.register_sender(node, &sender) {
         return end(LinkEnd::Duplicate);
     }
-    cluster.dialers.lock().insert(addr.to_string(), Some(node));
     let host = addr.rsplit_once(':').map(|(h, _)| h);
     let info = peer_info(&peer, peer_meta, host.and_then(|h| h.parse().ok()));
     info!(peer = %info.server_name, %addr, "route connection created");
     cluster.peers.set_link(&info, Direction::Outbound, true);
     cluster.links_changed();
+    if peer_meta {
+        follow_gossip(ctx, &gossip);
+    }
     // The response stream carries nothing after the Hello; it ends when the peer drops us.
     loop {
         tokio::select! {
@@ -216,15 +221,34 @@ async fn run_link(ctx: &ClusterContext, addr: &str) -> LinkEnd {
 
 /// This node's `Hello`.
 fn hello(cluster: &super::ClusterState) -> Hello {
+    let peers = cluster.peers.snapshot();
     Hello {
         identity: Some(cluster.identity.clone()),
         has_meta_state: cluster.has_meta_state(),
-        known_peers: cluster
-            .peers
-            .snapshot()
+        known_peers: peers.values().map(|p| p.cluster_addr.clone()).collect(),
+        gossip: peers
             .values()
-            .map(|p| p.cluster_addr.clone())
+            .filter(|p| !p.cluster_addr.is_empty())
+            .map(|p| KnownPeer {
+                node_id: p.node_id.0,
+                cluster_addr: p.cluster_addr.clone(),
+            })
             .collect(),
+    }
+}
+
+/// Route gossip: dials every peer a member of the cluster told us about that no dial loop
+/// reaches yet, so a node that joins through one seed links to every member (and they link
+/// back when it dials them). Only followed from peers with meta state (an existing cluster):
+/// during the first formation every node's routes name all of them, and a dial loop per
+/// gossiped address would count in [`super::ClusterState::expected_peers`].
+fn follow_gossip(ctx: &ClusterContext, gossip: &[KnownPeer]) {
+    let me = ctx.cluster.identity.node_id;
+    for p in gossip {
+        if p.node_id == me || p.node_id == 0 || p.cluster_addr.is_empty() {
+            continue;
+        }
+        ensure_dialer(ctx, &p.cluster_addr, Some(NodeId(p.node_id)));
     }
 }
 
@@ -301,11 +325,11 @@ impl NodeLink for LinkService {
         let cluster = &self.ctx.cluster;
         let seen_at = request.remote_addr().map(|a| a.ip());
         let mut inbound = request.into_inner();
-        let (peer, peer_meta) =
+        let (peer, peer_meta, gossip) =
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, inbound.message()).await {
                 Ok(Ok(Some(Frame {
                     kind: Some(Kind::Hello(h)),
-                }))) => (h.identity.unwrap_or_default(), h.has_meta_state),
+                }))) => (h.identity.unwrap_or_default(), h.has_meta_state, h.gossip),
                 Ok(Ok(_)) => return Err(Status::invalid_argument("first frame must be Hello")),
                 Ok(Err(status)) => return Err(status),
                 Err(_) => return Err(Status::deadline_exceeded("no Hello")),
@@ -326,6 +350,9 @@ impl NodeLink for LinkService {
             return Ok(Response::new(reply));
         }
         let info = peer_info(&peer, peer_meta, seen_at);
+        if peer_meta {
+            follow_gossip(&self.ctx, &gossip);
+        }
         self.ctx
             .tasks
             .spawn(run_inbound(self.ctx.clone(), info, inbound, done));

@@ -9,8 +9,9 @@
 //! - [`listener`]: the tonic server on the cluster port; other node-to-node services (Raft)
 //!   are added to the same router there.
 //!
-//! Links: each node dials every peer it knows (from `--routes`, and back to any node that dialed
-//! it), and sends its `Hello`, interest and forwarded messages only on the call it dialed; it
+//! Links: each node dials every peer it knows (from `--routes`, back to any node that dialed it,
+//! and every peer a member of an existing cluster names in its `Hello`: route gossip, so a node
+//! that joins through one seed links to all members), and sends its `Hello`, interest and forwarded messages only on the call it dialed; it
 //! receives a peer's on the call the peer dialed. A node listed in its own routes recognises
 //! itself by node id in the `Hello` and stops dialing that address; peers with another cluster
 //! name are refused. Forwarding is one hop (full mesh, as nats-server routes): a message that

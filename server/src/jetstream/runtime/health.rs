@@ -102,6 +102,12 @@ impl JetStream {
             }
             Ok(_) => {}
         }
+        if self.meta.read(|m| m.is_retired(self.node.0)) {
+            problems.push(HealthProblem::meta(
+                "JetStream server was removed from the cluster",
+            ));
+            return problems;
+        }
         match scope {
             HealthScope::Meta => {}
             HealthScope::All => {

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use jetraft_proto::meta::{MetaCommand, Peer, StreamAssignment, meta_command};
+use jetraft_proto::meta::{MetaCommand, Peer, meta_command};
 use jetraft_raft::{GroupId, NodeId, PeerNode, RemovedVoters};
 use prost::Message;
 use tracing::{info, warn};
@@ -179,44 +179,8 @@ impl JetStream {
                 }
             }
         }
-        self.replace_retired_replicas().await;
-    }
-
-    /// On the meta leader: every stream replica assigned to a retired node id (a node that
-    /// lost its data) is reassigned to a voter without a replica of that stream (in a
-    /// three-node cluster: the same node under its new id), which then catches up from the
-    /// stream's leader. An R1 stream whose only replica was lost is left alone: its data is
-    /// gone and the stream reports no leader.
-    async fn replace_retired_replicas(&self) {
-        let broken: Vec<(StreamAssignment, u64)> = self.meta.read(|m| {
-            m.streams()
-                .filter(|s| s.replicas.len() > 1)
-                .filter_map(|s| {
-                    let old = s.replicas.iter().find(|r| m.is_retired(**r))?;
-                    Some((s.clone(), *old))
-                })
-                .collect()
-        });
-        for (sa, old) in broken {
-            let candidates: Vec<u64> = self
-                .voters()
-                .into_iter()
-                .filter(|v| !sa.replicas.contains(v))
-                .filter(|v| !self.meta.read(|m| m.is_retired(*v)))
-                .collect();
-            let Some(new) = self
-                .meta
-                .read(|m| m.place(1, &candidates))
-                .and_then(|p| p.first().copied())
-            else {
-                continue;
-            };
-            let name = sa.name.clone();
-            match self.replace_replica(sa, old, new).await {
-                Ok(_) => info!(stream = %name, old, new, "replica of a retired node reassigned"),
-                Err(e) => warn!(stream = %name, error = ?e, "reassigning a retired replica failed"),
-            }
-        }
+        self.evacuate_retired(false).await;
+        self.drop_retired_voters().await;
     }
 
     async fn propose_peer(&self, op: meta_command::Op) {

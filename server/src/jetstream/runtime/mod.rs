@@ -42,6 +42,7 @@ mod peer_remove;
 mod publish;
 mod reconcile;
 mod remote;
+mod server_remove;
 pub mod replica;
 mod sourcing;
 

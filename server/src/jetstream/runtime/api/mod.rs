@@ -63,6 +63,7 @@ fn kind(op: &ApiOp) -> &'static str {
         ApiOp::StreamLeaderStepdown(_) => response_type::STREAM_LEADER_STEPDOWN,
         ApiOp::MetaLeaderStepdown => "io.nats.jetstream.api.v1.meta_leader_stepdown_response",
         ApiOp::StreamPeerRemove(_) => "io.nats.jetstream.api.v1.stream_remove_peer_response",
+        ApiOp::ServerRemove => "io.nats.jetstream.api.v1.meta_server_remove_response",
         ApiOp::DirectGet(_) | ApiOp::DirectGetLast(..) | ApiOp::ConsumerNext(..) => {
             response_type::SYSTEM
         }
@@ -340,6 +341,7 @@ impl JetStream {
             ApiOp::StreamLeaderStepdown(name) => self.stream_stepdown(name).await,
             ApiOp::MetaLeaderStepdown => self.meta_stepdown().await,
             ApiOp::StreamPeerRemove(name) => self.stream_peer_remove(name, msg).await,
+            ApiOp::ServerRemove => return self.server_remove(msg).await,
             ApiOp::ConsumerCreate(s, form) => self.consumer_create(s, form, msg).await,
             ApiOp::ConsumerInfo(s, c) => self.consumer_info_api(s, c, msg).await,
             ApiOp::ConsumerDelete(s, c) => self.consumer_delete_api(s, c).await,
