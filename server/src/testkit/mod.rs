@@ -32,6 +32,7 @@
 mod client;
 mod js_cluster_tests;
 mod links;
+mod membership_tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;

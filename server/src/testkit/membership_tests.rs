@@ -1,0 +1,167 @@
+//! Cluster membership in one process: `$JS.API.SERVER.REMOVE` of a stopped node moves its
+//! stream replicas to a spare node (or drops them when there is none), the meta group shrinks,
+//! and the cluster then survives losing one more node as its new size allows; the request's
+//! errors are nats-server's.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use jetraft_raft::{GroupId, NodeId};
+use serde_json::Value;
+
+use super::{JsCluster, WAIT, eventually};
+
+/// An R3 file stream on `s.>`.
+const STREAM_S: &str = r#"{"name":"S","subjects":["s.>"],"num_replicas":3,"storage":"file"}"#;
+
+fn assert_ok(answer: &Value) {
+    assert!(answer.get("error").is_none(), "API error: {answer}");
+}
+
+fn err_code(answer: &Value) -> u64 {
+    answer["error"]["err_code"].as_u64().unwrap_or(0)
+}
+
+/// The replicas `via` has assigned to stream `S`.
+fn assigned(c: &JsCluster, via: NodeId) -> BTreeSet<u64> {
+    c.node(via)
+        .js
+        .meta()
+        .read(|m| m.stream("S").map(|s| s.replicas.iter().copied().collect()))
+        .unwrap_or_default()
+}
+
+/// Publishes to `s.a` through `via` until acknowledged (deduplicated by `id`); returns the seq.
+async fn publish(c: &JsCluster, via: NodeId, id: &str) -> u64 {
+    let hdrs = format!("NATS/1.0\r\nNats-Msg-Id: {id}\r\n\r\n");
+    let client = c.client(via);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let answer = client
+            .request_with("s.a", Some(hdrs.as_bytes()), id.as_bytes(), Duration::from_secs(2))
+            .await
+            .map(|m| m.json());
+        if let Some(ack) = answer.as_ref().filter(|a| a.get("error").is_none()) {
+            return ack["seq"].as_u64().expect("seq");
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "publish {id} through {via} not acknowledged: {answer:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A stream replica on `gone`, a node that is not the meta leader, stopped before the request.
+async fn stopped_replica(c: &mut JsCluster) -> NodeId {
+    let meta_leader = c.wait_leader(GroupId::META, &c.ids()).await;
+    let gone = assigned(c, meta_leader)
+        .into_iter()
+        .map(NodeId)
+        .find(|r| *r != meta_leader)
+        .expect("a replica off the meta leader");
+    c.stop(gone).await;
+    gone
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_remove_of_a_stopped_node_moves_its_replicas_and_shrinks_the_meta_group() {
+    let mut c = JsCluster::start(4).await;
+    assert_ok(&c.api(NodeId(1), "STREAM.CREATE.S", STREAM_S).await);
+    let group = c.stream_group(NodeId(1), "S").expect("assigned");
+    let placed = assigned(&c, NodeId(1));
+    let spare = c.ids().into_iter().find(|i| !placed.contains(&i.0)).expect("spare");
+    for i in 1..=5 {
+        publish(&c, spare, &format!("m{i}")).await;
+    }
+    let gone = stopped_replica(&mut c).await;
+    let name = c.name(gone).to_string();
+    let answer = c
+        .api(spare, "SERVER.REMOVE", &format!(r#"{{"peer":"{name}"}}"#))
+        .await;
+    assert_ok(&answer);
+    assert_eq!(answer["type"], "io.nats.jetstream.api.v1.meta_server_remove_response");
+    assert_eq!(answer["success"], true, "{answer}");
+    let wanted: BTreeSet<u64> = placed
+        .iter()
+        .copied()
+        .filter(|r| *r != gone.0)
+        .chain([spare.0])
+        .collect();
+    let remaining: BTreeSet<u64> = c.running().iter().map(|n| n.0).collect();
+    eventually("the replica moves to the spare and the meta group shrinks", || {
+        let now = assigned(&c, spare);
+        let voters = c.voters(spare, group);
+        let meta = c.voters(spare, GroupId::META);
+        let on_spare = c.node(spare).js.jsz_stats().messages;
+        if now == wanted && voters == wanted && meta == remaining && on_spare == 5 {
+            Ok(())
+        } else {
+            Err(format!(
+                "assigned {now:?}, voters {voters:?}, meta {meta:?}, {on_spare} on the spare"
+            ))
+        }
+    })
+    .await;
+    // A removed server is no member any more; the errors are nats-server's.
+    let again = c
+        .api(spare, "SERVER.REMOVE", &format!(r#"{{"peer":"{name}"}}"#))
+        .await;
+    assert_eq!(err_code(&again), 10044, "{again}");
+    assert_eq!(again["error"]["description"], "server is not a member of the cluster");
+    assert_eq!(err_code(&c.api(spare, "SERVER.REMOVE", "").await), 10003);
+    assert_eq!(err_code(&c.api(spare, "SERVER.REMOVE", "{}").await), 10003);
+    assert_eq!(err_code(&c.api(spare, "SERVER.REMOVE", "{nope").await), 10025);
+    assert_eq!(
+        err_code(&c.api(spare, "SERVER.REMOVE", r#"{"peer":"nobody"}"#).await),
+        10044
+    );
+    assert_eq!(
+        err_code(&c.api(spare, "SERVER.REMOVE", r#"{"peer_id":"ffff"}"#).await),
+        10044
+    );
+    // Three voters left: losing one more (not the meta leader's only peer) keeps a quorum.
+    assert_eq!(publish(&c, spare, "m6").await, 6);
+    let meta_leader = c.wait_leader(GroupId::META, &c.running()).await;
+    let next = c
+        .running()
+        .into_iter()
+        .find(|n| *n != meta_leader && *n != spare)
+        .expect("a third node");
+    c.stop(next).await;
+    assert_eq!(publish(&c, spare, "m7").await, 7);
+    let other = c.api(spare, "STREAM.CREATE.T", r#"{"name":"T","subjects":["t"],"num_replicas":2}"#).await;
+    assert_ok(&other);
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_spare_node_server_remove_drops_the_replica() {
+    let mut c = JsCluster::start(3).await;
+    assert_ok(&c.api(NodeId(1), "STREAM.CREATE.S", STREAM_S).await);
+    let group = c.stream_group(NodeId(1), "S").expect("assigned");
+    let via = c.wait_leader(GroupId::META, &c.ids()).await;
+    for i in 1..=3 {
+        publish(&c, via, &format!("m{i}")).await;
+    }
+    let gone = stopped_replica(&mut c).await;
+    let id = format!("{:x}", gone.0);
+    let answer = c
+        .api(via, "SERVER.REMOVE", &format!(r#"{{"peer_id":"{id}"}}"#))
+        .await;
+    assert_eq!(answer["success"], true, "{answer}");
+    let left: BTreeSet<u64> = c.running().iter().map(|n| n.0).collect();
+    eventually("the stream and the meta group run on the two nodes left", || {
+        let now = assigned(&c, via);
+        let voters = c.voters(via, group);
+        let meta = c.voters(via, GroupId::META);
+        if now == left && voters == left && meta == left {
+            Ok(())
+        } else {
+            Err(format!("assigned {now:?}, voters {voters:?}, meta {meta:?}"))
+        }
+    })
+    .await;
+    assert_eq!(publish(&c, via, "m4").await, 4);
+    c.shutdown().await;
+}
