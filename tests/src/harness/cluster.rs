@@ -27,11 +27,26 @@ pub const FORM_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct Cluster {
     /// The members, `n1` first; a killed member stays in place (not running).
     nodes: Vec<ServerProcess>,
+    /// The cluster name every member was started with.
+    name: String,
+    /// Each member's cluster port, in member order.
+    cluster_ports: Vec<u16>,
+    /// The config file body every member was started with, if any.
+    config: Option<String>,
 }
 
 impl Cluster {
     /// Starts `n` nodes named `n1..nN` in cluster `name` and waits until they are linked.
     pub async fn start(n: usize, name: &str) -> anyhow::Result<Cluster> {
+        Self::start_with(n, name, None).await
+    }
+
+    /// [`Cluster::start`] with a config file body for every member.
+    pub async fn start_with(
+        n: usize,
+        name: &str,
+        config: Option<&str>,
+    ) -> anyhow::Result<Cluster> {
         // A name of its own: nodes of a test still running keep dialing the cluster port of a
         // member they lost, and another test's node may bind that port later; with one name
         // per cluster, such a stray link is refused instead of joining the two clusters.
@@ -46,8 +61,16 @@ impl Cluster {
         // the whole cluster starts again on fresh ports.
         let mut attempt = 1;
         loop {
-            match Self::start_on_fresh_ports(n, &name).await {
-                Ok(nodes) => return Self::formed(nodes).await,
+            match Self::start_on_fresh_ports(n, &name, config).await {
+                Ok((nodes, cluster_ports)) => {
+                    let cluster = Cluster {
+                        nodes,
+                        name,
+                        cluster_ports,
+                        config: config.map(str::to_string),
+                    };
+                    return Self::formed(cluster).await;
+                }
                 Err(e) if attempt < START_ATTEMPTS && format!("{e:#}").contains("in use") => {
                     attempt += 1;
                 }
@@ -56,7 +79,11 @@ impl Cluster {
         }
     }
 
-    async fn start_on_fresh_ports(n: usize, name: &str) -> anyhow::Result<Vec<ServerProcess>> {
+    async fn start_on_fresh_ports(
+        n: usize,
+        name: &str,
+        config: Option<&str>,
+    ) -> anyhow::Result<(Vec<ServerProcess>, Vec<u16>)> {
         // Distinct ports: two draws can land on the same free port (seen in CI: the third node
         // could not bind the first one's cluster port).
         let mut cluster_ports: Vec<u16> = Vec::with_capacity(n);
@@ -73,7 +100,11 @@ impl Cluster {
             .join(",");
         let mut nodes = Vec::with_capacity(n);
         for (i, cp) in cluster_ports.iter().enumerate() {
-            let opts = ServerOptions::default().name(format!("n{}", i + 1)).args([
+            let mut opts = ServerOptions::default();
+            if let Some(config) = config {
+                opts = opts.config(config);
+            }
+            let opts = opts.name(format!("n{}", i + 1)).args([
                 "--cluster_name".to_string(),
                 name.to_string(),
                 "--cluster".to_string(),
@@ -86,12 +117,55 @@ impl Cluster {
                 .with_context(|| format!("start n{}", i + 1))?;
             nodes.push(node);
         }
-        Ok(nodes)
+        Ok((nodes, cluster_ports))
     }
 
-    /// Waits until `nodes` formed a cluster, printing their log tails if they did not.
-    async fn formed(nodes: Vec<ServerProcess>) -> anyhow::Result<Cluster> {
-        let mut cluster = Cluster { nodes };
+    /// Starts one more member, `n<len+1>`, whose `--routes` name only the members `seeds`
+    /// (0-based; none of the others is restarted or told), and waits until every running
+    /// member lists every other. Returns its index.
+    pub async fn add_node(&mut self, seeds: &[usize]) -> anyhow::Result<usize> {
+        let routes = seeds
+            .iter()
+            .map(|i| format!("nats://127.0.0.1:{}", self.cluster_ports[*i]))
+            .collect::<Vec<_>>()
+            .join(",");
+        let index = self.nodes.len();
+        let mut attempt = 1;
+        loop {
+            let cp = free_port();
+            if self.cluster_ports.contains(&cp) {
+                continue;
+            }
+            let mut opts = ServerOptions::default();
+            if let Some(config) = &self.config {
+                opts = opts.config(config.clone());
+            }
+            let opts = opts.name(format!("n{}", index + 1)).args([
+                "--cluster_name".to_string(),
+                self.name.clone(),
+                "--cluster".to_string(),
+                format!("nats://127.0.0.1:{cp}"),
+                "--routes".to_string(),
+                routes.clone(),
+            ]);
+            match ServerProcess::start(opts).await {
+                Ok(node) => {
+                    self.nodes.push(node);
+                    self.cluster_ports.push(cp);
+                    break;
+                }
+                Err(e) if attempt < START_ATTEMPTS && format!("{e:#}").contains("in use") => {
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.wait_formed().await?;
+        Ok(index)
+    }
+
+    /// Waits until the members formed a cluster, printing their log tails if they did not.
+    async fn formed(mut cluster: Cluster) -> anyhow::Result<Cluster> {
         if let Err(e) = cluster.wait_formed().await {
             for node in &cluster.nodes {
                 let log = node.log();
