@@ -97,7 +97,13 @@ class Pod:
 class StatefulSetSim:
     """The StatefulSet of ``deploy/k8s`` as processes on loopback addresses."""
 
-    def __init__(self, binary: str, workdir: Path, manifests: Optional[dict] = None) -> None:
+    def __init__(
+        self,
+        binary: str,
+        workdir: Path,
+        manifests: Optional[dict] = None,
+        max_replicas: Optional[int] = None,
+    ) -> None:
         self.binary = binary
         self.workdir = workdir
         docs = manifests or load_manifests()
@@ -111,17 +117,51 @@ class StatefulSetSim:
         self.grace = float(pod_spec.get("terminationGracePeriodSeconds", 30))
         self.container = pod_spec["containers"][0]
         self.volumes = {v["name"]: v for v in pod_spec.get("volumes", [])}
-        self.pods = [
-            Pod(n, f"{self.base_name}-{n}", f"127.0.0.{IP_BASE + n}", workdir / f"{self.base_name}-{n}")
-            for n in range(self.replicas)
-        ]
-        ips = [p.ip for p in self.pods]
+        self.pods = [self._pod(n) for n in range(self.replicas)]
+        # Ports are free on the address of every pod a later scale-up may add.
+        ips = [f"127.0.0.{IP_BASE + n}" for n in range(max(self.replicas, max_replicas or 0))]
         self.ports = {
             int(p["containerPort"]): _free_port_on(ips) for p in self.container.get("ports", [])
         }
         self.port_names = {p["name"]: int(p["containerPort"]) for p in self.container.get("ports", [])}
+        # Pods deleted by a scale-down (kept for their logs and for cleanup).
+        self.removed: list[Pod] = []
         for pod in self.pods:
             self._prepare(pod)
+
+    def _pod(self, ordinal: int) -> Pod:
+        name = f"{self.base_name}-{ordinal}"
+        return Pod(ordinal, name, f"127.0.0.{IP_BASE + ordinal}", self.workdir / name)
+
+    # ----------------------------------------------------------------------------------------
+    # Scaling, as the StatefulSet controller does it
+
+    def scale_up(self, replicas: int) -> list[Pod]:
+        """``kubectl scale --replicas=N`` upwards: creates the pods with the new ordinals (each
+        on a volume that is new unless an earlier scale-down retained it) and starts them.
+        Returns the new pods; the caller waits for their probes."""
+        added = []
+        for n in range(len(self.pods), replicas):
+            pod = self._pod(n)
+            self._prepare(pod)
+            self.pods.append(pod)
+            self.start(pod)
+            added.append(pod)
+        return added
+
+    def scale_down_one(self) -> Pod:
+        """One step of ``kubectl scale`` downwards: the pod with the highest ordinal is deleted
+        (preStop, SIGTERM, grace period) and, with ``persistentVolumeClaimRetentionPolicy``
+        ``whenScaled: Delete``, its volume too. Returns the removed pod."""
+        pod = self.pods[-1]
+        if pod.proc is not None and pod.proc.poll() is None:
+            self.stop(pod)
+        policy = self.sts["spec"].get("persistentVolumeClaimRetentionPolicy", {})
+        if policy.get("whenScaled", "Retain") == "Delete":
+            self.wipe_data(pod)
+        self.pods.pop()
+        self.removed.append(pod)
+        return pod
 
     # ----------------------------------------------------------------------------------------
     # Mapping Kubernetes names to the sandbox
@@ -261,7 +301,7 @@ class StatefulSetSim:
 
     def kill_all(self) -> None:
         """Ends every process this simulation started (by its PID), for cleanup."""
-        for pod in self.pods:
+        for pod in self.pods + self.removed:
             if pod.proc is not None and pod.proc.poll() is None:
                 pod.proc.kill()
                 try:

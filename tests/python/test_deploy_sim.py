@@ -12,7 +12,18 @@ give the pods. Two scenarios:
   data intact on the rebuilt pod (checked by then stopping another pod: the stream must still
   have every message, so the rebuilt replica holds them).
 
-Run against the reference with ``JETRAFT_TEST_SERVER=nats-server``.
+* scale 3 -> 5 -> 3 without restarting any pod, under acknowledged publish load: two pods
+  added by ``kubectl scale`` join through the ConfigMap's three routes (route gossip) and are
+  admitted to the meta group, new R3 streams are placed on them; then each is removed from the
+  cluster with ``$JS.API.SERVER.REMOVE`` (what ``nats server raft peer-remove`` sends) while it
+  still runs, its replicas move to the three pods left, and only then is it scaled away (its
+  volume deleted, ``whenScaled: Delete``). At the end: a meta group of three, every stream on
+  three current replicas among the pods left, no acknowledged message lost or stored twice,
+  and everything still works with one of the three down.
+
+Run against the reference with ``JETRAFT_TEST_SERVER=nats-server`` (the scaling scenario is
+jetraft only: nats-server answers SERVER.REMOVE only to its system account, which the manifests
+do not configure).
 """
 
 from __future__ import annotations
@@ -41,7 +52,8 @@ STALL_BOUND_S = 20.0
 
 @pytest.fixture
 def sim(tmp_path: Path, request: pytest.FixtureRequest):
-    s = StatefulSetSim(str(SERVER_BINARY.path), tmp_path)
+    # Room for the scale-up to five pods.
+    s = StatefulSetSim(str(SERVER_BINARY.path), tmp_path, max_replicas=5)
     # conftest attaches these logs to a failed test's report.
     request.node._jetraft_servers = s.pods
     try:
@@ -240,3 +252,155 @@ async def test_lost_volume_rejoins_and_keeps_the_data(sim: StatefulSetSim) -> No
             await asyncio.wait_for(nc.close(), 5)
     sim.start(other)
     await asyncio.to_thread(sim.wait_ready, other, 90.0)
+
+
+async def _api(nc: nats.NATS, subject: str, body: dict) -> dict:
+    msg = await nc.request(subject, json.dumps(body).encode(), timeout=5)
+    return json.loads(msg.data)
+
+
+def _jsz(sim: StatefulSetSim, pod) -> dict:
+    import urllib.request
+
+    with urllib.request.urlopen(sim.monitor_url(pod, "/jsz"), timeout=2) as resp:
+        return json.loads(resp.read())
+
+
+async def _eventually(what: str, check, limit: float = 60.0):
+    """Polls ``check`` (an async callable returning a truthy value when done) every 0.2 s for at
+    most ``limit`` seconds; fails with the last value it returned."""
+    deadline = time.monotonic() + limit
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = await check()
+        except Exception as e:  # noqa: BLE001 - reported below
+            last = e
+        if last and not isinstance(last, Exception):
+            return last
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{what} not reached within {limit}s: {last!r}")
+
+
+async def _replicas(nc: nats.NATS, stream: str) -> tuple[set[str], bool]:
+    """The names of a stream's replicas (leader included), and whether all are current."""
+    info = await _api(nc, f"$JS.API.STREAM.INFO.{stream}", {})
+    cluster = info.get("cluster", {})
+    names = {cluster["leader"]} if cluster.get("leader") else set()
+    current = True
+    for r in cluster.get("replicas", []) or []:
+        names.add(r["name"])
+        current = current and r.get("current", False) and not r.get("offline", False)
+    return names, current
+
+
+async def _meta_size(sim: StatefulSetSim, pods) -> set[int]:
+    sizes = set()
+    for pod in pods:
+        jsz = await asyncio.to_thread(_jsz, sim, pod)
+        sizes.add(jsz.get("meta_cluster", {}).get("cluster_size"))
+    return sizes
+
+
+@pytest.mark.timeout_s(420)
+async def test_scale_3_to_5_to_3_under_publish_load(sim: StatefulSetSim) -> None:
+    if SERVER_BINARY.kind == "nats-server":
+        pytest.skip("nats-server answers SERVER.REMOVE only to a system account user")
+    await _start_cluster(sim)
+    first_three = list(sim.pods)
+    nc = await _connect(sim, first_three)
+    try:
+        await _create_stream(nc)
+        pub = Publisher(nc)
+        task = asyncio.create_task(pub.run(seconds=300))
+        await asyncio.sleep(1)
+        assert pub.acked, f"no publish acknowledged before scaling ({pub.errors} errors)"
+
+        # 3 -> 5: the new pods name only the first three in their routes.
+        scale_start = time.monotonic()
+        added = sim.scale_up(5)
+        await asyncio.gather(*(asyncio.to_thread(sim.wait_ready, p, 90.0) for p in added))
+        await _eventually(
+            "a meta group of five", lambda: _size_is(sim, sim.pods, 5)
+        )
+        # New R3 streams use the new pods (placement prefers the least loaded nodes).
+        js = nc.jetstream(timeout=5)
+        extra = [f"X{i}" for i in range(3)]
+        for name in extra:
+            await js.add_stream(
+                StreamConfig(name=name, subjects=[f"{name.lower()}.>"], num_replicas=3)
+            )
+            await js.publish(f"{name.lower()}.a", b"x", headers={"Nats-Msg-Id": name})
+        on_new = set()
+        for name in extra:
+            names, _ = await _replicas(nc, name)
+            on_new |= names & {p.name for p in added}
+        assert on_new == {p.name for p in added}, f"new streams on the new pods: {on_new}"
+
+        # 5 -> 3: remove each leaving pod from the cluster while it runs, wait until it holds
+        # no replica, then scale it away (highest ordinal first, as the StatefulSet does).
+        for pod in reversed(added):
+            answer = await _api(nc, "$JS.API.SERVER.REMOVE", {"peer": pod.name})
+            assert answer.get("success") is True, answer
+
+            async def drained(pod=pod):
+                for name in [STREAM] + extra:
+                    names, current = await _replicas(nc, name)
+                    if pod.name in names or len(names) != 3 or not current:
+                        return False
+                return True
+
+            await _eventually(f"{pod.name} drained of stream replicas", drained, 90.0)
+            await asyncio.to_thread(sim.scale_down_one)
+        await _eventually("a meta group of three", lambda: _size_is(sim, sim.pods, 3))
+        for pod in sim.pods:
+            await asyncio.to_thread(sim.wait_probe, pod, "startupProbe", 30.0)
+        await asyncio.sleep(1)
+        pub.stop.set()
+        await task
+        _report(
+            json.dumps(
+                {
+                    "scenario": "scale_3_5_3",
+                    "server": SERVER_BINARY.kind,
+                    "acked": len(pub.acked),
+                    "publish_errors_retried": pub.errors,
+                    "longest_publish_gap_s": round(pub.longest_gap(scale_start), 3),
+                }
+            )
+        )
+        assert pub.longest_gap(scale_start) < STALL_BOUND_S, "publishing stopped while scaling"
+        await _assert_nothing_lost(nc, pub)
+        for name in extra:
+            info = await js.stream_info(name)
+            assert info.state.messages == 1, f"{name}: {info.state.messages}"
+    finally:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(nc.close(), 5)
+
+    # One of the three left down: meta group and streams keep a quorum.
+    down = sim.pods[0]
+    await asyncio.to_thread(sim.stop, down)
+    survivors = [p for p in sim.pods if p is not down]
+    nc = await _connect(sim, survivors)
+    try:
+        js = nc.jetstream(timeout=5)
+
+        async def publish_after():
+            return await js.publish("sim.after", b"after", headers={"Nats-Msg-Id": "after"})
+
+        ack = await _eventually("a publish with one of three down", publish_after)
+        assert ack.seq == len(pub.acked) + 1
+        for name in extra:
+            ack = await _eventually(
+                f"{name} with one of three down",
+                lambda name=name: js.publish(f"{name.lower()}.b", b"y", headers={"Nats-Msg-Id": name + "b"}),
+            )
+            assert ack.seq == 2
+    finally:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(nc.close(), 5)
+
+
+async def _size_is(sim: StatefulSetSim, pods, size: int) -> bool:
+    return await _meta_size(sim, pods) == {size}
