@@ -165,3 +165,67 @@ async fn without_a_spare_node_server_remove_drops_the_replica() {
     assert_eq!(publish(&c, via, "m4").await, 4);
     c.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_meta_leader_can_remove_itself_and_its_r1_stream_moves_with_its_messages() {
+    let c = JsCluster::start(4).await;
+    // Four R1 streams land on four different nodes (least loaded first).
+    for i in 0..4 {
+        let body = format!(r#"{{"name":"R{i}","subjects":["r{i}"],"num_replicas":1}}"#);
+        assert_ok(&c.api(NodeId(1), &format!("STREAM.CREATE.R{i}"), &body).await);
+    }
+    let leader = c.wait_leader(GroupId::META, &c.ids()).await;
+    let mine = (0..4)
+        .map(|i| format!("R{i}"))
+        .find(|s| {
+            c.node(leader)
+                .js
+                .meta()
+                .read(|m| m.stream(s).is_some_and(|a| a.replicas == vec![leader.0]))
+        })
+        .expect("an R1 stream on the meta leader");
+    let subject = mine.to_lowercase();
+    let via = c.ids().into_iter().find(|n| *n != leader).expect("another node");
+    for i in 1..=3 {
+        let hdrs = format!("NATS/1.0\r\nNats-Msg-Id: m{i}\r\n\r\n");
+        let ack = c
+            .client(via)
+            .request_with(&subject, Some(hdrs.as_bytes()), b"x", WAIT)
+            .await
+            .expect("ack")
+            .json();
+        assert_eq!(ack["seq"], i, "{ack}");
+    }
+    let answer = c
+        .api(via, "SERVER.REMOVE", &format!(r#"{{"peer":"{}"}}"#, c.name(leader)))
+        .await;
+    assert_eq!(answer["success"], true, "{answer}");
+    let rest: Vec<NodeId> = c.ids().into_iter().filter(|n| *n != leader).collect();
+    let rest_ids: BTreeSet<u64> = rest.iter().map(|n| n.0).collect();
+    let new_leader = c.wait_leader(GroupId::META, &rest).await;
+    eventually("the stream moved off and the meta group is the other three", || {
+        let assigned: Vec<u64> = c
+            .node(new_leader)
+            .js
+            .meta()
+            .read(|m| m.stream(&mine).map(|s| s.replicas.clone()))
+            .unwrap_or_default();
+        let meta = c.voters(new_leader, GroupId::META);
+        let Some(group) = c.stream_group(new_leader, &mine) else {
+            return Err("no stream".into());
+        };
+        let voters = c.voters(assigned.first().map_or(new_leader, |a| NodeId(*a)), group);
+        let moved = assigned.len() == 1 && assigned[0] != leader.0;
+        if moved && meta == rest_ids && voters == assigned.iter().copied().collect() {
+            Ok(())
+        } else {
+            Err(format!("assigned {assigned:?}, meta {meta:?}, stream voters {voters:?}"))
+        }
+    })
+    .await;
+    let info = c.api(via, &format!("STREAM.INFO.{mine}"), "").await;
+    assert_eq!(info["state"]["messages"], 3, "{info}");
+    let problems = c.node(leader).js.health(&crate::jetstream::runtime::HealthScope::Meta);
+    assert!(!problems.is_empty(), "the removed node reports itself unhealthy");
+    c.shutdown().await;
+}

@@ -265,9 +265,10 @@ impl JetStream {
         }
     }
 
-    /// Whether the link table shows `node` connected both ways.
+    /// Whether `node` runs: this node, or one the link table shows connected both ways.
     fn peer_connected(&self, node: u64) -> bool {
-        self.cluster.as_ref().is_some_and(|c| {
+        node == self.node.0
+            || self.cluster.as_ref().is_some_and(|c| {
             c.peers
                 .snapshot()
                 .get(&crate::cluster::NodeId(node))
