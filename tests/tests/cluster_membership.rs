@@ -147,7 +147,7 @@ async fn a_node_routed_to_one_seed_is_learned_by_all_admitted_and_gets_streams()
 
 #[tokio::test]
 async fn server_remove_of_a_stopped_node_moves_its_replicas_and_the_cluster_survives_one_more_loss()
- {
+{
     let mut cluster = Cluster::start_with(4, "members", config())
         .await
         .expect("cluster");
@@ -171,7 +171,10 @@ async fn server_remove_of_a_stopped_node_moves_its_replicas_and_the_cluster_surv
     }
     // Stop a follower replica of S that is not the meta leader.
     let jsz = cluster.node(spare).monitor_json("/jsz").await.expect("jsz");
-    let meta_leader = jsz["meta_cluster"]["leader"].as_str().unwrap_or_default().to_string();
+    let meta_leader = jsz["meta_cluster"]["leader"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let gone_name = placed
         .iter()
         .find(|n| **n != info["cluster"]["leader"] && **n != meta_leader)
@@ -195,15 +198,19 @@ async fn server_remove_of_a_stopped_node_moves_its_replicas_and_the_cluster_surv
         "io.nats.jetstream.api.v1.meta_server_remove_response"
     );
     // The replica moves to the spare node and the meta group is three.
-    let moved = wait_for("S on three current replicas without the removed node", ELECTION, || {
-        let nc = nc.clone();
-        let gone_name = gone_name.clone();
-        async move {
-            let info = request(&nc, "$JS.API.STREAM.INFO.S", b"").await?;
-            let (names, current) = replica_names(&info);
-            (names.len() == 3 && !names.contains(&gone_name) && current).then_some(names)
-        }
-    })
+    let moved = wait_for(
+        "S on three current replicas without the removed node",
+        ELECTION,
+        || {
+            let nc = nc.clone();
+            let gone_name = gone_name.clone();
+            async move {
+                let info = request(&nc, "$JS.API.STREAM.INFO.S", b"").await?;
+                let (names, current) = replica_names(&info);
+                (names.len() == 3 && !names.contains(&gone_name) && current).then_some(names)
+            }
+        },
+    )
     .await;
     assert_eq!(moved.len(), 3);
     let running: Vec<usize> = (0..cluster.len()).filter(|i| *i != gone).collect();

@@ -170,14 +170,15 @@ async fn run_link(ctx: &ClusterContext, addr: &str) -> LinkEnd {
         sender.closed.cancel();
         e
     };
-    let (peer, peer_meta, gossip) = match tokio::time::timeout(HANDSHAKE_TIMEOUT, inbound.message()).await {
-        Ok(Ok(Some(Frame {
-            kind: Some(Kind::Hello(h)),
-        }))) => (h.identity.unwrap_or_default(), h.has_meta_state, h.gossip),
-        Ok(Ok(_)) => return end(LinkEnd::Failed("peer did not send Hello".into())),
-        Ok(Err(status)) => return end(LinkEnd::Failed(status.to_string())),
-        Err(_) => return end(LinkEnd::Failed("no Hello from peer".into())),
-    };
+    let (peer, peer_meta, gossip) =
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, inbound.message()).await {
+            Ok(Ok(Some(Frame {
+                kind: Some(Kind::Hello(h)),
+            }))) => (h.identity.unwrap_or_default(), h.has_meta_state, h.gossip),
+            Ok(Ok(_)) => return end(LinkEnd::Failed("peer did not send Hello".into())),
+            Ok(Err(status)) => return end(LinkEnd::Failed(status.to_string())),
+            Err(_) => return end(LinkEnd::Failed("no Hello from peer".into())),
+        };
     if peer.node_id == cluster.identity.node_id {
         return end(LinkEnd::IsSelf);
     }

@@ -38,7 +38,12 @@ async fn publish(c: &JsCluster, via: NodeId, id: &str) -> u64 {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let answer = client
-            .request_with("s.a", Some(hdrs.as_bytes()), id.as_bytes(), Duration::from_secs(2))
+            .request_with(
+                "s.a",
+                Some(hdrs.as_bytes()),
+                id.as_bytes(),
+                Duration::from_secs(2),
+            )
             .await
             .map(|m| m.json());
         if let Some(ack) = answer.as_ref().filter(|a| a.get("error").is_none()) {
@@ -70,7 +75,11 @@ async fn server_remove_of_a_stopped_node_moves_its_replicas_and_shrinks_the_meta
     assert_ok(&c.api(NodeId(1), "STREAM.CREATE.S", STREAM_S).await);
     let group = c.stream_group(NodeId(1), "S").expect("assigned");
     let placed = assigned(&c, NodeId(1));
-    let spare = c.ids().into_iter().find(|i| !placed.contains(&i.0)).expect("spare");
+    let spare = c
+        .ids()
+        .into_iter()
+        .find(|i| !placed.contains(&i.0))
+        .expect("spare");
     for i in 1..=5 {
         publish(&c, spare, &format!("m{i}")).await;
     }
@@ -80,7 +89,10 @@ async fn server_remove_of_a_stopped_node_moves_its_replicas_and_shrinks_the_meta
         .api(spare, "SERVER.REMOVE", &format!(r#"{{"peer":"{name}"}}"#))
         .await;
     assert_ok(&answer);
-    assert_eq!(answer["type"], "io.nats.jetstream.api.v1.meta_server_remove_response");
+    assert_eq!(
+        answer["type"],
+        "io.nats.jetstream.api.v1.meta_server_remove_response"
+    );
     assert_eq!(answer["success"], true, "{answer}");
     let wanted: BTreeSet<u64> = placed
         .iter()
@@ -89,29 +101,38 @@ async fn server_remove_of_a_stopped_node_moves_its_replicas_and_shrinks_the_meta
         .chain([spare.0])
         .collect();
     let remaining: BTreeSet<u64> = c.running().iter().map(|n| n.0).collect();
-    eventually("the replica moves to the spare and the meta group shrinks", || {
-        let now = assigned(&c, spare);
-        let voters = c.voters(spare, group);
-        let meta = c.voters(spare, GroupId::META);
-        let on_spare = c.node(spare).js.jsz_stats().messages;
-        if now == wanted && voters == wanted && meta == remaining && on_spare == 5 {
-            Ok(())
-        } else {
-            Err(format!(
-                "assigned {now:?}, voters {voters:?}, meta {meta:?}, {on_spare} on the spare"
-            ))
-        }
-    })
+    eventually(
+        "the replica moves to the spare and the meta group shrinks",
+        || {
+            let now = assigned(&c, spare);
+            let voters = c.voters(spare, group);
+            let meta = c.voters(spare, GroupId::META);
+            let on_spare = c.node(spare).js.jsz_stats().messages;
+            if now == wanted && voters == wanted && meta == remaining && on_spare == 5 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "assigned {now:?}, voters {voters:?}, meta {meta:?}, {on_spare} on the spare"
+                ))
+            }
+        },
+    )
     .await;
     // A removed server is no member any more; the errors are nats-server's.
     let again = c
         .api(spare, "SERVER.REMOVE", &format!(r#"{{"peer":"{name}"}}"#))
         .await;
     assert_eq!(err_code(&again), 10044, "{again}");
-    assert_eq!(again["error"]["description"], "server is not a member of the cluster");
+    assert_eq!(
+        again["error"]["description"],
+        "server is not a member of the cluster"
+    );
     assert_eq!(err_code(&c.api(spare, "SERVER.REMOVE", "").await), 10003);
     assert_eq!(err_code(&c.api(spare, "SERVER.REMOVE", "{}").await), 10003);
-    assert_eq!(err_code(&c.api(spare, "SERVER.REMOVE", "{nope").await), 10025);
+    assert_eq!(
+        err_code(&c.api(spare, "SERVER.REMOVE", "{nope").await),
+        10025
+    );
     assert_eq!(
         err_code(&c.api(spare, "SERVER.REMOVE", r#"{"peer":"nobody"}"#).await),
         10044
@@ -130,7 +151,13 @@ async fn server_remove_of_a_stopped_node_moves_its_replicas_and_shrinks_the_meta
         .expect("a third node");
     c.stop(next).await;
     assert_eq!(publish(&c, spare, "m7").await, 7);
-    let other = c.api(spare, "STREAM.CREATE.T", r#"{"name":"T","subjects":["t"],"num_replicas":2}"#).await;
+    let other = c
+        .api(
+            spare,
+            "STREAM.CREATE.T",
+            r#"{"name":"T","subjects":["t"],"num_replicas":2}"#,
+        )
+        .await;
     assert_ok(&other);
     c.shutdown().await;
 }
@@ -151,16 +178,21 @@ async fn without_a_spare_node_server_remove_drops_the_replica() {
         .await;
     assert_eq!(answer["success"], true, "{answer}");
     let left: BTreeSet<u64> = c.running().iter().map(|n| n.0).collect();
-    eventually("the stream and the meta group run on the two nodes left", || {
-        let now = assigned(&c, via);
-        let voters = c.voters(via, group);
-        let meta = c.voters(via, GroupId::META);
-        if now == left && voters == left && meta == left {
-            Ok(())
-        } else {
-            Err(format!("assigned {now:?}, voters {voters:?}, meta {meta:?}"))
-        }
-    })
+    eventually(
+        "the stream and the meta group run on the two nodes left",
+        || {
+            let now = assigned(&c, via);
+            let voters = c.voters(via, group);
+            let meta = c.voters(via, GroupId::META);
+            if now == left && voters == left && meta == left {
+                Ok(())
+            } else {
+                Err(format!(
+                    "assigned {now:?}, voters {voters:?}, meta {meta:?}"
+                ))
+            }
+        },
+    )
     .await;
     assert_eq!(publish(&c, via, "m4").await, 4);
     c.shutdown().await;
@@ -172,7 +204,10 @@ async fn the_meta_leader_can_remove_itself_and_its_r1_stream_moves_with_its_mess
     // Four R1 streams land on four different nodes (least loaded first).
     for i in 0..4 {
         let body = format!(r#"{{"name":"R{i}","subjects":["r{i}"],"num_replicas":1}}"#);
-        assert_ok(&c.api(NodeId(1), &format!("STREAM.CREATE.R{i}"), &body).await);
+        assert_ok(
+            &c.api(NodeId(1), &format!("STREAM.CREATE.R{i}"), &body)
+                .await,
+        );
     }
     let leader = c.wait_leader(GroupId::META, &c.ids()).await;
     let mine = (0..4)
@@ -185,7 +220,11 @@ async fn the_meta_leader_can_remove_itself_and_its_r1_stream_moves_with_its_mess
         })
         .expect("an R1 stream on the meta leader");
     let subject = mine.to_lowercase();
-    let via = c.ids().into_iter().find(|n| *n != leader).expect("another node");
+    let via = c
+        .ids()
+        .into_iter()
+        .find(|n| *n != leader)
+        .expect("another node");
     for i in 1..=3 {
         let hdrs = format!("NATS/1.0\r\nNats-Msg-Id: m{i}\r\n\r\n");
         let ack = c
@@ -197,35 +236,50 @@ async fn the_meta_leader_can_remove_itself_and_its_r1_stream_moves_with_its_mess
         assert_eq!(ack["seq"], i, "{ack}");
     }
     let answer = c
-        .api(via, "SERVER.REMOVE", &format!(r#"{{"peer":"{}"}}"#, c.name(leader)))
+        .api(
+            via,
+            "SERVER.REMOVE",
+            &format!(r#"{{"peer":"{}"}}"#, c.name(leader)),
+        )
         .await;
     assert_eq!(answer["success"], true, "{answer}");
     let rest: Vec<NodeId> = c.ids().into_iter().filter(|n| *n != leader).collect();
     let rest_ids: BTreeSet<u64> = rest.iter().map(|n| n.0).collect();
     let new_leader = c.wait_leader(GroupId::META, &rest).await;
-    eventually("the stream moved off and the meta group is the other three", || {
-        let assigned: Vec<u64> = c
-            .node(new_leader)
-            .js
-            .meta()
-            .read(|m| m.stream(&mine).map(|s| s.replicas.clone()))
-            .unwrap_or_default();
-        let meta = c.voters(new_leader, GroupId::META);
-        let Some(group) = c.stream_group(new_leader, &mine) else {
-            return Err("no stream".into());
-        };
-        let voters = c.voters(assigned.first().map_or(new_leader, |a| NodeId(*a)), group);
-        let moved = assigned.len() == 1 && assigned[0] != leader.0;
-        if moved && meta == rest_ids && voters == assigned.iter().copied().collect() {
-            Ok(())
-        } else {
-            Err(format!("assigned {assigned:?}, meta {meta:?}, stream voters {voters:?}"))
-        }
-    })
+    eventually(
+        "the stream moved off and the meta group is the other three",
+        || {
+            let assigned: Vec<u64> = c
+                .node(new_leader)
+                .js
+                .meta()
+                .read(|m| m.stream(&mine).map(|s| s.replicas.clone()))
+                .unwrap_or_default();
+            let meta = c.voters(new_leader, GroupId::META);
+            let Some(group) = c.stream_group(new_leader, &mine) else {
+                return Err("no stream".into());
+            };
+            let voters = c.voters(assigned.first().map_or(new_leader, |a| NodeId(*a)), group);
+            let moved = assigned.len() == 1 && assigned[0] != leader.0;
+            if moved && meta == rest_ids && voters == assigned.iter().copied().collect() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "assigned {assigned:?}, meta {meta:?}, stream voters {voters:?}"
+                ))
+            }
+        },
+    )
     .await;
     let info = c.api(via, &format!("STREAM.INFO.{mine}"), "").await;
     assert_eq!(info["state"]["messages"], 3, "{info}");
-    let problems = c.node(leader).js.health(&crate::jetstream::runtime::HealthScope::Meta);
-    assert!(!problems.is_empty(), "the removed node reports itself unhealthy");
+    let problems = c
+        .node(leader)
+        .js
+        .health(&crate::jetstream::runtime::HealthScope::Meta);
+    assert!(
+        !problems.is_empty(),
+        "the removed node reports itself unhealthy"
+    );
     c.shutdown().await;
 }

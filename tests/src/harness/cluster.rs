@@ -42,11 +42,7 @@ impl Cluster {
     }
 
     /// [`Cluster::start`] with a config file body for every member.
-    pub async fn start_with(
-        n: usize,
-        name: &str,
-        config: Option<&str>,
-    ) -> anyhow::Result<Cluster> {
+    pub async fn start_with(n: usize, name: &str, config: Option<&str>) -> anyhow::Result<Cluster> {
         // A name of its own: nodes of a test still running keep dialing the cluster port of a
         // member they lost, and another test's node may bind that port later; with one name
         // per cluster, such a stray link is refused instead of joining the two clusters.

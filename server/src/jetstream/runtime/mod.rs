@@ -42,8 +42,8 @@ mod peer_remove;
 mod publish;
 mod reconcile;
 mod remote;
-mod server_remove;
 pub mod replica;
+mod server_remove;
 mod sourcing;
 
 use std::collections::{BTreeMap, HashMap};

@@ -115,7 +115,10 @@ impl JetStream {
             self.propose_meta(meta_command::Op::RemovePeer(gone))
                 .await?,
         )?;
-        info!(node = format!("{gone:x}"), "server removed from the cluster");
+        info!(
+            node = format!("{gone:x}"),
+            "server removed from the cluster"
+        );
         self.evacuate_retired(true).await;
         self.drop_retired_voters().await;
         Ok(REMOVED.to_string())
@@ -206,8 +209,12 @@ impl JetStream {
                 Evacuation::Drop | Evacuation::Keep => continue,
             };
             match result.and_then(meta_answer) {
-                Ok(_) => info!(stream = %name, old = format!("{old:x}"), ?plan, "replica of a removed node evacuated"),
-                Err(e) => warn!(stream = %name, error = ?e, "evacuating a removed node's replica failed"),
+                Ok(_) => {
+                    info!(stream = %name, old = format!("{old:x}"), ?plan, "replica of a removed node evacuated")
+                }
+                Err(e) => {
+                    warn!(stream = %name, error = ?e, "evacuating a removed node's replica failed")
+                }
             }
         }
     }
@@ -269,11 +276,11 @@ impl JetStream {
     fn peer_connected(&self, node: u64) -> bool {
         node == self.node.0
             || self.cluster.as_ref().is_some_and(|c| {
-            c.peers
-                .snapshot()
-                .get(&crate::cluster::NodeId(node))
-                .is_some_and(crate::cluster::PeerInfo::is_connected)
-        })
+                c.peers
+                    .snapshot()
+                    .get(&crate::cluster::NodeId(node))
+                    .is_some_and(crate::cluster::PeerInfo::is_connected)
+            })
     }
 }
 
