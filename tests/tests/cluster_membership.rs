@@ -290,3 +290,52 @@ async fn server_remove_errors_match_nats_server() {
     }
     cluster.assert_clean_logs();
 }
+
+/// jetraft only: a removed node id is never admitted again (nats-server lets a removed server
+/// that restarts rejoin under its name-derived peer id). Its links come back, but it stays out
+/// of the meta group, gets no streams and is not healthy.
+#[tokio::test]
+async fn a_removed_node_that_comes_back_with_its_data_stays_outside_the_cluster() {
+    if server_kind() == ServerKind::NatsServer {
+        return;
+    }
+    let mut cluster = Cluster::start(4, "members").await.expect("cluster");
+    let gone = 3;
+    cluster
+        .stop_within(gone, Duration::from_secs(15))
+        .await
+        .expect("stop");
+    let nc = client(cluster.node(0), "app").await;
+    let removed = api(&nc, "$JS.API.SERVER.REMOVE", json!({"peer": "n4"})).await;
+    assert_eq!(removed["success"], true, "{removed}");
+    for i in 0..3 {
+        let node = cluster.node(i);
+        wait_for("a meta group of three", ELECTION, || async move {
+            (meta_size(node).await == Some(3)).then_some(())
+        })
+        .await;
+    }
+    // Back with its old store: the links come up (INFO connect_urls lists it everywhere).
+    cluster.restart(gone).await.expect("n4 links again");
+    // Two membership ticks of the meta leader (1 s each) pass with n4 linked.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for i in 0..3 {
+        assert_eq!(meta_size(cluster.node(i)).await, Some(3), "node {}", i + 1);
+    }
+    let health = cluster.node(gone).http_get("/healthz").await.expect("healthz");
+    assert_ne!(health.status, 200, "a removed node is not healthy");
+    for i in 0..3 {
+        let created = api(
+            &nc,
+            &format!("$JS.API.STREAM.CREATE.A{i}"),
+            json!({"name": format!("A{i}"), "subjects": [format!("a{i}")], "num_replicas": 3}),
+        )
+        .await;
+        assert!(created["error"].is_null(), "{created}");
+        let (names, _) = replica_names(&info_with_leader(&nc, &format!("A{i}")).await);
+        assert!(!names.contains("n4"), "A{i} placed on the removed node: {names:?}");
+    }
+    for i in 0..3 {
+        jetraft_tests::harness::assert_clean_log(cluster.node(i));
+    }
+}
