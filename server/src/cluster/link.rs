@@ -221,15 +221,16 @@ async fn run_link(ctx: &ClusterContext, addr: &str) -> LinkEnd {
 }
 
 /// This node's `Hello`.
-fn hello(cluster: &super::ClusterState) -> Hello {
+pub(crate) fn hello(cluster: &super::ClusterState) -> Hello {
     let peers = cluster.peers.snapshot();
     Hello {
         identity: Some(cluster.identity.clone()),
         has_meta_state: cluster.has_meta_state(),
         known_peers: peers.values().map(|p| p.cluster_addr.clone()).collect(),
+        // Only peers linked now: a member scaled away long ago is not worth a dial loop.
         gossip: peers
             .values()
-            .filter(|p| !p.cluster_addr.is_empty())
+            .filter(|p| p.is_connected() && !p.cluster_addr.is_empty())
             .map(|p| KnownPeer {
                 node_id: p.node_id.0,
                 cluster_addr: p.cluster_addr.clone(),
@@ -419,7 +420,14 @@ async fn run_inbound(
                 flush.stalled.clear();
                 flush.paced.clear();
             }
-            Some(Kind::Hello(_)) | None => {}
+            // A later `Hello`: the peer got meta state since the link began (see
+            // `ClusterState::set_has_meta_state`); its gossip now counts.
+            Some(Kind::Hello(h)) => {
+                if h.has_meta_state {
+                    follow_gossip(&ctx, &h.gossip);
+                }
+            }
+            None => {}
         }
     }
     if cluster.remote_end(node, session, sublist) {

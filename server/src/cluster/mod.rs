@@ -149,9 +149,17 @@ impl ClusterState {
         self.has_meta_state.load(Ordering::Relaxed)
     }
 
-    /// Records whether this node has meta-group state (announced on new links).
+    /// Records whether this node has meta-group state (announced on new links). When it just
+    /// got it, a fresh `Hello` goes out on every link that is up: a peer that linked while this
+    /// node had none ignored its route gossip then, and follows it now.
     pub fn set_has_meta_state(&self, has: bool) {
-        self.has_meta_state.store(has, Ordering::Relaxed);
+        let had = self.has_meta_state.swap(has, Ordering::Relaxed);
+        if has && !had {
+            let hello = link::hello(self);
+            for s in self.senders.read().values() {
+                s.push_hello(hello.clone());
+            }
+        }
     }
 
     /// Ends the reconnect backoff of the dial loops that reach `node` (or `addr`, before the

@@ -4,7 +4,8 @@
 //! it into a few frames, so a burst of publishes becomes one `MsgBatch`.
 //!
 //! Invariants: the first frame is the `Hello`, the second (once the link is registered) the
-//! interest snapshot; later interest deltas were all recorded after that snapshot was taken.
+//! interest snapshot; later interest deltas were all recorded after that snapshot was taken. A
+//! later `Hello` (new route gossip) may follow the snapshot.
 //! The queue never holds more than [`MAX_QUEUED_BYTES`]; a message that does not fit is dropped
 //! and counted, as nats-server drops for a slow route rather than stalling publishers.
 
@@ -32,6 +33,8 @@ const MAX_BATCH_BYTES: usize = 1024 * 1024;
 struct Queue {
     /// The interest snapshot, set when the link is registered, sent before anything else.
     snapshot: Option<Vec<InterestChange>>,
+    /// A later `Hello` (new route gossip), sent after the snapshot.
+    hello: Option<Hello>,
     /// Coalesced interest deltas per pattern.
     interest: HashMap<InterestKey, i32>,
     /// Messages in publish order.
@@ -68,6 +71,12 @@ impl PeerSender {
     pub(crate) fn set_snapshot<'a>(&self, keys: impl Iterator<Item = &'a InterestKey>) {
         let changes = keys.map(|(s, q)| change(s, q.as_deref(), 1)).collect();
         self.queue.lock().snapshot = Some(changes);
+        self.ready.notify_one();
+    }
+
+    /// Queues a later `Hello` (replacing one not sent yet).
+    pub(crate) fn push_hello(&self, hello: Hello) {
+        self.queue.lock().hello = Some(hello);
         self.ready.notify_one();
     }
 
@@ -133,12 +142,18 @@ impl PeerSender {
     fn drain_into(&self, out: &mut std::collections::VecDeque<Frame>) {
         let mut q = self.queue.lock();
         let snapshot = q.snapshot.take();
+        let hello = q.hello.take();
         let interest = std::mem::take(&mut q.interest);
         let msgs = std::mem::take(&mut q.msgs);
         q.bytes = 0;
         drop(q);
         if let Some(changes) = snapshot {
             out.push_back(interest_frame(true, changes));
+        }
+        if let Some(hello) = hello {
+            out.push_back(Frame {
+                kind: Some(Kind::Hello(hello)),
+            });
         }
         let changes: Vec<InterestChange> = interest
             .into_iter()
@@ -227,6 +242,29 @@ mod tests {
         assert_eq!(payloads, vec![0, 1, 2]);
         s.closed.cancel();
         assert!(frames.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_later_hello_follows_the_snapshot() {
+        let s = Arc::new(PeerSender::new(Arc::default()));
+        let mut frames = Box::pin(s.clone().frames(Hello::default()));
+        assert!(matches!(
+            frames.next().await.unwrap().kind,
+            Some(Kind::Hello(h)) if !h.has_meta_state
+        ));
+        s.set_snapshot(std::iter::empty());
+        s.push_hello(Hello {
+            has_meta_state: true,
+            ..Hello::default()
+        });
+        assert!(matches!(
+            frames.next().await.unwrap().kind,
+            Some(Kind::Interest(i)) if i.snapshot
+        ));
+        assert!(matches!(
+            frames.next().await.unwrap().kind,
+            Some(Kind::Hello(h)) if h.has_meta_state
+        ));
     }
 
     #[test]

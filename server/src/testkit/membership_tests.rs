@@ -151,14 +151,16 @@ async fn server_remove_of_a_stopped_node_moves_its_replicas_and_shrinks_the_meta
         .expect("a third node");
     c.stop(next).await;
     assert_eq!(publish(&c, spare, "m7").await, 7);
-    let other = c
-        .api(
-            spare,
-            "STREAM.CREATE.T",
-            r#"{"name":"T","subjects":["t"],"num_replicas":2}"#,
-        )
-        .await;
-    assert_ok(&other);
+    // Reads too: the leader confirms it leads with the two voters left.
+    for seq in 1..=7u64 {
+        let answer = c
+            .api(spare, "STREAM.MSG.GET.S", &format!(r#"{{"seq":{seq}}}"#))
+            .await;
+        assert_ok(&answer);
+        let data = answer["message"]["data"].as_str().expect("data");
+        let payload = crate::jetstream::api::types::base64::decode(data).expect("base64");
+        assert_eq!(payload, format!("m{seq}").into_bytes(), "seq {seq}");
+    }
     c.shutdown().await;
 }
 

@@ -105,10 +105,12 @@ impl JetStream {
         let Ok(raft) = self.registry.raft(GroupId::META) else {
             return;
         };
-        let voters: BTreeSet<u64> = raft.voter_ids().collect();
         let known = self.meta.read(|m| m.peers().clone());
         for p in peers.values().filter(|p| p.is_connected()) {
             let id = p.node_id.0;
+            // Read per peer: an earlier peer of this pass may just have become a voter, and
+            // the next voter set must keep it.
+            let voters: BTreeSet<u64> = raft.voter_ids().collect();
             if self.meta.read(|m| m.is_retired(id)) {
                 continue;
             }
@@ -149,6 +151,7 @@ impl JetStream {
                 info!(old, new = id, "replaced node id retired");
             }
             self.transport.add_peer(NodeId(id), &p.cluster_addr);
+            let _changing = self.meta_members.lock().await;
             if let Err(e) = self
                 .registry
                 .add_learner(

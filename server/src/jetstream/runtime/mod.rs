@@ -145,6 +145,9 @@ pub struct JetStream {
     api_errors: AtomicU64,
     /// Requests to other nodes waiting for their answer (see `remote`).
     pending: remote::Pending,
+    /// Held while this node changes the meta group's voters (admission, SERVER.REMOVE): openraft
+    /// refuses a membership change while another one is under way, and logs it as an error.
+    meta_members: tokio::sync::Mutex<()>,
     /// Stops the runtime's tasks.
     cancel: CancellationToken,
 }
@@ -231,6 +234,7 @@ impl JetStream {
             api_total: AtomicU64::new(0),
             api_errors: AtomicU64::new(0),
             pending: remote::Pending::default(),
+            meta_members: tokio::sync::Mutex::new(()),
             cancel: ctx.shutdown.child_token(),
         });
         js.spawn_tasks()?;

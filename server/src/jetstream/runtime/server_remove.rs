@@ -16,8 +16,12 @@
 //!    stream runs with one replica fewer than configured. An R1 stream whose only replica was on
 //!    a stopped node keeps it: its data is on that node only, and the stream reports no leader;
 //! 3. once no stream assignment names it, it leaves the meta group's voters, so it no longer
-//!    counts against the meta quorum ([`JetStream::drop_retired_voters`], retried every
-//!    membership tick until done).
+//!    counts against the meta quorum ([`JetStream::drop_retired_voters`]).
+//!
+//! The meta leader's membership loop retries moves and the voter change every tick; a replica
+//! that has to be dropped is only dropped by a request (the loop also serves nodes that lost
+//! their data, whose new id is about to become the spare). While a removal has not left the
+//! meta group, a new request first retries it, and answers 10202 if it is still pending.
 
 use jetraft_proto::meta::{StreamAssignment, meta_command};
 use jetraft_raft::{GroupId, NodeId, RemovedVoters};
@@ -238,6 +242,7 @@ impl JetStream {
     /// On the meta leader: retired ids that no stream assignment names any more leave the meta
     /// group's voters.
     pub(super) async fn drop_retired_voters(&self) {
+        let _changing = self.meta_members.lock().await;
         let Ok(raft) = self.registry.raft(GroupId::META) else {
             return;
         };
