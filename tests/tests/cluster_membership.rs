@@ -15,7 +15,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use jetraft_tests::harness::cluster::Cluster;
 use jetraft_tests::harness::jsapi::{ELECTION, api, index_of, info_with_leader, publish_acked};
-use jetraft_tests::harness::{ServerKind, ServerProcess, connect, server_kind, wait_for, within};
+use jetraft_tests::harness::{
+    ServerKind, ServerProcess, connect, free_port, server_kind, wait_for, within,
+};
 use serde_json::{Value, json};
 
 /// nats-server's accounts (see the module doc).
@@ -106,9 +108,10 @@ async fn a_node_routed_to_one_seed_is_learned_by_all_admitted_and_gets_streams()
         })
         .await;
     }
-    // n4 names only n1; n2 and n3 are not told and not restarted: `add_node` waits until every
-    // member lists every other in INFO connect_urls.
-    let new = cluster.add_node(&[0]).await.expect("n4 joins");
+    // n4 names only n1 and a node that does not exist (yet); n2 and n3 are not told and not
+    // restarted: `add_node` waits until every member lists every other in INFO connect_urls.
+    let nobody = format!("nats://127.0.0.1:{}", free_port());
+    let new = cluster.add_node(&[0], &[nobody]).await.expect("n4 joins");
     for i in 0..cluster.len() {
         let node = cluster.node(i);
         wait_for("a meta group of four", ELECTION, || async move {

@@ -117,12 +117,18 @@ impl Cluster {
     }
 
     /// Starts one more member, `n<len+1>`, whose `--routes` name only the members `seeds`
-    /// (0-based; none of the others is restarted or told), and waits until every running
-    /// member lists every other. Returns its index.
-    pub async fn add_node(&mut self, seeds: &[usize]) -> anyhow::Result<usize> {
+    /// (0-based; none of the others is restarted or told) and the URLs `extra_routes` (say, of
+    /// nodes that do not exist yet), and waits until every running member lists every other.
+    /// Returns its index.
+    pub async fn add_node(
+        &mut self,
+        seeds: &[usize],
+        extra_routes: &[String],
+    ) -> anyhow::Result<usize> {
         let routes = seeds
             .iter()
             .map(|i| format!("nats://127.0.0.1:{}", self.cluster_ports[*i]))
+            .chain(extra_routes.iter().cloned())
             .collect::<Vec<_>>()
             .join(",");
         let index = self.nodes.len();
