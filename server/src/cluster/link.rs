@@ -422,12 +422,8 @@ async fn run_inbound(
             }
             // A later `Hello`: the peer got meta state since the link began (see
             // `ClusterState::set_has_meta_state`); its gossip now counts.
-            Some(Kind::Hello(h)) => {
-                if h.has_meta_state {
-                    follow_gossip(&ctx, &h.gossip);
-                }
-            }
-            None => {}
+            Some(Kind::Hello(h)) if h.has_meta_state => follow_gossip(&ctx, &h.gossip),
+            Some(Kind::Hello(_)) | None => {}
         }
     }
     if cluster.remote_end(node, session, sublist) {
