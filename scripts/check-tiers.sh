@@ -15,8 +15,9 @@
 # fails if nextest and this evaluation disagree.
 #
 # It also reads tests/tests/<file>.rs and warns (without failing) when a test in the fast tier
-# starts a cluster (`Cluster::start` or `start_with`, directly or through a helper in the same file) or a test
-# in the cluster or long tier starts none: the classification rule is in .config/nextest.toml.
+# starts a cluster (`Cluster::start` or `start_with`, directly or through a helper in the same
+# file) or a test in the cluster or long tier starts none: the classification rule is in
+# .config/nextest.toml.
 #
 # Exit status: 0 all tests in exactly one tier, 1 otherwise, 2 usage or input errors.
 set -euo pipefail
