@@ -4,6 +4,9 @@
 //! formation rule ([`formation::decide`]); once the meta group exists, the meta leader admits
 //! every connected peer (learner first, then voter), records it in the meta peers, and retires
 //! the old id of a node that came back under a new id after losing its data (same server name).
+//! Retired ids (those and the ones `$JS.API.SERVER.REMOVE` retired, see `server_remove`) are
+//! never admitted again; their stream replicas move to other voters and, once no stream names
+//! them, they leave the meta group's voters. Voter changes hold `JetStream::meta_members`.
 //! Link state also feeds the Raft registry: a peer whose links both dropped is reported
 //! unreachable, so the groups it led elect a new leader without waiting out timeouts.
 

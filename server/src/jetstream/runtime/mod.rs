@@ -17,6 +17,8 @@
 //! - `in_force`: stream create/update/delete answered once the client's node routes by them.
 //! - `jsz`: what the monitoring endpoints report (`/jsz`, `/varz`).
 //! - `peer_remove`: STREAM.PEER.REMOVE and moving a stream's replicas between nodes.
+//! - `membership`: cluster formation, admission of new nodes to the meta group.
+//! - `server_remove`: SERVER.REMOVE (a node leaves for good) and evacuating its replicas.
 //! - `sourcing`: the leader's copy tasks of mirrors and sources.
 //! - `health`: `/healthz` checks (is every group here current?) and lame duck hand-off.
 //!
