@@ -59,6 +59,19 @@ async fn meta_size(node: &ServerProcess) -> Option<u64> {
     jsz["meta_cluster"]["cluster_size"].as_u64()
 }
 
+/// Waits until each of the members `nodes` reports a meta group of `size`.
+async fn wait_meta_size(cluster: &Cluster, nodes: &[usize], size: u64) {
+    for &i in nodes {
+        let node = cluster.node(i);
+        wait_for(
+            &format!("a meta group of {size}"),
+            ELECTION,
+            || async move { (meta_size(node).await == Some(size)).then_some(()) },
+        )
+        .await;
+    }
+}
+
 /// Names of the stream's replicas (leader included) and whether all are current.
 fn replica_names(info: &Value) -> (BTreeSet<String>, bool) {
     let mut names = BTreeSet::new();
@@ -101,24 +114,12 @@ async fn a_node_routed_to_one_seed_is_learned_by_all_admitted_and_gets_streams()
         .await
         .expect("cluster");
     // Nodes join a cluster that exists (has a meta group), not one still forming.
-    for i in 0..3 {
-        let node = cluster.node(i);
-        wait_for("a meta group of three", ELECTION, || async move {
-            (meta_size(node).await == Some(3)).then_some(())
-        })
-        .await;
-    }
+    wait_meta_size(&cluster, &[0, 1, 2], 3).await;
     // n4 names only n1 and a node that does not exist (yet); n2 and n3 are not told and not
     // restarted: `add_node` waits until every member lists every other in INFO connect_urls.
     let nobody = format!("nats://127.0.0.1:{}", free_port());
     let new = cluster.add_node(&[0], &[nobody]).await.expect("n4 joins");
-    for i in 0..cluster.len() {
-        let node = cluster.node(i);
-        wait_for("a meta group of four", ELECTION, || async move {
-            (meta_size(node).await == Some(4)).then_some(())
-        })
-        .await;
-    }
+    wait_meta_size(&cluster, &[0, 1, 2, 3], 4).await;
     // New streams are placed on the new node too: R3 streams until one has a replica there
     // (both servers prefer the nodes with the fewest replicated streams, so the second at the
     // latest; nats-server places on a new server once its first statistics arrived).
@@ -225,13 +226,7 @@ async fn server_remove_of_a_stopped_node_moves_its_replicas_and_the_cluster_surv
     .await;
     assert_eq!(moved.len(), 3);
     let running: Vec<usize> = (0..cluster.len()).filter(|i| *i != gone).collect();
-    for &i in &running {
-        let node = cluster.node(i);
-        wait_for("a meta group of three", ELECTION, || async move {
-            (meta_size(node).await == Some(3)).then_some(())
-        })
-        .await;
-    }
+    wait_meta_size(&cluster, &running, 3).await;
     for i in 21..=30 {
         publish_acked(&nc, "s.a", &format!("m{i}"), &format!("m{i}")).await;
     }
@@ -312,13 +307,7 @@ async fn a_removed_node_that_comes_back_with_its_data_stays_outside_the_cluster(
     let nc = client(cluster.node(0), "app").await;
     let removed = api(&nc, "$JS.API.SERVER.REMOVE", json!({"peer": "n4"})).await;
     assert_eq!(removed["success"], true, "{removed}");
-    for i in 0..3 {
-        let node = cluster.node(i);
-        wait_for("a meta group of three", ELECTION, || async move {
-            (meta_size(node).await == Some(3)).then_some(())
-        })
-        .await;
-    }
+    wait_meta_size(&cluster, &[0, 1, 2], 3).await;
     // Back with its old store: the links come up (INFO connect_urls lists it everywhere).
     cluster.restart(gone).await.expect("n4 links again");
     // Two membership ticks of the meta leader (1 s each) pass with n4 linked.

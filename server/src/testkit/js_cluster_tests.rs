@@ -25,7 +25,7 @@ fn others(c: &JsCluster, but: &[NodeId]) -> Vec<NodeId> {
     c.ids().into_iter().filter(|i| !but.contains(i)).collect()
 }
 
-fn assert_ok(answer: &Value) {
+pub(super) fn assert_ok(answer: &Value) {
     assert!(answer.get("error").is_none(), "API error: {answer}");
 }
 
@@ -41,7 +41,13 @@ async fn cluster_with_stream() -> (JsCluster, GroupId, NodeId) {
 /// Publishes `payload` to `subject` through `via` with `Nats-Msg-Id: id` until it is
 /// acknowledged (a retry after a lost answer is deduplicated, so the message is stored once);
 /// returns the PubAck's sequence.
-async fn must_publish(c: &JsCluster, via: NodeId, subject: &str, id: &str, payload: &str) -> u64 {
+pub(super) async fn must_publish(
+    c: &JsCluster,
+    via: NodeId,
+    subject: &str,
+    id: &str,
+    payload: &str,
+) -> u64 {
     let hdrs = format!("NATS/1.0\r\nNats-Msg-Id: {id}\r\n\r\n");
     let client = c.client(via);
     let deadline = tokio::time::Instant::now() + WAIT;

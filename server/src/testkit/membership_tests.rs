@@ -4,19 +4,15 @@
 //! errors are nats-server's.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use jetraft_raft::{GroupId, NodeId};
 use serde_json::Value;
 
+use super::js_cluster_tests::{assert_ok, must_publish};
 use super::{JsCluster, WAIT, eventually};
 
 /// An R3 file stream on `s.>`.
 const STREAM_S: &str = r#"{"name":"S","subjects":["s.>"],"num_replicas":3,"storage":"file"}"#;
-
-fn assert_ok(answer: &Value) {
-    assert!(answer.get("error").is_none(), "API error: {answer}");
-}
 
 fn err_code(answer: &Value) -> u64 {
     answer["error"]["err_code"].as_u64().unwrap_or(0)
@@ -31,30 +27,9 @@ fn assigned(c: &JsCluster, via: NodeId) -> BTreeSet<u64> {
         .unwrap_or_default()
 }
 
-/// Publishes to `s.a` through `via` until acknowledged (deduplicated by `id`); returns the seq.
+/// Publishes `id` to `s.a` through `via` until acknowledged; returns the seq.
 async fn publish(c: &JsCluster, via: NodeId, id: &str) -> u64 {
-    let hdrs = format!("NATS/1.0\r\nNats-Msg-Id: {id}\r\n\r\n");
-    let client = c.client(via);
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let answer = client
-            .request_with(
-                "s.a",
-                Some(hdrs.as_bytes()),
-                id.as_bytes(),
-                Duration::from_secs(2),
-            )
-            .await
-            .map(|m| m.json());
-        if let Some(ack) = answer.as_ref().filter(|a| a.get("error").is_none()) {
-            return ack["seq"].as_u64().expect("seq");
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "publish {id} through {via} not acknowledged: {answer:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    must_publish(c, via, "s.a", id, id).await
 }
 
 /// A stream replica on `gone`, a node that is not the meta leader, stopped before the request.
