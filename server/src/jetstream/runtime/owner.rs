@@ -39,7 +39,10 @@ impl JetStream {
                         jetraft_proto::stream::ConsumerProgress::default(),
                     );
                     match self.registry.propose(ls.group(), barrier).await {
-                        Ok(_) => ready_term = Some(now.term),
+                        Ok(_) => {
+                            ready_term = Some(now.term);
+                            self.advise_leadership(&ls);
+                        }
                         Err(e) => debug!(stream = %ls.name, error = %e, "consumer barrier failed"),
                     }
                 }
@@ -64,5 +67,19 @@ impl JetStream {
         }
         ls.engines.stop_all(false);
         Self::stop_sourcing(&ls);
+    }
+
+    /// The leader-elected advisories of a replica that just became its group's ready leader;
+    /// only in clustered mode, as nats-server sends them only for replicated groups.
+    fn advise_leadership(&self, ls: &LocalStream) {
+        if !self.clustered {
+            return;
+        }
+        let consumers: Vec<String> = ls.sm.lock().consumers().keys().cloned().collect();
+        let replicas = self
+            .group_cluster_info(ls.group(), &ls.replicas())
+            .map(|ci| ci.replicas)
+            .unwrap_or_default();
+        self.advise_leader_elected(&ls.name, &consumers, replicas);
     }
 }

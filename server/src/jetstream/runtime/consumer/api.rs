@@ -25,6 +25,7 @@ use crate::jetstream::api::types::requests::{BodyRule, parse_body};
 use crate::jetstream::api::types::responses::ApiResponse;
 use crate::jetstream::api::types::{go_time, response_type};
 use crate::jetstream::api::{ApiError, ErrorKind};
+use crate::jetstream::runtime::advisory::Action;
 use crate::jetstream::runtime::replica::LocalStream;
 use crate::jetstream::runtime::{JetStream, now_ns};
 use crate::jetstream::stream::command;
@@ -96,6 +97,9 @@ impl JetStream {
             )
         {
             self.sync_consumers(&ls);
+        }
+        if created {
+            self.advise_consumer(stream, &name, Action::Create);
         }
         let info = if created {
             self.initial_consumer_info(&ls, &name).await
@@ -236,6 +240,7 @@ impl JetStream {
         self.propose_consumer(&ls, command::consumer_delete(name))
             .await?;
         ls.engines.send(name, Event::stop(true));
+        self.advise_consumer(stream, name, Action::Delete);
         Ok(())
     }
 
@@ -329,6 +334,7 @@ impl JetStream {
             .await?;
         ls.engines
             .send(name, Event::Core(ConsumerEvent::Reconfigure(Box::new(cfg))));
+        self.advise_consumer_pause(stream, name, until);
         let body = ConsumerPauseResponse::at(until, now_ns());
         Ok(ApiResponse::ok(response_type::CONSUMER_PAUSE, body).to_json())
     }
