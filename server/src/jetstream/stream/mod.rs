@@ -47,6 +47,7 @@ pub mod consumers;
 #[cfg(test)]
 mod copy_tests;
 pub mod dedup;
+pub mod direct;
 #[cfg(test)]
 mod durability_tests;
 pub mod headers;
