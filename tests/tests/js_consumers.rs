@@ -1039,3 +1039,47 @@ async fn rate_limited_push_consumer_is_paced_by_bytes() {
         "3.2 KB delivered within {spread:?} at 2 KB/s with a 1 KB burst"
     );
 }
+
+#[tokio::test]
+async fn acks_of_an_ack_none_consumer_find_no_responders() {
+    let srv = start_server().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    let s = stream_with(
+        &js,
+        stream::Config {
+            name: "AN".into(),
+            subjects: vec!["an".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    js.publish("an", Bytes::from_static(b"x"))
+        .await
+        .expect("publish")
+        .await
+        .expect("ack");
+    let c = s
+        .create_consumer(pull::Config {
+            durable_name: Some("none".into()),
+            ack_policy: AckPolicy::None,
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    let m = fetch(&c, 1).await;
+    let reply = m[0].reply.clone().expect("an ack subject");
+    // No one takes acks of this consumer (nats-server subscribes none), so an AckSync learns it.
+    let err = within(
+        OP,
+        "ack sync",
+        nc.request(reply, Bytes::from_static(b"+ACK")),
+    )
+    .await
+    .expect_err("no answer");
+    assert_eq!(
+        err.kind(),
+        async_nats::RequestErrorKind::NoResponders,
+        "{err}"
+    );
+}

@@ -155,6 +155,14 @@ pub(crate) fn pull_size(msg: &StoredMsg, stream: &str, consumer: &str) -> u64 {
     (msg.subject.len() + reply + msg.headers.len() + msg.payload.len()) as u64
 }
 
+/// The `503` status a requester gets when no one answers (as the router sends it).
+pub(crate) fn no_responders_msg(to: String) -> OutMsg {
+    OutMsg {
+        hdrs: Some(status_block(503, None, &[])),
+        ..OutMsg::empty(to)
+    }
+}
+
 /// A pull status to `reply`.
 pub(crate) fn status_msg(reply: &str, status: &PullStatus) -> OutMsg {
     let pending = |m: u64, b: u64| {

@@ -323,6 +323,9 @@ impl Engine {
                     deliver::flow_control_msg(&to, &reply).publish_into(&self.js, &mut wake);
                 }
                 Action::Reply { to } => OutMsg::empty(to).publish_into(&self.js, &mut wake),
+                Action::NoResponders { to } => {
+                    deliver::no_responders_msg(to).publish_into(&self.js, &mut wake);
+                }
                 Action::Propose { progress, replies } => {
                     wake.wake_all();
                     self.propose(progress, replies).await;
