@@ -22,6 +22,8 @@ use crate::jetstream::stream::command;
 
 /// How often a leader checks for due expiry, new consumers and its copy tasks.
 const LEADER_TICK: Duration = Duration::from_millis(250);
+/// Shortest wait before the next expiry check (bounds the retries of a failing `Expire`).
+const EXPIRY_MIN_WAIT: Duration = Duration::from_millis(25);
 /// How often a follower re-checks without a leadership signal.
 const FOLLOWER_TICK: Duration = Duration::from_secs(1);
 
@@ -54,7 +56,13 @@ impl JetStream {
                 }
                 self.sync_sourcing(&ls, now.is_self);
                 let tick = if now.is_self {
-                    LEADER_TICK
+                    // Wake when the next message expires, so a TTL is kept to the
+                    // millisecond rather than to the tick.
+                    let next = ls.sm.lock().next_expiry();
+                    next.map_or(LEADER_TICK, |at| {
+                        Duration::from_nanos(at.saturating_sub(super::now_ns()))
+                            .clamp(EXPIRY_MIN_WAIT, LEADER_TICK)
+                    })
                 } else {
                     FOLLOWER_TICK
                 };

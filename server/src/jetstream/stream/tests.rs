@@ -951,6 +951,11 @@ fn per_message_ttl_expires_and_leaves_one_marker() {
     d.publish("t.c", &[], T0 + 1);
     assert!(!d.sm.expiry_due(T0 + SEC - 1));
     assert!(d.sm.expiry_due(T0 + SEC));
+    assert_eq!(
+        d.sm.next_expiry(),
+        Some(T0 + SEC),
+        "the leader wakes exactly then"
+    );
     // t.c's first message expires, but t.c still has a message: no marker.
     d.apply(command::expire(T0 + SEC));
     assert_eq!(d.sm.state().msgs, 3);
@@ -972,6 +977,7 @@ fn per_message_ttl_expires_and_leaves_one_marker() {
     let st = d.sm.state();
     assert_eq!((st.msgs, st.last_seq), (2, 5));
     assert!(!d.sm.expiry_due(T0 + 100 * SEC));
+    assert_eq!(d.sm.next_expiry(), None);
 }
 
 #[test]
