@@ -1083,3 +1083,32 @@ async fn acks_of_an_ack_none_consumer_find_no_responders() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_pause_time_with_odd_characters_is_refused_not_fatal() {
+    let srv = start_server().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    let s = stream_with(
+        &js,
+        stream::Config {
+            name: "PT".into(),
+            subjects: vec!["pt".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    durable_explicit(&s, "c").await;
+    // Found by the fuzz target (server/tests/fuzz.rs): multi-byte characters where a time's
+    // offset goes made the time parser panic.
+    let r = api(
+        &nc,
+        "$JS.API.CONSUMER.PAUSE.PT.c",
+        json!({"pause_until": "2099-01-01T00:00:00\u{a49d};{Z"}),
+    )
+    .await;
+    assert_eq!(err_code(&r), Some(10025), "{r}");
+    // The server still answers.
+    let info = api(&nc, "$JS.API.CONSUMER.INFO.PT.c", Value::Null).await;
+    assert_eq!(info["name"], "c", "{info}");
+}
