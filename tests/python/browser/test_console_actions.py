@@ -172,3 +172,27 @@ async def test_consumers_of_a_stream_past_the_sampled_ones_are_shown(server, con
     await page.goto(server.monitor_url + "/#/streams")
     await expect(page.locator("[data-stream]")).to_have_count(70, timeout=15_000)
     p.assert_no_errors()
+
+
+async def test_advisories_feed_shows_stream_and_consumer_lifecycle(server, connect, new_page):
+    p = await new_page()
+    page = p.page
+    await page.goto(server.monitor_url + "/#/advisories")
+    await expect(page.locator('[data-testid="advisories"]')).to_be_visible()
+    await page.wait_for_timeout(1500)  # the sampler subscribes to the advisories when it starts
+    c = await connect(server)
+    js = c.nc.jetstream()
+    await js.add_stream(name="ADV", subjects=["adv.>"])
+    await js.add_consumer("ADV", durable_name="WATCHER", ack_policy="explicit")
+    await js.delete_consumer("ADV", "WATCHER")
+    await js.delete_stream("ADV")
+    feed = page.locator('[data-testid="advisories"]')
+    for subject in (
+        "$JS.EVENT.ADVISORY.STREAM.CREATED.ADV",
+        "$JS.EVENT.ADVISORY.CONSUMER.CREATED.ADV.WATCHER",
+        "$JS.EVENT.ADVISORY.CONSUMER.DELETED.ADV.WATCHER",
+        "$JS.EVENT.ADVISORY.STREAM.DELETED.ADV",
+    ):
+        await expect(feed).to_contain_text(subject, timeout=10_000)
+    await p.shot("advisories-lifecycle")
+    p.assert_no_errors()
