@@ -1112,3 +1112,53 @@ async fn a_pause_time_with_odd_characters_is_refused_not_fatal() {
     let info = api(&nc, "$JS.API.CONSUMER.INFO.PT.c", Value::Null).await;
     assert_eq!(info["name"], "c", "{info}");
 }
+
+#[tokio::test]
+async fn pedantic_consumer_creates_refuse_what_defaults_would_change() {
+    let srv = start_server().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    stream_with(
+        &js,
+        stream::Config {
+            name: "PED".into(),
+            subjects: vec!["ped".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    let create = |config: Value, pedantic: bool| {
+        let nc = nc.clone();
+        async move {
+            api(
+                &nc,
+                "$JS.API.CONSUMER.CREATE.PED.c",
+                json!({"stream_name": "PED", "config": config, "pedantic": pedantic}),
+            )
+            .await
+        }
+    };
+    for (config, text) in [
+        (
+            json!({"name": "c", "max_deliver": -5}),
+            "pedantic mode: max_deliver must be set to -1",
+        ),
+        (
+            json!({"name": "c", "ack_policy": "explicit", "ack_wait": 5_000_000_000i64,
+                   "backoff": [1_000_000_000i64, 2_000_000_000i64]}),
+            "pedantic mode: first backoff value has to equal batch AckWait",
+        ),
+        (
+            json!({"name": "c", "idle_heartbeat": -1}),
+            "pedantic mode: idle_heartbeat must not be negative",
+        ),
+    ] {
+        let r = create(config.clone(), true).await;
+        assert_eq!(err_code(&r), Some(10157), "{config} -> {r}");
+        assert_eq!(r["error"]["description"], text, "{config} -> {r}");
+        // Without pedantic the same config is corrected and accepted.
+        let r = create(config.clone(), false).await;
+        assert!(r["error"].is_null(), "{config} -> {r}");
+        api(&nc, "$JS.API.CONSUMER.DELETE.PED.c", Value::Null).await;
+    }
+}

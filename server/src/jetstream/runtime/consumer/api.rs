@@ -12,14 +12,14 @@ use super::engine::{EngineView, Event};
 use crate::bus::Msg;
 use crate::bus::internal::InternalMsg;
 use crate::jetstream::api::consumer_validate::{
-    ConsumerContext, CreateForm, CreateOutcome, check_create, random_name, resolve_create,
-    with_response_metadata,
+    ConsumerContext, CreateForm, CreateOutcome, check_create, check_pedantic, random_name,
+    resolve_create, with_response_metadata,
 };
 use crate::jetstream::api::types::consumer::ConsumerInfo;
 use crate::jetstream::api::types::consumer::SequenceInfo;
 use crate::jetstream::api::types::consumer_requests::{
     ConsumerListRequest, ConsumerNamesRequest, ConsumerPauseRequest, ConsumerPauseResponse,
-    consumer_list_page, consumer_names_page,
+    CreateConsumerRequest, consumer_list_page, consumer_names_page,
 };
 use crate::jetstream::api::types::requests::{BodyRule, parse_body};
 use crate::jetstream::api::types::responses::ApiResponse;
@@ -61,6 +61,7 @@ impl JetStream {
     ) -> Result<String, ApiError> {
         let ls = self.leader_stream(stream)?;
         let (name, cfg, action) = resolve_create(form, stream, &msg.payload, random_name)?;
+        let pedantic = CreateConsumerRequest::parse(&msg.payload).is_ok_and(|r| r.pedantic);
         let (outcome, created_ns) = {
             let sm = ls.sm.lock();
             let existing = sm.consumer(&name);
@@ -78,6 +79,9 @@ impl JetStream {
                 stream_replicas: sm.config().num_replicas,
                 consumer_count: sm.consumers().len(),
             };
+            if pedantic {
+                check_pedantic(&cfg, sm.config())?;
+            }
             let outcome = check_create(&name, cfg, action, &ctx)?;
             (outcome, existing.map_or_else(now_ns, |r| r.created_ns))
         };
