@@ -160,7 +160,9 @@ async fn run_link(ctx: &ClusterContext, addr: &str) -> LinkEnd {
     };
     let mut client = NodeLinkClient::new(channel).max_decoding_message_size(MAX_FRAME_BYTES);
     let sender = Arc::new(PeerSender::new(cluster.stats.dropped_msgs.clone()));
-    let request = sender.clone().frames(hello(cluster));
+    let first = hello(cluster);
+    let sent_meta = first.has_meta_state;
+    let request = sender.clone().frames(first);
     let mut inbound = match tokio::time::timeout(HANDSHAKE_TIMEOUT, client.link(request)).await {
         Ok(Ok(r)) => r.into_inner(),
         Ok(Err(status)) => return LinkEnd::Failed(status.to_string()),
@@ -193,6 +195,11 @@ async fn run_link(ctx: &ClusterContext, addr: &str) -> LinkEnd {
     cluster.dialers.lock().insert(addr.to_string(), Some(node));
     if !cluster.register_sender(node, &sender) {
         return end(LinkEnd::Duplicate);
+    }
+    if !sent_meta && cluster.has_meta_state() {
+        // Meta state arrived between our Hello and the registration, so the fresh Hello of
+        // `ClusterState::set_has_meta_state` missed this link: send it now.
+        sender.push_hello(hello(cluster));
     }
     let host = addr.rsplit_once(':').map(|(h, _)| h);
     let info = peer_info(&peer, peer_meta, host.and_then(|h| h.parse().ok()));
