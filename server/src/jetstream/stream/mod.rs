@@ -57,6 +57,8 @@ mod prop_tests;
 #[cfg(test)]
 mod raft_tests;
 mod recovery;
+mod restore;
+pub use restore::RESTORED;
 mod snapshot;
 pub mod ttl;
 
@@ -458,6 +460,7 @@ impl ReplicatedStateMachine for StreamStateMachine {
                 self.apply_consumer_progress(&p).map_err(&err)?;
                 String::new()
             }
+            Some(Cmd::Restore(r)) => self.apply_restore(r, index)?,
             None => {
                 return Err(StateMachineError::Apply {
                     index,
