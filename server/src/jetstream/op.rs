@@ -36,6 +36,10 @@ pub enum ApiOp {
     StreamLeaderStepdown(String),
     /// `$JS.API.STREAM.PEER.REMOVE.<S>`
     StreamPeerRemove(String),
+    /// `$JS.API.STREAM.SNAPSHOT.<S>`
+    StreamSnapshot(String),
+    /// `$JS.API.STREAM.RESTORE.<S>`
+    StreamRestore(String),
     /// `$JS.API.META.LEADER.STEPDOWN`
     MetaLeaderStepdown,
     /// `$JS.API.CONSUMER.CREATE.<S>[.<C>[.<filter>]]` / `CONSUMER.DURABLE.CREATE.<S>.<C>`
@@ -78,6 +82,8 @@ impl ApiOp {
             ["STREAM", "MSG", "DELETE", s] => one(s).map(ApiOp::MsgDelete),
             ["STREAM", "LEADER", "STEPDOWN", s] => one(s).map(ApiOp::StreamLeaderStepdown),
             ["STREAM", "PEER", "REMOVE", s] => one(s).map(ApiOp::StreamPeerRemove),
+            ["STREAM", "SNAPSHOT", s] => one(s).map(ApiOp::StreamSnapshot),
+            ["STREAM", "RESTORE", s] => one(s).map(ApiOp::StreamRestore),
             ["META", "LEADER", "STEPDOWN"] => Some(ApiOp::MetaLeaderStepdown),
             ["DIRECT", "GET", s] => one(s).map(ApiOp::DirectGet),
             ["CONSUMER", "CREATE", s] => {
@@ -133,6 +139,8 @@ impl ApiOp {
             | ApiOp::DirectGetLast(s, _)
             | ApiOp::StreamLeaderStepdown(s)
             | ApiOp::StreamPeerRemove(s)
+            | ApiOp::StreamSnapshot(s)
+            | ApiOp::StreamRestore(s)
             | ApiOp::ConsumerCreate(s, _)
             | ApiOp::ConsumerInfo(s, _)
             | ApiOp::ConsumerDelete(s, _)
@@ -157,6 +165,7 @@ impl ApiOp {
             | ApiOp::StreamUpdate(_)
             | ApiOp::StreamDelete(_)
             | ApiOp::StreamPeerRemove(_)
+            | ApiOp::StreamRestore(_)
             | ApiOp::MetaLeaderStepdown
             | ApiOp::AccountInfo
             | ApiOp::StreamNames
@@ -166,6 +175,7 @@ impl ApiOp {
             | ApiOp::MsgGet(_)
             | ApiOp::MsgDelete(_)
             | ApiOp::StreamLeaderStepdown(_)
+            | ApiOp::StreamSnapshot(_)
             | ApiOp::ConsumerCreate(..)
             | ApiOp::ConsumerInfo(..)
             | ApiOp::ConsumerDelete(..)

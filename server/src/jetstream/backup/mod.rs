@@ -39,6 +39,14 @@ pub struct SnapshotRequest {
     pub check_msgs: bool,
 }
 
+impl crate::jetstream::api::types::requests::ApiRequest for SnapshotRequest {
+    const GO_TYPE: &'static str = "server.JSApiStreamSnapshotRequest";
+}
+
+impl crate::jetstream::api::types::requests::ApiRequest for RestoreRequest {
+    const GO_TYPE: &'static str = "server.JSApiStreamRestoreRequest";
+}
+
 impl SnapshotRequest {
     /// The chunk size and how many chunks may be unacknowledged, as nats-server clamps them.
     pub fn flow(&self) -> (usize, usize) {
