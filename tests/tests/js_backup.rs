@@ -18,7 +18,9 @@ use futures_util::StreamExt;
 use jetraft_tests::harness::backup::{Acks, Backup, StoredMessage, messages, restore, snapshot};
 use jetraft_tests::harness::cluster::Cluster;
 use jetraft_tests::harness::jsapi::{api, info_with_leader};
-use jetraft_tests::harness::{ServerKind, connect, server_kind, start_server, within};
+use jetraft_tests::harness::{
+    ServerKind, ServerOptions, ServerProcess, connect, server_kind, start_server, within,
+};
 use serde_json::{Value, json};
 
 const OP: Duration = Duration::from_secs(10);
@@ -422,5 +424,41 @@ async fn an_r3_backup_restores_into_a_fresh_cluster_as_r3() {
         .await;
         let got = picture(&conns[1]).await;
         assert_eq!(got.1, want.1);
+    }
+}
+
+/// Starts a server of `kind`.
+async fn start_kind(kind: ServerKind) -> ServerProcess {
+    ServerProcess::start(ServerOptions {
+        kind: Some(kind),
+        ..ServerOptions::default()
+    })
+    .await
+    .expect("start server")
+}
+
+#[tokio::test]
+async fn backups_move_between_jetraft_and_nats_server_both_ways() {
+    for (from, to) in [
+        (ServerKind::NatsServer, ServerKind::Jetraft),
+        (ServerKind::Jetraft, ServerKind::NatsServer),
+    ] {
+        let a = start_kind(from).await;
+        let nca = connect(&a).await;
+        populated(&nca, 1).await;
+        let want = picture(&nca).await;
+        let backup = snapshot(&nca, "S", json!({}), Acks::Prompt).await;
+        assert_eq!(backup.status, None, "{from:?}: one short chunk, then a bare end");
+        let b = start_kind(to).await;
+        let ncb = connect(&b).await;
+        let (_, done) = restore(&ncb, "S", &backup, 64 * 1024).await;
+        let done = done.expect("final answer");
+        assert!(done["error"].is_null(), "{from:?} -> {to:?}: {done}");
+        let got = picture(&ncb).await;
+        for key in ["messages", "bytes", "first_seq", "last_seq", "first_ts", "consumer_count"] {
+            assert_eq!(got.0[key], want.0[key], "{from:?} -> {to:?}: {key}");
+        }
+        assert_eq!(got.1, want.1, "{from:?} -> {to:?}");
+        assert_eq!(got.2, want.2, "{from:?} -> {to:?}");
     }
 }
