@@ -38,7 +38,8 @@ async fn position(nc: &async_nats::Client, stream: &str, consumer: &str) -> Valu
     )
     .await;
     assert!(info["error"].is_null(), "{info}");
-    let pair = |v: &Value| json!({"consumer_seq": v["consumer_seq"], "stream_seq": v["stream_seq"]});
+    let pair =
+        |v: &Value| json!({"consumer_seq": v["consumer_seq"], "stream_seq": v["stream_seq"]});
     json!({
         "delivered": pair(&info["delivered"]),
         "ack_floor": pair(&info["ack_floor"]),
@@ -163,7 +164,10 @@ async fn restore_gives_back_messages_gaps_headers_times_and_consumer_positions()
     assert_eq!(want.0["messages"], 37, "{}", want.0);
     let backup = snapshot(&nca, "S", json!({"chunk_size": 1024}), Acks::Prompt).await;
     assert!(backup.response["error"].is_null(), "{}", backup.response);
-    assert_eq!(backup.response["type"], "io.nats.jetstream.api.v1.stream_snapshot_response");
+    assert_eq!(
+        backup.response["type"],
+        "io.nats.jetstream.api.v1.stream_snapshot_response"
+    );
     assert_eq!(backup.response["config"]["name"], "S");
     assert_eq!(backup.response["state"]["last_seq"], 40);
     assert_eq!(backup.response["state"]["consumer_count"], 2);
@@ -173,10 +177,16 @@ async fn restore_gives_back_messages_gaps_headers_times_and_consumer_positions()
     let b = start_server().await;
     let ncb = connect(&b).await;
     let (answer, done) = restore(&ncb, "S", &backup, 64 * 1024).await;
-    assert_eq!(answer["type"], "io.nats.jetstream.api.v1.stream_restore_response");
+    assert_eq!(
+        answer["type"],
+        "io.nats.jetstream.api.v1.stream_restore_response"
+    );
     assert!(answer["deliver_subject"].as_str().is_some(), "{answer}");
     let done = done.expect("final answer");
-    assert_eq!(done["type"], "io.nats.jetstream.api.v1.stream_create_response", "{done}");
+    assert_eq!(
+        done["type"], "io.nats.jetstream.api.v1.stream_create_response",
+        "{done}"
+    );
     assert!(done["error"].is_null(), "{done}");
     assert_eq!(done["state"]["messages"], 37, "{done}");
     let got = picture(&ncb).await;
@@ -185,9 +195,16 @@ async fn restore_gives_back_messages_gaps_headers_times_and_consumer_positions()
     assert_eq!(got.2, want.2);
     // The restored stream takes publishes after its last sequence.
     let js = jetstream::new(ncb.clone());
-    let ack = within(OP, "publish", js.publish("s.9", "after".into()).await.expect("sent").into_future())
-        .await
-        .expect("acked");
+    let ack = within(
+        OP,
+        "publish",
+        js.publish("s.9", "after".into())
+            .await
+            .expect("sent")
+            .into_future(),
+    )
+    .await
+    .expect("acked");
     assert_eq!(ack.sequence, 41);
 }
 
@@ -211,7 +228,12 @@ async fn a_snapshot_without_consumers_restores_none() {
 async fn a_snapshot_while_publishing_is_the_stream_up_to_one_point() {
     let a = start_server().await;
     let nca = connect(&a).await;
-    let created = api(&nca, "$JS.API.STREAM.CREATE.S", json!({"name": "S", "subjects": ["s.>"]})).await;
+    let created = api(
+        &nca,
+        "$JS.API.STREAM.CREATE.S",
+        json!({"name": "S", "subjects": ["s.>"]}),
+    )
+    .await;
     assert!(created["error"].is_null(), "{created}");
     let stop = Arc::new(AtomicBool::new(false));
     let publisher = {
@@ -224,7 +246,9 @@ async fn a_snapshot_while_publishing_is_the_stream_up_to_one_point() {
                     .publish(format!("s.{}", acked % 10), format!("m{acked}").into())
                     .await
                     .expect("sent");
-                within(OP, "puback", ack.into_future()).await.expect("acked");
+                within(OP, "puback", ack.into_future())
+                    .await
+                    .expect("acked");
                 acked += 1;
             }
             acked
@@ -242,7 +266,9 @@ async fn a_snapshot_while_publishing_is_the_stream_up_to_one_point() {
     let backup = snapshot(&nca, "S", json!({"chunk_size": 2048}), Acks::Prompt).await;
     stop.store(true, Ordering::Relaxed);
     let published = within(OP, "publisher", publisher).await.expect("publisher");
-    let n = backup.response["state"]["last_seq"].as_u64().expect("last_seq");
+    let n = backup.response["state"]["last_seq"]
+        .as_u64()
+        .expect("last_seq");
     assert!(n >= 300 && n < published, "{n} of {published}");
 
     let b = start_server().await;
@@ -270,26 +296,50 @@ async fn restoring_an_existing_stream_is_refused_with_10130() {
     assert!(done.is_none());
     assert_eq!(err_code(&answer), Some(10130), "{answer}");
     assert_eq!(answer["error"]["code"], 400);
-    assert_eq!(answer["error"]["description"], "stream name already in use, cannot restore");
-    assert_eq!(answer["type"], "io.nats.jetstream.api.v1.stream_restore_response");
+    assert_eq!(
+        answer["error"]["description"],
+        "stream name already in use, cannot restore"
+    );
+    assert_eq!(
+        answer["type"],
+        "io.nats.jetstream.api.v1.stream_restore_response"
+    );
 }
 
 #[tokio::test]
 async fn snapshot_request_errors_match_nats_server() {
     let a = start_server().await;
     let nc = connect(&a).await;
-    let missing = api(&nc, "$JS.API.STREAM.SNAPSHOT.NOPE", json!({"deliver_subject": "x.y"})).await;
+    let missing = api(
+        &nc,
+        "$JS.API.STREAM.SNAPSHOT.NOPE",
+        json!({"deliver_subject": "x.y"}),
+    )
+    .await;
     assert_eq!(err_code(&missing), Some(10059), "{missing}");
     assert_eq!(missing["error"]["code"], 404);
-    let created = api(&nc, "$JS.API.STREAM.CREATE.S", json!({"name": "S", "subjects": ["s.>"]})).await;
+    let created = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.S",
+        json!({"name": "S", "subjects": ["s.>"]}),
+    )
+    .await;
     assert!(created["error"].is_null(), "{created}");
     let empty = api(&nc, "$JS.API.STREAM.SNAPSHOT.S", Value::Null).await;
     assert_eq!(err_code(&empty), Some(10003), "{empty}");
     for bad in ["", "a.*", "a.>", "a..b"] {
-        let r = api(&nc, "$JS.API.STREAM.SNAPSHOT.S", json!({"deliver_subject": bad})).await;
+        let r = api(
+            &nc,
+            "$JS.API.STREAM.SNAPSHOT.S",
+            json!({"deliver_subject": bad}),
+        )
+        .await;
         assert_eq!(err_code(&r), Some(10015), "{bad:?}: {r}");
         assert_eq!(r["error"]["description"], "deliver subject not valid");
-        assert_eq!(r["type"], "io.nats.jetstream.api.v1.stream_snapshot_response");
+        assert_eq!(
+            r["type"],
+            "io.nats.jetstream.api.v1.stream_snapshot_response"
+        );
     }
     let mismatch = api(
         &nc,
@@ -306,7 +356,12 @@ async fn snapshot_request_errors_match_nats_server() {
 async fn a_slow_acker_gets_the_whole_backup_and_a_silent_one_gets_408() {
     let a = start_server().await;
     let nc = connect(&a).await;
-    let created = api(&nc, "$JS.API.STREAM.CREATE.S", json!({"name": "S", "subjects": ["s.>"]})).await;
+    let created = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.S",
+        json!({"name": "S", "subjects": ["s.>"]}),
+    )
+    .await;
     assert!(created["error"].is_null(), "{created}");
     let js = jetstream::new(nc.clone());
     // Incompressible payloads, so the backup spans many 1 KiB chunks.
@@ -320,13 +375,26 @@ async fn a_slow_acker_gets_the_whole_backup_and_a_silent_one_gets_408() {
                 x as u8
             })
             .collect();
-        within(OP, "publish", js.publish(format!("s.{i}"), payload.into()).await.expect("sent").into_future())
-            .await
-            .expect("acked");
+        within(
+            OP,
+            "publish",
+            js.publish(format!("s.{i}"), payload.into())
+                .await
+                .expect("sent")
+                .into_future(),
+        )
+        .await
+        .expect("acked");
     }
     // Two chunks in flight at most, each acknowledged 30 ms late.
     let slow = json!({"chunk_size": 1024, "window_size": 2048});
-    let backup = snapshot(&nc, "S", slow.clone(), Acks::Slow(Duration::from_millis(30))).await;
+    let backup = snapshot(
+        &nc,
+        "S",
+        slow.clone(),
+        Acks::Slow(Duration::from_millis(30)),
+    )
+    .await;
     assert_eq!(backup.status.as_deref(), Some("204"), "{backup:?}");
     assert!(backup.chunks >= 30, "{} chunks", backup.chunks);
     let b = start_server().await;
@@ -334,7 +402,10 @@ async fn a_slow_acker_gets_the_whole_backup_and_a_silent_one_gets_408() {
     let (_, done) = restore(&ncb, "S", &backup, 64 * 1024).await;
     let done = done.expect("final answer");
     assert_eq!(done["state"]["messages"], 60, "{done}");
-    assert_eq!(messages(&ncb, "S", 1, 60).await, messages(&nc, "S", 1, 60).await);
+    assert_eq!(
+        messages(&ncb, "S", 1, 60).await,
+        messages(&nc, "S", 1, 60).await
+    );
     // A receiver that never acknowledges gets the window, then the end with 408.
     let silent: Backup = snapshot(&nc, "S", slow, Acks::Never).await;
     assert_eq!(silent.chunks, 2, "{silent:?}");
@@ -401,7 +472,11 @@ async fn an_r3_backup_restores_into_a_fresh_cluster_as_r3() {
     assert_eq!(done["config"]["num_replicas"], 3, "{done}");
     for nc in &conns {
         let info = info_with_leader(nc, "S").await;
-        assert_eq!(info["cluster"]["replicas"].as_array().map(Vec::len), Some(2), "{info}");
+        assert_eq!(
+            info["cluster"]["replicas"].as_array().map(Vec::len),
+            Some(2),
+            "{info}"
+        );
         // nats-server restores a clustered stream's consumers a moment after its answer.
         let got = settled(nc, &want).await;
         assert_eq!(got.0, want.0);
@@ -448,14 +523,24 @@ async fn backups_move_between_jetraft_and_nats_server_both_ways() {
         populated(&nca, 1).await;
         let want = picture(&nca).await;
         let backup = snapshot(&nca, "S", json!({}), Acks::Prompt).await;
-        assert_eq!(backup.status, None, "{from:?}: one short chunk, then a bare end");
+        assert_eq!(
+            backup.status, None,
+            "{from:?}: one short chunk, then a bare end"
+        );
         let b = start_kind(to).await;
         let ncb = connect(&b).await;
         let (_, done) = restore(&ncb, "S", &backup, 64 * 1024).await;
         let done = done.expect("final answer");
         assert!(done["error"].is_null(), "{from:?} -> {to:?}: {done}");
         let got = picture(&ncb).await;
-        for key in ["messages", "bytes", "first_seq", "last_seq", "first_ts", "consumer_count"] {
+        for key in [
+            "messages",
+            "bytes",
+            "first_seq",
+            "last_seq",
+            "first_ts",
+            "consumer_count",
+        ] {
             assert_eq!(got.0[key], want.0[key], "{from:?} -> {to:?}: {key}");
         }
         assert_eq!(got.1, want.1, "{from:?} -> {to:?}");

@@ -53,4 +53,3 @@ impl Drop for ClusterSub {
         self.bus.withdraw_interest(&self.subject);
     }
 }
-

@@ -109,7 +109,10 @@ pub async fn restore(
     .await
     .expect("restore answered");
     let answer: Value = serde_json::from_slice(&answer.payload).expect("JSON answer");
-    let deliver = answer["deliver_subject"].as_str().unwrap_or_default().to_string();
+    let deliver = answer["deliver_subject"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     if deliver.is_empty() {
         return (answer, None);
     }
@@ -147,7 +150,10 @@ pub async fn messages(
         let got = within(
             TRANSFER,
             "msg get",
-            nc.request(subject.clone(), Bytes::from(json!({"seq": seq}).to_string())),
+            nc.request(
+                subject.clone(),
+                Bytes::from(json!({"seq": seq}).to_string()),
+            ),
         )
         .await
         .expect("msg get answered");
@@ -158,7 +164,13 @@ pub async fn messages(
         let m = &v["message"];
         assert_eq!(m["seq"], seq, "{v}");
         let text = |k: &str| m[k].as_str().unwrap_or_default().to_string();
-        out.push((seq, text("subject"), text("hdrs"), text("data"), text("time")));
+        out.push((
+            seq,
+            text("subject"),
+            text("hdrs"),
+            text("data"),
+            text("time"),
+        ));
     }
     out
 }

@@ -301,7 +301,13 @@ mod tests {
 
     #[test]
     fn zigzag_matches_go() {
-        for (v, z) in [(0i64, 0u64), (-1, 1), (1, 2), (-2, 3), (i64::MAX, u64::MAX - 1)] {
+        for (v, z) in [
+            (0i64, 0u64),
+            (-1, 1),
+            (1, 2),
+            (-2, 3),
+            (i64::MAX, u64::MAX - 1),
+        ] {
             assert_eq!(zigzag(v), z);
             assert_eq!(unzigzag(z), v);
         }

@@ -225,7 +225,9 @@ mod tests {
             "{json}"
         );
         assert!(
-            json.ends_with(r#""pending":{"4":{"Sequence":3,"Timestamp":12}},"redelivered":{"4":2}}"#),
+            json.ends_with(
+                r#""pending":{"4":{"Sequence":3,"Timestamp":12}},"redelivered":{"4":2}}"#
+            ),
             "{json}"
         );
         let back: WireConsumerState = serde_json::from_str(&json).unwrap();

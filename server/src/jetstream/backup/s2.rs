@@ -258,9 +258,8 @@ impl Decoder {
         let mut at = 0;
         while let Some(header) = self.buf.get(at..at + 4) {
             let kind = header[0];
-            let len = usize::from(header[1])
-                | usize::from(header[2]) << 8
-                | usize::from(header[3]) << 16;
+            let len =
+                usize::from(header[1]) | usize::from(header[2]) << 8 | usize::from(header[3]) << 16;
             let Some(body) = self.buf.get(at + 4..at + 4 + len) else {
                 break;
             };
@@ -305,7 +304,11 @@ fn decode_chunk(
     let Some(is_snappy) = *snappy else {
         return Err(S2Error::NoIdentifier);
     };
-    let max = if is_snappy { MAX_SNAPPY_BLOCK } else { MAX_BLOCK };
+    let max = if is_snappy {
+        MAX_SNAPPY_BLOCK
+    } else {
+        MAX_BLOCK
+    };
     match kind {
         0x00 | 0x01 => {
             let (crc, data) = body
@@ -456,7 +459,7 @@ mod tests {
         while v.len() < n {
             x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
             // Mostly repetitive text with some noise, as messages are.
-            if x % 5 == 0 {
+            if x.is_multiple_of(5) {
                 v.push((x >> 16) as u8);
             } else {
                 v.extend_from_slice(b"orders.eu.created {\"id\":42} ");
@@ -473,7 +476,17 @@ mod tests {
 
     #[test]
     fn round_trips_and_compresses() {
-        for n in [0, 1, 15, 16, 100, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK + 17] {
+        for n in [
+            0,
+            1,
+            15,
+            16,
+            100,
+            BLOCK - 1,
+            BLOCK,
+            BLOCK + 1,
+            3 * BLOCK + 17,
+        ] {
             let data = sample(n);
             let mut enc = Encoder::new();
             // Odd write sizes cross block boundaries.
@@ -552,7 +565,10 @@ mod tests {
         for cut in (1..bytes.len()).step_by(101) {
             assert!(decode_all(&bytes[..cut]).is_err(), "cut at {cut}");
         }
-        assert_eq!(decode_all(b"\x00\x05\x00\x00abcde"), Err(S2Error::NoIdentifier));
+        assert_eq!(
+            decode_all(b"\x00\x05\x00\x00abcde"),
+            Err(S2Error::NoIdentifier)
+        );
         let mut reserved = bytes[..10].to_vec();
         reserved.extend_from_slice(&[0x05, 0, 0, 0]);
         assert_eq!(decode_all(&reserved), Err(S2Error::UnknownChunk(0x05)));

@@ -74,7 +74,10 @@ impl JetStream {
         let req: RestoreRequest =
             parse_body(BodyRule::Required, &msg.payload)?.ok_or_else(ApiError::bad_request)?;
         let mut config = req.config;
-        if config.get("name").and_then(|n| n.as_str()).is_none_or(str::is_empty)
+        if config
+            .get("name")
+            .and_then(|n| n.as_str())
+            .is_none_or(str::is_empty)
             && let Some(obj) = config.as_object_mut()
         {
             obj.insert("name".into(), name.into());
@@ -122,12 +125,9 @@ impl JetStream {
         let mut decoder = Decoder::new();
         let mut plain = Vec::new();
         let last_reply = loop {
-            let chunk = match tokio::time::timeout(STALL, chunks.recv()).await {
-                Ok(Some(chunk)) => chunk,
-                Ok(None) | Err(_) => {
-                    tracing::warn!(stream = %name, "restore stalled: abandoned");
-                    return;
-                }
+            let Ok(Some(chunk)) = tokio::time::timeout(STALL, chunks.recv()).await else {
+                tracing::warn!(stream = %name, "restore stalled: abandoned");
+                return;
             };
             let Some(reply) = chunk.reply else {
                 tracing::warn!(stream = %name, "restore chunk without reply subject: abandoned");
@@ -253,7 +253,11 @@ impl JetStream {
                 first_seq: b.state.first_seq,
                 last_seq: b.state.last_seq,
                 last_ts,
-                consumers: if last { b.consumers.clone() } else { Vec::new() },
+                consumers: if last {
+                    b.consumers.clone()
+                } else {
+                    Vec::new()
+                },
             };
             let cmd = StreamCommand {
                 cmd: Some(Cmd::Restore(restore)),

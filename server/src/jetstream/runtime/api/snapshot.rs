@@ -120,7 +120,8 @@ impl JetStream {
                 End::Done(false) => (None, None),
                 End::Failed(status) => (Some(format!("NATS/1.0 {status}\r\n\r\n")), Some(status)),
             };
-            let eof = Msg::new(&req.deliver_subject, b"").headers(hdr.as_deref().map(str::as_bytes));
+            let eof =
+                Msg::new(&req.deliver_subject, b"").headers(hdr.as_deref().map(str::as_bytes));
             js.bus.publish(&eof);
             match outcome {
                 None => tracing::info!(stream = %name, "snapshot completed"),
@@ -141,7 +142,8 @@ impl JetStream {
         let now = i64::try_from(now_ns()).unwrap_or(i64::MAX);
         let sm = ls.sm.lock();
         let st = sm.state();
-        let cfg = with_response_metadata(sm.config(), &self.identity.version, self.identity.api_level);
+        let cfg =
+            with_response_metadata(sm.config(), &self.identity.version, self.identity.api_level);
         let mut state = StreamStateInfo::from_store(&st, sm.consumer_count());
         state.num_deleted = st.num_deleted();
         let response = format!(
@@ -155,8 +157,7 @@ impl JetStream {
                 .iter()
                 .map(|(name, rec)| {
                     let entry = ConsumerEntry {
-                        config: serde_json::from_str(&to_go_json(&rec.config))
-                            .unwrap_or_default(),
+                        config: serde_json::from_str(&to_go_json(&rec.config)).unwrap_or_default(),
                         state: WireConsumerState::from_state(
                             live.get(name).unwrap_or(&rec.state),
                             st.last_seq,
