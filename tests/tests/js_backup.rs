@@ -254,12 +254,13 @@ async fn a_snapshot_while_publishing_is_the_stream_up_to_one_point() {
             acked
         })
     };
-    // Let the stream grow, then take the backup while the publisher goes on.
-    jetraft_tests::harness::wait_for("300 messages", OP, || {
+    // Let the stream grow past a few restore entries (1,024 messages each), then take the
+    // backup while the publisher goes on.
+    jetraft_tests::harness::wait_for("2,500 messages", Duration::from_secs(60), || {
         let nca = nca.clone();
         async move {
             let info = api(&nca, "$JS.API.STREAM.INFO.S", Value::Null).await;
-            (info["state"]["messages"].as_u64()? >= 300).then_some(())
+            (info["state"]["messages"].as_u64()? >= 2_500).then_some(())
         }
     })
     .await;
@@ -269,7 +270,7 @@ async fn a_snapshot_while_publishing_is_the_stream_up_to_one_point() {
     let n = backup.response["state"]["last_seq"]
         .as_u64()
         .expect("last_seq");
-    assert!(n >= 300 && n < published, "{n} of {published}");
+    assert!(n >= 2_500 && n < published, "{n} of {published}");
 
     let b = start_server().await;
     let ncb = connect(&b).await;

@@ -115,13 +115,13 @@ impl ArchiveWriter {
     }
 }
 
-/// One raw entry.
+/// One raw entry; `hdr` and `data` are ranges of the archive bytes.
 struct Entry<'a> {
     name: &'a str,
     ts: i64,
     seq: u64,
-    hdr: &'a [u8],
-    data: &'a [u8],
+    hdr: std::ops::Range<usize>,
+    data: std::ops::Range<usize>,
 }
 
 impl Entry<'_> {
@@ -163,14 +163,14 @@ impl<'a> Reader<'a> {
         self.uvarint()?.ok_or(ArchiveError::Truncated)
     }
 
-    fn bytes(&mut self, n: u64) -> Result<&'a [u8], ArchiveError> {
+    fn range(&mut self, n: u64) -> Result<std::ops::Range<usize>, ArchiveError> {
         let n = usize::try_from(n).map_err(|_| ArchiveError::Truncated)?;
         let end = self
             .at
             .checked_add(n)
             .filter(|e| *e <= self.src.len())
             .ok_or(ArchiveError::Truncated)?;
-        let out = &self.src[self.at..end];
+        let out = self.at..end;
         self.at = end;
         Ok(out)
     }
@@ -187,10 +187,11 @@ impl<'a> Reader<'a> {
         if name_len > MAX_NAME {
             return Err(ArchiveError::Invalid("entry name too long".into()));
         }
-        let name = std::str::from_utf8(self.bytes(name_len)?)
+        let name = self.range(name_len)?;
+        let name = std::str::from_utf8(&self.src[name])
             .map_err(|_| ArchiveError::Invalid("entry name is not UTF-8".into()))?;
-        let hdr = self.bytes(hdr_len)?;
-        let data = self.bytes(data_len)?;
+        let hdr = self.range(hdr_len)?;
+        let data = self.range(data_len)?;
         Ok(Some(Entry {
             name,
             ts,
@@ -201,15 +202,18 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Parses a whole archive and checks its structure.
-pub fn parse(src: &[u8]) -> Result<Archive, ArchiveError> {
-    let body = src.strip_prefix(MAGIC).ok_or(ArchiveError::BadMagic)?;
-    let mut r = Reader { src: body, at: 0 };
+/// Parses a whole archive and checks its structure; headers and payloads are slices of `src`.
+pub fn parse(src: &Bytes) -> Result<Archive, ArchiveError> {
+    if !src.starts_with(MAGIC) {
+        return Err(ArchiveError::BadMagic);
+    }
+    let body = src.slice(MAGIC.len()..);
+    let mut r = Reader { src: &body, at: 0 };
     let first = r.next()?.ok_or(ArchiveError::Truncated)?;
     if first.name != STATE_ENTRY {
         return Err(ArchiveError::Invalid("expected state.json first".into()));
     }
-    let state_json = Bytes::copy_from_slice(first.data);
+    let state_json = body.slice(first.data);
     let mut consumers = Vec::new();
     let mut msgs: Vec<ArchivedMsg> = Vec::new();
     loop {
@@ -227,7 +231,7 @@ pub fn parse(src: &[u8]) -> Result<Archive, ArchiveError> {
             if !msgs.is_empty() {
                 return Err(ArchiveError::Invalid("consumer after messages".into()));
             }
-            consumers.push((name.to_string(), Bytes::copy_from_slice(e.data)));
+            consumers.push((name.to_string(), body.slice(e.data)));
             continue;
         }
         if msgs.last().is_some_and(|m| m.seq >= e.seq) {
@@ -239,8 +243,8 @@ pub fn parse(src: &[u8]) -> Result<Archive, ArchiveError> {
         msgs.push(ArchivedMsg {
             seq: e.seq,
             subject: e.name.to_string(),
-            headers: Bytes::copy_from_slice(e.hdr),
-            payload: Bytes::copy_from_slice(e.data),
+            headers: body.slice(e.hdr),
+            payload: body.slice(e.data),
             timestamp_ns: e.ts,
         });
     }
@@ -287,7 +291,7 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        let a = parse(&sample()).unwrap();
+        let a = parse(&Bytes::from(sample())).unwrap();
         assert_eq!(&a.state_json[..], br#"{"messages":2}"#);
         assert_eq!(a.consumers.len(), 1);
         assert_eq!(a.consumers[0].0, "C");
@@ -316,17 +320,23 @@ mod tests {
     #[test]
     fn damaged_archives_are_errors() {
         let good = sample();
-        assert_eq!(parse(b"NATSARC2xxxx"), Err(ArchiveError::BadMagic));
+        assert_eq!(
+            parse(&Bytes::from_static(b"NATSARC2xxxx")),
+            Err(ArchiveError::BadMagic)
+        );
         // Cut anywhere: truncated or invalid, never a panic or a partial success.
         for cut in 0..good.len() {
-            assert!(parse(&good[..cut]).is_err(), "cut at {cut}");
+            assert!(
+                parse(&Bytes::copy_from_slice(&good[..cut])).is_err(),
+                "cut at {cut}"
+            );
         }
         // Every byte flipped: an error or (for a flip inside data) a different archive.
-        let want = parse(&good).unwrap();
+        let want = parse(&Bytes::from(good.clone())).unwrap();
         for at in 0..good.len() {
             let mut bad = good.clone();
             bad[at] ^= 0xff;
-            if let Ok(a) = parse(&bad) {
+            if let Ok(a) = parse(&Bytes::from(bad)) {
                 assert_ne!(a, want, "flip at {at} went unnoticed");
             }
         }
@@ -339,6 +349,9 @@ mod tests {
         w.msg(2, "a", b"", b"", 0);
         w.msg(2, "a", b"", b"", 0);
         w.end();
-        assert!(matches!(parse(&w.take()), Err(ArchiveError::Invalid(_))));
+        assert!(matches!(
+            parse(&Bytes::from(w.take())),
+            Err(ArchiveError::Invalid(_))
+        ));
     }
 }

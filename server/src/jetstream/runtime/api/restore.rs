@@ -6,14 +6,16 @@
 //! failed: <reason>`. A corrupt chunk is refused at once (`10062` to that chunk); no chunk for
 //! 5 s abandons the restore.
 //!
-//! Restoring (jetraft): the backup is held in memory (compressed) and checked whole (S2
-//! checksums, archive structure, consumer configs) before anything is created. The stream is
+//! Restoring (jetraft): the backup is decompressed as it arrives and held in memory (the
+//! messages are slices of it), then checked whole (S2 checksums, archive structure, consumer
+//! configs) before anything is created. The stream is
 //! then created through the meta group with its replicas (R1 or R3 as configured), this node
 //! among them, but without its subjects, so nothing is captured for it yet; this node becomes
 //! its leader and proposes the backup as `Restore` entries (messages at their sequences and
 //! times, then the position and the consumers), so every replica applies it through Raft and a
-//! quorum holds it durably before the answer. Only then does a meta update give the stream its
-//! subjects. A restore that fails after the create deletes the stream again.
+//! quorum holds it durably (and, unless one is down for more than 10 s, every replica) before
+//! the answer. Only then does a meta update give the stream its subjects. A restore that fails
+//! after the create deletes the stream again.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +53,8 @@ const BATCH_MSGS: usize = 1024;
 const BATCH_BYTES: usize = 1 << 20;
 /// How long the restore waits for the new stream's replica and leadership here.
 const LEAD_WAIT: Duration = Duration::from_secs(10);
+/// How long the answer waits for every replica (not only a quorum) to hold the data.
+const ALL_REPLICAS_WAIT: Duration = Duration::from_secs(10);
 
 /// `restore failed: <why>`.
 fn failed(why: &str) -> ApiError {
@@ -143,11 +147,8 @@ impl JetStream {
             self.bus.publish(&Msg::new(&reply, b""));
         };
         drop(chunks);
-        let result = match check_backup(&decoder, &plain) {
-            Ok(checked) => {
-                drop(plain);
-                self.restore_checked(&cfg, checked).await
-            }
+        let result = match check_backup(&decoder, plain.into()) {
+            Ok(checked) => self.restore_checked(&cfg, checked).await,
             Err(e) => Err(e),
         };
         match &result {
@@ -271,7 +272,29 @@ impl JetStream {
                 return Err(failed(&String::from_utf8_lossy(&answer)));
             }
         }
+        self.wait_all_replicas(group, cfg.num_replicas).await;
         Ok(())
+    }
+
+    /// Waits (bounded) until every replica of `group` acknowledged the whole log, i.e. holds
+    /// the restored data durably; a quorum already does, so a replica that is down only delays
+    /// the answer by [`ALL_REPLICAS_WAIT`].
+    async fn wait_all_replicas(&self, group: jetraft_raft::GroupId, replicas: i64) {
+        let others = usize::try_from(replicas.max(1) - 1).unwrap_or(0);
+        let deadline = tokio::time::Instant::now() + ALL_REPLICAS_WAIT;
+        loop {
+            let caught_up = self
+                .registry
+                .followers(group)
+                .is_ok_and(|f| f.len() >= others && f.iter().all(|p| p.lag == 0));
+            if caught_up || tokio::time::Instant::now() >= deadline {
+                if !caught_up {
+                    tracing::warn!(%group, "restore answered with a replica still catching up");
+                }
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }
 
@@ -302,11 +325,11 @@ fn batches(a: &Archive) -> Vec<Vec<SnapshotMsg>> {
 }
 
 /// Checks a whole backup: complete S2 stream, archive structure, state and consumers.
-fn check_backup(decoder: &Decoder, plain: &[u8]) -> Result<Checked, ApiError> {
+fn check_backup(decoder: &Decoder, plain: bytes::Bytes) -> Result<Checked, ApiError> {
     if !decoder.at_boundary() {
         return Err(failed("backup was truncated"));
     }
-    let archive = archive::parse(plain).map_err(|e| failed(&e.to_string()))?;
+    let archive = archive::parse(&plain).map_err(|e| failed(&e.to_string()))?;
     let state: BackupState = serde_json::from_slice(&archive.state_json)
         .map_err(|e| failed(&format!("error in state.json: {e}")))?;
     if archive.consumers.len() as u64 != state.consumer_count {
