@@ -548,3 +548,58 @@ async fn backups_move_between_jetraft_and_nats_server_both_ways() {
         assert_eq!(got.2, want.2, "{from:?} -> {to:?}");
     }
 }
+
+#[tokio::test]
+async fn empty_and_purged_streams_keep_their_next_sequence() {
+    let a = start_server().await;
+    let nca = connect(&a).await;
+    for (name, publishes) in [("EMPTY", 0u64), ("PURGED", 10)] {
+        let created = api(
+            &nca,
+            &format!("$JS.API.STREAM.CREATE.{name}"),
+            json!({"name": name, "subjects": [format!("{}.>", name.to_lowercase())]}),
+        )
+        .await;
+        assert!(created["error"].is_null(), "{created}");
+        let js = jetstream::new(nca.clone());
+        for i in 0..publishes {
+            let subject = format!("{}.{i}", name.to_lowercase());
+            within(
+                OP,
+                "publish",
+                js.publish(subject, "x".into())
+                    .await
+                    .expect("sent")
+                    .into_future(),
+            )
+            .await
+            .expect("acked");
+        }
+        let purged = api(&nca, &format!("$JS.API.STREAM.PURGE.{name}"), Value::Null).await;
+        assert_eq!(purged["success"], true, "{purged}");
+    }
+    let b = start_server().await;
+    let ncb = connect(&b).await;
+    for (name, next) in [("EMPTY", 1u64), ("PURGED", 11)] {
+        let backup = snapshot(&nca, name, json!({}), Acks::Prompt).await;
+        assert!(backup.response["error"].is_null(), "{}", backup.response);
+        let (_, done) = restore(&ncb, name, &backup, 64 * 1024).await;
+        let done = done.expect("final answer");
+        assert!(done["error"].is_null(), "{done}");
+        assert_eq!(done["state"]["messages"], 0, "{done}");
+        assert_eq!(done["state"]["last_seq"], next - 1, "{done}");
+        let js = jetstream::new(ncb.clone());
+        let subject = format!("{}.after", name.to_lowercase());
+        let ack = within(
+            OP,
+            "publish",
+            js.publish(subject, "y".into())
+                .await
+                .expect("sent")
+                .into_future(),
+        )
+        .await
+        .expect("acked");
+        assert_eq!(ack.sequence, next, "{name}");
+    }
+}

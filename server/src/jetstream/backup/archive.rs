@@ -15,6 +15,8 @@
 
 use bytes::Bytes;
 
+use super::s2::put_uvarint;
+
 /// The magic bytes an archive starts with.
 pub const MAGIC: &[u8] = b"NATSARC1";
 /// The name of the stream state entry.
@@ -256,14 +258,6 @@ pub fn parse(src: &Bytes) -> Result<Archive, ArchiveError> {
         consumers,
         msgs,
     })
-}
-
-fn put_uvarint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
 }
 
 /// Go's `binary.PutVarint` encoding of a signed value.

@@ -152,8 +152,8 @@ impl Encoder {
     }
 }
 
-/// Appends `v` as an unsigned LEB128 varint.
-fn put_uvarint(out: &mut Vec<u8>, mut v: u64) {
+/// Appends `v` as an unsigned LEB128 varint (Go's `binary.PutUvarint`).
+pub(super) fn put_uvarint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
