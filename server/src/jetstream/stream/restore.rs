@@ -145,4 +145,16 @@ mod tests {
         let st = sm.state();
         assert_eq!((st.first_seq, st.last_seq, st.msgs), (41, 40, 0));
     }
+
+    #[test]
+    fn commands_encoded_before_restore_existed_decode_unchanged() {
+        // `StreamCommand { purge: Purge { seq: 5 } }` as written by earlier binaries: the new
+        // `restore` field (7) of the oneof changes no existing tag.
+        let old: &[u8] = &[0x12, 0x02, 0x10, 0x05];
+        let cmd = StreamCommand::decode(old).unwrap();
+        let Some(Cmd::Purge(p)) = cmd.cmd else {
+            panic!("not a purge: {cmd:?}");
+        };
+        assert_eq!(p.seq, 5);
+    }
 }
