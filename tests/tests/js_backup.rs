@@ -49,6 +49,20 @@ async fn position(nc: &async_nats::Client, stream: &str, consumer: &str) -> Valu
     })
 }
 
+/// The stream sequence of the next message `consumer` of S delivers.
+async fn next_stream_seq(nc: &async_nats::Client, consumer: &str) -> u64 {
+    let js = jetstream::new(nc.clone());
+    let stream = js.get_stream("S").await.expect("stream");
+    let c: jetstream::consumer::PullConsumer =
+        stream.get_consumer(consumer).await.expect("consumer");
+    let mut batch = c.fetch().max_messages(1).messages().await.expect("fetch");
+    let m = within(OP, "next message", batch.next())
+        .await
+        .expect("a message")
+        .expect("message");
+    m.info().expect("ack subject").stream_sequence
+}
+
 /// Stream S on `s.>` with 40 messages (every third with a header), seqs 2, 17 and 40 deleted,
 /// and two durable pull consumers: C1 fetched 10 and acked 6 of them, C2 (`ack_policy: all`)
 /// fetched 20 and acked the 15th.
@@ -193,6 +207,11 @@ async fn restore_gives_back_messages_gaps_headers_times_and_consumer_positions()
     assert_eq!(got.0, want.0);
     assert_eq!(got.1, want.1);
     assert_eq!(got.2, want.2);
+    // The restored consumer goes on from its position on both servers alike.
+    let next_a = next_stream_seq(&nca, "C1").await;
+    let next_b = next_stream_seq(&ncb, "C1").await;
+    assert_eq!(next_b, next_a);
+    assert_eq!(next_b, 12);
     // The restored stream takes publishes after its last sequence.
     let js = jetstream::new(ncb.clone());
     let ack = within(
