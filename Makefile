@@ -6,7 +6,7 @@ SHELL := /bin/bash
 # CARGO_TARGET_DIR from the environment). Exported, so every cargo and script below uses it.
 export CARGO_TARGET_DIR := $(shell ./scripts/target-dir.sh)
 
-.PHONY: bench-ab help run test test-fast test-cluster test-long check-tiers check bench bench-js bench-consume bench-kv bench-cluster bench-idle bench-failover bench-rolling chaos setup clean-data
+.PHONY: bench-ab help run test test-fast test-cluster test-long check-tiers check bench bench-js bench-consume bench-kv bench-cluster bench-idle bench-failover bench-rolling chaos fuzz setup clean-data
 
 help:
 	@echo "make run    - build (release) and run one node: clients :4222, monitoring :8222, data ./data"
@@ -22,6 +22,7 @@ help:
 	@echo "make bench-rolling  - longest publish gap during a simulated Kubernetes rolling restart (3 runs per server)"
 	@echo "make chaos  - (root) fault injection into 3-node clusters in network namespaces, jetraft vs nats-server; table to RELIABILITY.md"
 	@echo "             knobs: CHAOS_SCENARIOS=a,b  CHAOS_SERVER=jetraft|nats|nats-sync|all  RUNS=3  (never part of make test)"
+	@echo "make fuzz   - the fuzz targets of server/tests/fuzz.rs for FUZZ_SECONDS (default 60) each (make chaos runs them first)"
 
 setup:
 	./scripts/setup.sh
@@ -84,8 +85,13 @@ bench-rolling:
 	cargo build --release -p jetraft-server --bin jetraft
 	./scripts/bench-rolling.sh
 
+# The fuzz targets (server/tests/fuzz.rs) for a bounded time each; `make test` runs them for a
+# few thousand inputs only.
+fuzz:
+	JETRAFT_FUZZ_SECONDS="$(or $(FUZZ_SECONDS),60)" cargo nextest run -p jetraft-server --test fuzz --no-capture
+
 # Not part of `make test` (needs root, takes up to ~30 minutes): scripts/chaos/README.md.
-chaos:
+chaos: fuzz
 	cargo build --release -p jetraft-server --bin jetraft
 	JETRAFT_BIN="$(CARGO_TARGET_DIR)/release/jetraft" CHAOS_SCENARIOS="$(CHAOS_SCENARIOS)" \
 	  CHAOS_SERVER="$(or $(CHAOS_SERVER),all)" RUNS="$(or $(RUNS),1)" ./scripts/chaos/chaos.sh

@@ -1039,3 +1039,126 @@ async fn rate_limited_push_consumer_is_paced_by_bytes() {
         "3.2 KB delivered within {spread:?} at 2 KB/s with a 1 KB burst"
     );
 }
+
+#[tokio::test]
+async fn acks_of_an_ack_none_consumer_find_no_responders() {
+    let srv = start_server().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    let s = stream_with(
+        &js,
+        stream::Config {
+            name: "AN".into(),
+            subjects: vec!["an".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    js.publish("an", Bytes::from_static(b"x"))
+        .await
+        .expect("publish")
+        .await
+        .expect("ack");
+    let c = s
+        .create_consumer(pull::Config {
+            durable_name: Some("none".into()),
+            ack_policy: AckPolicy::None,
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    let m = fetch(&c, 1).await;
+    let reply = m[0].reply.clone().expect("an ack subject");
+    // No one takes acks of this consumer (nats-server subscribes none), so an AckSync learns it.
+    let err = within(
+        OP,
+        "ack sync",
+        nc.request(reply, Bytes::from_static(b"+ACK")),
+    )
+    .await
+    .expect_err("no answer");
+    assert_eq!(
+        err.kind(),
+        async_nats::RequestErrorKind::NoResponders,
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_pause_time_with_odd_characters_is_refused_not_fatal() {
+    let srv = start_server().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    let s = stream_with(
+        &js,
+        stream::Config {
+            name: "PT".into(),
+            subjects: vec!["pt".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    durable_explicit(&s, "c").await;
+    // Found by the fuzz target (server/tests/fuzz.rs): multi-byte characters where a time's
+    // offset goes made the time parser panic.
+    let r = api(
+        &nc,
+        "$JS.API.CONSUMER.PAUSE.PT.c",
+        json!({"pause_until": "2099-01-01T00:00:00\u{a49d};{Z"}),
+    )
+    .await;
+    assert_eq!(err_code(&r), Some(10025), "{r}");
+    // The server still answers.
+    let info = api(&nc, "$JS.API.CONSUMER.INFO.PT.c", Value::Null).await;
+    assert_eq!(info["name"], "c", "{info}");
+}
+
+#[tokio::test]
+async fn pedantic_consumer_creates_refuse_what_defaults_would_change() {
+    let srv = start_server().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    stream_with(
+        &js,
+        stream::Config {
+            name: "PED".into(),
+            subjects: vec!["ped".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    let create = |config: Value, pedantic: bool| {
+        let nc = nc.clone();
+        async move {
+            api(
+                &nc,
+                "$JS.API.CONSUMER.CREATE.PED.c",
+                json!({"stream_name": "PED", "config": config, "pedantic": pedantic}),
+            )
+            .await
+        }
+    };
+    for (config, text) in [
+        (
+            json!({"name": "c", "max_deliver": -5}),
+            "pedantic mode: max_deliver must be set to -1",
+        ),
+        (
+            json!({"name": "c", "ack_policy": "explicit", "ack_wait": 5_000_000_000i64,
+                   "backoff": [1_000_000_000i64, 2_000_000_000i64]}),
+            "pedantic mode: first backoff value has to equal batch AckWait",
+        ),
+        (
+            json!({"name": "c", "idle_heartbeat": -1}),
+            "pedantic mode: idle_heartbeat must not be negative",
+        ),
+    ] {
+        let r = create(config.clone(), true).await;
+        assert_eq!(err_code(&r), Some(10157), "{config} -> {r}");
+        assert_eq!(r["error"]["description"], text, "{config} -> {r}");
+        // Without pedantic the same config is corrected and accepted.
+        let r = create(config.clone(), false).await;
+        assert!(r["error"].is_null(), "{config} -> {r}");
+        api(&nc, "$JS.API.CONSUMER.DELETE.PED.c", Value::Null).await;
+    }
+}

@@ -202,6 +202,47 @@ async fn connz_lists_client_connections_with_details() {
         .collect();
     subs.sort_unstable();
     assert_eq!(subs, ["connz.a", "connz.b"]);
+
+    // With subs=detail: subject, queue group, sid, messages delivered, max and cid instead.
+    let _q = client
+        .queue_subscribe("connz.q", "workers".into())
+        .await
+        .unwrap();
+    client
+        .publish("connz.q", Bytes::from_static(b"x"))
+        .await
+        .unwrap();
+    within(OP, "flush", client.flush()).await.unwrap();
+    let c = wait_for("connz.q delivered once in the detail", OP, || async {
+        let v = srv.monitor_json("/connz?subs=detail").await.ok()?;
+        let c = v["connections"]
+            .as_array()?
+            .iter()
+            .find(|c| c["name"] == "connz-probe")?
+            .clone();
+        let q = c["subscriptions_list_detail"]
+            .as_array()?
+            .iter()
+            .find(|d| d["subject"] == "connz.q")?
+            .clone();
+        (q["msgs"] == 1).then_some(c)
+    })
+    .await;
+    assert!(c.get("subscriptions_list").is_none(), "{c}");
+    let details = c["subscriptions_list_detail"].as_array().expect("details");
+    assert_eq!(details.len(), 3, "{c}");
+    let q = details
+        .iter()
+        .find(|d| d["subject"] == "connz.q")
+        .expect("connz.q");
+    assert_eq!(q["qgroup"], "workers", "{q}");
+    assert_eq!(q["cid"], c["cid"], "{q}");
+    assert!(q["sid"].as_str().is_some_and(|s| !s.is_empty()), "{q}");
+    let a = details
+        .iter()
+        .find(|d| d["subject"] == "connz.a")
+        .expect("connz.a");
+    assert!(a.get("qgroup").is_none() && a["msgs"] == 0, "{a}");
     assert_clean_log(&srv);
 }
 

@@ -50,7 +50,11 @@ pub(super) async fn handler(
     let q = QueryParams(q);
     q.bool("auth")?;
     let (subs, subs_detail) = q.subs()?;
-    let subs = subs || subs_detail;
+    let subs = match (subs, subs_detail) {
+        (_, true) => Subs::Detail,
+        (true, false) => Subs::List,
+        (false, false) => Subs::None,
+    };
     let offset = q.offset()?;
     let mut limit = q.limit(DEFAULT_LIMIT)?;
     let cid = q.uint("cid")?;
@@ -140,7 +144,18 @@ fn sort_rows(rows: &mut [Row], sort: &str) {
     }
 }
 
-fn connection(r: &Row, with_subs: bool) -> Value {
+/// What a connection shows of its subscriptions (`subs=true`, `subs=detail`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Subs {
+    /// Only the count.
+    None,
+    /// `subscriptions_list`: the subjects.
+    List,
+    /// `subscriptions_list_detail`: subject, queue group, sid, messages, max, cid.
+    Detail,
+}
+
+fn connection(r: &Row, with_subs: Subs) -> Value {
     let c = &r.client;
     let now = time::OffsetDateTime::now_utc();
     let last = *c.last_activity.lock();
@@ -189,8 +204,16 @@ fn connection(r: &Row, with_subs: bool) -> Value {
         "out_bytes".into(),
         json!(c.stats.out_bytes.load(Ordering::Relaxed)),
     );
-    let subs: Vec<String> = c.subs.lock().values().map(|s| s.subject.clone()).collect();
-    m.insert("subscriptions".into(), json!(subs.len()));
+    let (count, list, detail) = {
+        let subs = c.subs.lock();
+        let list: Vec<String> = subs.values().map(|s| s.subject.clone()).collect();
+        let detail: Vec<Value> = match with_subs {
+            Subs::Detail => subs.values().map(|s| sub_detail(s, c.cid)).collect(),
+            _ => Vec::new(),
+        };
+        (subs.len(), list, detail)
+    };
+    m.insert("subscriptions".into(), json!(count));
     if !meta.name.is_empty() {
         m.insert("name".into(), json!(meta.name));
     }
@@ -203,8 +226,31 @@ fn connection(r: &Row, with_subs: bool) -> Value {
     if !meta.user.is_empty() {
         m.insert("authorized_user".into(), json!(meta.user));
     }
-    if with_subs && !subs.is_empty() {
-        m.insert("subscriptions_list".into(), json!(subs));
+    match with_subs {
+        Subs::List if !list.is_empty() => {
+            m.insert("subscriptions_list".into(), json!(list));
+        }
+        Subs::Detail if !detail.is_empty() => {
+            m.insert("subscriptions_list_detail".into(), json!(detail));
+        }
+        _ => {}
     }
     Value::Object(m)
+}
+
+/// One subscription as nats-server's `SubDetail` under a connection.
+fn sub_detail(s: &crate::bus::client::Subscription, cid: u64) -> Value {
+    let mut d = Map::new();
+    d.insert("subject".into(), json!(s.subject));
+    if let Some(q) = &s.queue {
+        d.insert("qgroup".into(), json!(q));
+    }
+    d.insert("sid".into(), json!(String::from_utf8_lossy(&s.sid)));
+    d.insert("msgs".into(), json!(s.delivered.load(Ordering::Relaxed)));
+    let max = s.max.load(Ordering::Relaxed);
+    if max > 0 {
+        d.insert("max".into(), json!(max));
+    }
+    d.insert("cid".into(), json!(cid));
+    Value::Object(d)
 }

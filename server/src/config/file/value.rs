@@ -144,16 +144,19 @@ pub(super) fn parse_size(s: &str, quoted: bool) -> Result<i64, NumberError> {
     let (number, suffix) = s.split_at(split);
     let number = parse_integer(number)?;
     let suffix = suffix.to_ascii_lowercase();
-    let (letter, rest) = suffix.split_at(suffix.len().min(1));
+    // The first character, not byte: a suffix may start with a multi-byte one.
+    let mut chars = suffix.chars();
+    let letter = chars.next();
+    let rest = chars.as_str();
     let power = match letter {
-        "" => return Ok(number),
-        "k" => 1,
-        "m" => 2,
-        "g" => 3,
-        "t" => 4,
-        "p" => 5,
-        "e" => 6,
-        _ => return Err(NumberError::Malformed),
+        None => return Ok(number),
+        Some('k') => 1,
+        Some('m') => 2,
+        Some('g') => 3,
+        Some('t') => 4,
+        Some('p') => 5,
+        Some('e') => 6,
+        Some(_) => return Err(NumberError::Malformed),
     };
     let base: i64 = match rest {
         "" if quoted => 1024,
@@ -275,6 +278,12 @@ mod tests {
     fn malformed_and_overflowing_sizes_are_rejected() {
         assert_eq!(parse_size("", false), Err(NumberError::Malformed));
         assert_eq!(parse_size("MB", false), Err(NumberError::Malformed));
+        // Found by the fuzz target: a multi-byte character right after the digits.
+        assert_eq!(
+            parse_size("1\u{fffd}MB", false),
+            Err(NumberError::Malformed)
+        );
+        assert_eq!(parse_size("5é", true), Err(NumberError::Malformed));
         assert_eq!(parse_size("1XB", false), Err(NumberError::Malformed));
         assert_eq!(parse_size("1KBB", false), Err(NumberError::Malformed));
         assert_eq!(parse_size("1.5GB", false), Err(NumberError::Malformed));

@@ -18,9 +18,12 @@
 //! - `deliver by start time, but optional start start sequence is also set` (sic).
 //! - Invalid filters and names are `500/10052` with a fixed text, not a consumer error.
 //!
-//! Not modelled: pedantic mode (odd values are corrected, never refused), server/account
-//! limits (`max_ack_pending`, max request batch), and push→push deliver subject changes while
-//! the old subject still has interest (`10013`; the caller knows the interest).
+//! Pedantic mode (`"pedantic": true` in the request) refuses, with `10157`, the values the
+//! defaults would otherwise correct ([`check_pedantic`]).
+//!
+//! Not modelled: server/account limits (`max_ack_pending`, max request batch), and push→push
+//! deliver subject changes while the old subject still has interest (`10013`; the caller knows
+//! the interest).
 
 use std::collections::BTreeMap;
 
@@ -326,6 +329,50 @@ fn partition_unique(filters: &[String], others: &[ConsumerConfig]) -> bool {
                     .all(|t| !crate::jetstream::api::validate::subjects_overlap(f, t))
         })
     })
+}
+
+/// In pedantic mode: the first value [`apply_defaults`] would correct, refused as nats-server's
+/// `setConsumerConfigDefaults` refuses it (`400/10157 pedantic mode: ...`), in its order.
+pub fn check_pedantic(cfg: &ConsumerConfig, stream: &StreamConfig) -> Result<(), ApiError> {
+    let refuse = |what: &str| Err(ApiError::with_err(ErrorKind::Pedantic, what));
+    let negative = [
+        (cfg.max_waiting, "max_waiting must not be negative"),
+        (cfg.max_ack_pending + 1, "max_ack_pending must be set to -1"),
+        (cfg.max_batch, "max_batch must not be negative"),
+        (cfg.max_expires, "max_expires must not be negative"),
+        (cfg.max_bytes, "max_bytes must not be negative"),
+        (cfg.idle_heartbeat, "idle_heartbeat must not be negative"),
+        (
+            cfg.inactive_threshold,
+            "inactive_threshold must not be negative",
+        ),
+        (
+            cfg.priority_timeout,
+            "priority_timeout must not be negative",
+        ),
+    ];
+    if cfg.max_deliver < -1 {
+        return refuse("max_deliver must be set to -1");
+    }
+    if let Some((_, what)) = negative.iter().find(|(v, _)| *v < 0) {
+        return refuse(what);
+    }
+    let ack_wait =
+        if cfg.ack_wait == 0 && matches!(cfg.ack_policy, AckPolicy::Explicit | AckPolicy::All) {
+            DEFAULT_ACK_WAIT_NS
+        } else {
+            cfg.ack_wait
+        };
+    if cfg.backoff.first().is_some_and(|first| *first != ack_wait) {
+        return refuse("first backoff value has to equal batch AckWait");
+    }
+    if cfg.max_ack_pending == 0 && stream.consumer_limits.max_ack_pending > 0 {
+        return refuse("max_ack_pending must be set if it's configured in stream limits");
+    }
+    if cfg.inactive_threshold == 0 && stream.consumer_limits.inactive_threshold > 0 {
+        return refuse("inactive_threshold must be set if it's configured in stream limits");
+    }
+    Ok(())
 }
 
 /// Applies nats-server's defaults (non-pedantic `setConsumerConfigDefaults`): out-of-range

@@ -1036,3 +1036,56 @@ fn random_names_are_eight_alphanumerics() {
     assert!(is_valid_asset_name(&a));
     assert_ne!(random_name(), random_name());
 }
+
+#[test]
+fn pedantic_mode_refuses_what_the_defaults_would_correct() {
+    let stream = stream(RetentionPolicy::Limits);
+    let mut limited = stream.clone();
+    limited.consumer_limits.max_ack_pending = 10;
+    let cases: [(&str, &StreamConfig, Option<&str>); 6] = [
+        (
+            r#"{"max_deliver":-2}"#,
+            &stream,
+            Some("pedantic mode: max_deliver must be set to -1"),
+        ),
+        (
+            r#"{"max_ack_pending":-3}"#,
+            &stream,
+            Some("pedantic mode: max_ack_pending must be set to -1"),
+        ),
+        (
+            r#"{"max_expires":-1}"#,
+            &stream,
+            Some("pedantic mode: max_expires must not be negative"),
+        ),
+        (
+            r#"{"ack_policy":"explicit","backoff":[1000000000]}"#,
+            &stream,
+            Some("pedantic mode: first backoff value has to equal batch AckWait"),
+        ),
+        (
+            r#"{"ack_policy":"explicit"}"#,
+            &limited,
+            Some("pedantic mode: max_ack_pending must be set if it's configured in stream limits"),
+        ),
+        (
+            r#"{"ack_policy":"explicit","ack_wait":1000000000,"backoff":[1000000000]}"#,
+            &stream,
+            None,
+        ),
+    ];
+    for (json, stream, want) in cases {
+        let cfg: ConsumerConfig = serde_json::from_str(json).unwrap();
+        match (check_pedantic(&cfg, stream), want) {
+            (Ok(()), None) => {}
+            (Err(e), Some(text)) => {
+                assert_eq!(
+                    (e.err_code, e.description.as_str()),
+                    (10157, text),
+                    "{json}"
+                );
+            }
+            (got, want) => panic!("{json}: {got:?}, wanted {want:?}"),
+        }
+    }
+}

@@ -98,10 +98,21 @@ pub fn normalize(cfg: &mut StreamConfig) {
         cfg.allow_msg_ttl = true;
         cfg.allow_rollup_hdrs = true;
     }
-    if let Some(r) = cfg.republish.as_mut()
-        && r.src.is_empty()
-    {
-        r.src = ">".to_string();
+    if let Some(r) = cfg.republish.as_mut() {
+        if r.src.is_empty() {
+            r.src = ">".to_string();
+        }
+        // `>` to `>` republishes the transformed subjects when the input transform's source is
+        // the stream's only subject (nats-server's implicit republish).
+        if let Some(t) = &cfg.subject_transform
+            && r.src == ">"
+            && r.dest == ">"
+            && cfg.subjects.len() == 1
+            && t.src == cfg.subjects[0]
+        {
+            r.src = t.dest.clone();
+            r.dest = t.dest.clone();
+        }
     }
     cfg.metadata.remove(META_VERSION);
     cfg.metadata.remove(META_LEVEL);
@@ -193,8 +204,6 @@ fn check_reserved_subject(subj: &str, no_ack: bool) -> Result<(), ApiError> {
 /// Refuses features this server does not implement yet, with a 10052 naming them.
 fn check_supported(cfg: &StreamConfig) -> Result<(), ApiError> {
     let unsupported = [
-        (cfg.subject_transform.is_some(), "subject transforms"),
-        (cfg.republish.is_some(), "republish"),
         (cfg.allow_msg_counter, "message counters"),
         (cfg.allow_atomic, "atomic publish"),
         (cfg.allow_msg_schedules, "message schedules"),
@@ -315,6 +324,39 @@ fn check_source_filters(src: &StreamSource, mirror: bool) -> Result<(), ApiError
     Ok(())
 }
 
+/// The stream's input `subject_transform` and its `republish`, as nats-server checks them.
+fn check_transforms(cfg: &StreamConfig) -> Result<(), ApiError> {
+    if let Some(t) = &cfg.subject_transform {
+        if !t.src.is_empty() && !subject::is_valid_subject(&t.src) {
+            return Err(ApiError::with_err(
+                ErrorKind::StreamTransformInvalidSource,
+                &format!("invalid subject {}", t.src),
+            ));
+        }
+        let src = if t.src.is_empty() { ">" } else { &t.src };
+        if let Err(e) = Transform::new(src, &t.dest) {
+            return Err(ApiError::with_err(
+                ErrorKind::StreamTransformInvalidDestination,
+                &e,
+            ));
+        }
+    }
+    if let Some(r) = &cfg.republish {
+        if cfg.subjects.iter().any(|s| subjects_overlap(&r.dest, s)) {
+            return Err(invalid(
+                "stream configuration for republish destination forms a cycle",
+            ));
+        }
+        if Transform::new(&r.src, &r.dest).is_err() {
+            return Err(invalid(&format!(
+                "stream configuration for republish with transform from '{}' to '{}' not valid",
+                r.src, r.dest
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn check_subjects(cfg: &StreamConfig) -> Result<(), ApiError> {
     for (i, subj) in cfg.subjects.iter().enumerate() {
         if !subject::is_valid_subject(subj) {
@@ -421,6 +463,7 @@ pub fn check(cfg: &StreamConfig) -> Result<(), ApiError> {
         return Err(invalid("preferred server not permitted in placement"));
     }
     check_sources(cfg)?;
+    check_transforms(cfg)?;
     check_subjects(cfg)?;
     check_supported(cfg)
 }

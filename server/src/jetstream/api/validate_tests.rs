@@ -330,14 +330,45 @@ fn stream_names_reject_separators_and_wildcards() {
 
 #[test]
 fn unsupported_features_are_refused_with_10052() {
-    for json in [
-        r#"{"name":"M","allow_msg_counter":true}"#,
-        r#"{"name":"M","republish":{"dest":"x.>"}}"#,
-    ] {
+    let cfg: StreamConfig = decode(br#"{"name":"M","allow_msg_counter":true}"#).unwrap();
+    let err = check_create("M", cfg, None, &SINGLE).unwrap_err();
+    assert_eq!(err.err_code, 10052);
+}
+
+#[test]
+fn republish_and_subject_transform_are_checked_as_nats_server_does() {
+    let create = |json: &str| {
         let cfg: StreamConfig = decode(json.as_bytes()).unwrap();
-        let err = check_create("M", cfg, None, &SINGLE).unwrap_err();
-        assert_eq!(err.err_code, 10052, "{json}");
-    }
+        check_create("M", cfg, None, &SINGLE)
+    };
+    let err = create(r#"{"name":"M","subjects":["m.>"],"republish":{"dest":"m.x"}}"#).unwrap_err();
+    assert_eq!(err.err_code, 10052);
+    assert!(
+        err.description.contains("forms a cycle"),
+        "{}",
+        err.description
+    );
+    let err = create(r#"{"name":"M","subjects":["m.>"],"republish":{"src":"m.*","dest":"r.$2"}}"#)
+        .unwrap_err();
+    assert!(err.description.contains("not valid"), "{}", err.description);
+    let err = create(
+        r#"{"name":"M","subjects":["m.*"],"subject_transform":{"src":"m.*","dest":"s.$3"}}"#,
+    )
+    .unwrap_err();
+    assert_eq!(err.err_code, 10156);
+    assert!(
+        create(r#"{"name":"M","subjects":["m.*"],"republish":{"src":"m.*","dest":"r.$1"}}"#)
+            .is_ok()
+    );
+    // `>` to `>` with a transform of the only subject republishes the transformed subjects.
+    let Ok(CreateOutcome::Create(cfg)) = create(
+        r#"{"name":"M","subjects":["m"],"subject_transform":{"src":"m","dest":"t"},
+            "republish":{"src":">","dest":">"}}"#,
+    ) else {
+        panic!("implicit republish refused")
+    };
+    let r = cfg.republish.unwrap();
+    assert_eq!((r.src.as_str(), r.dest.as_str()), ("t", "t"));
 }
 
 fn fixture3(name: &str) -> String {

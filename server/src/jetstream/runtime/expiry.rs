@@ -3,8 +3,12 @@
 //! proposes an `Expire` stamped with its clock. Replicas remove messages only when that command
 //! is applied, so they all remove the same ones (see `stream::ttl`).
 //!
-//! nats-server checks ages at least once a second; the owner's quarter-second tick keeps a 1 s
-//! TTL from living much longer than asked while costing one state check per stream per tick.
+//! The owner wakes when the next message is due ([`StreamStateMachine::next_expiry`], at most
+//! a tick and at least 25 ms away), so a TTL ends within a few milliseconds of its time (1 s
+//! TTLs measured 1.01-1.06 s in a debug build, nats-server 1.00-1.01 s), and a stream whose
+//! messages expire one after another proposes at most 40 `Expire`s a second.
+//!
+//! [`StreamStateMachine::next_expiry`]: crate::jetstream::stream::StreamStateMachine::next_expiry
 
 use tracing::debug;
 

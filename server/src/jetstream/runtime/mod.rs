@@ -28,6 +28,7 @@
 //!   `routing`, and owns the captures and replica moves; a replica's owner task writes its
 //!   copy tasks. `local` is a `parking_lot` lock held only to clone handles out.
 
+mod advisory;
 mod api;
 pub(crate) mod consumer;
 mod dispatch;

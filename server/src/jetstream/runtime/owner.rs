@@ -22,6 +22,8 @@ use crate::jetstream::stream::command;
 
 /// How often a leader checks for due expiry, new consumers and its copy tasks.
 const LEADER_TICK: Duration = Duration::from_millis(250);
+/// Shortest wait before the next expiry check (bounds the retries of a failing `Expire`).
+const EXPIRY_MIN_WAIT: Duration = Duration::from_millis(25);
 /// How often a follower re-checks without a leadership signal.
 const FOLLOWER_TICK: Duration = Duration::from_secs(1);
 
@@ -39,7 +41,10 @@ impl JetStream {
                         jetraft_proto::stream::ConsumerProgress::default(),
                     );
                     match self.registry.propose(ls.group(), barrier).await {
-                        Ok(_) => ready_term = Some(now.term),
+                        Ok(_) => {
+                            ready_term = Some(now.term);
+                            self.advise_leadership(&ls);
+                        }
                         Err(e) => debug!(stream = %ls.name, error = %e, "consumer barrier failed"),
                     }
                 }
@@ -51,7 +56,13 @@ impl JetStream {
                 }
                 self.sync_sourcing(&ls, now.is_self);
                 let tick = if now.is_self {
-                    LEADER_TICK
+                    // Wake when the next message expires, so a TTL is kept to the
+                    // millisecond rather than to the tick.
+                    let next = ls.sm.lock().next_expiry();
+                    next.map_or(LEADER_TICK, |at| {
+                        Duration::from_nanos(at.saturating_sub(super::now_ns()))
+                            .clamp(EXPIRY_MIN_WAIT, LEADER_TICK)
+                    })
                 } else {
                     FOLLOWER_TICK
                 };
@@ -64,5 +75,19 @@ impl JetStream {
         }
         ls.engines.stop_all(false);
         Self::stop_sourcing(&ls);
+    }
+
+    /// The leader-elected advisories of a replica that just became its group's ready leader;
+    /// only in clustered mode, as nats-server sends them only for replicated groups.
+    fn advise_leadership(&self, ls: &LocalStream) {
+        if !self.clustered {
+            return;
+        }
+        let consumers: Vec<String> = ls.sm.lock().consumers().keys().cloned().collect();
+        let replicas = self
+            .group_cluster_info(ls.group(), &ls.replicas())
+            .map(|ci| ci.replicas)
+            .unwrap_or_default();
+        self.advise_leader_elected(&ls.name, &consumers, replicas);
     }
 }

@@ -205,9 +205,13 @@ impl JetStream {
         };
         let memory = config.storage == StorageType::Memory;
         let created = u64::try_from(a.created_ns).unwrap_or(0);
-        let sm =
+        let mut sm =
             StreamStateMachine::open_with(store, consumers, config, created, self.identity.clone())
                 .map_err(|e| e.to_string())?;
+        let bus = self.bus.clone();
+        sm.set_republish_sink(Arc::new(move |subject, headers, payload| {
+            bus.publish(&crate::bus::Msg::new(subject, &payload).headers(Some(&headers)));
+        }));
         let sm = Arc::new(Mutex::new(sm));
         let group = GroupId(a.uid);
         let (changes, _) = tokio::sync::watch::channel(0u64);

@@ -20,7 +20,7 @@ use jetraft_storage::stream::limits::{LimitViolation, StoreOutcome, store_with_l
 use jetraft_storage::stream::{PurgeRequest, StoredMsg};
 
 use super::StreamStateMachine;
-use super::{command, headers};
+use super::{command, headers, republish};
 use crate::jetstream::api::types::pub_ack::push_plain_json;
 use crate::jetstream::api::types::{PubAck, RetentionPolicy};
 use crate::jetstream::api::{ApiError, ErrorKind};
@@ -38,10 +38,12 @@ enum Rollup {
 }
 
 /// A publish that was applied: stored at `seq`, or a duplicate of the message at `seq`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 struct Applied {
     seq: u64,
     duplicate: bool,
+    /// The stored message, when the stream republishes it.
+    republish: Option<Box<republish::Pending>>,
 }
 
 impl Applied {
@@ -49,6 +51,7 @@ impl Applied {
         Self {
             seq,
             duplicate: false,
+            republish: None,
         }
     }
 
@@ -56,6 +59,7 @@ impl Applied {
         Self {
             seq,
             duplicate: true,
+            republish: None,
         }
     }
 }
@@ -103,12 +107,16 @@ impl StreamStateMachine {
             }
             match outcome {
                 None => command::push_answer(&mut answers, b""),
-                Some(Ok(applied)) => command::push_answer_with(&mut answers, |out| {
+                Some(Ok(mut applied)) => command::push_answer_with(&mut answers, |out| {
+                    // Only the proposer, still waiting for this answer, republishes.
+                    if let Some(p) = applied.republish.take() {
+                        self.republish(&p);
+                    }
                     let name = &self.config.name;
                     if self.server.domain.is_some()
                         || !push_plain_json(out, name, applied.seq, applied.duplicate)
                     {
-                        let ack = self.pub_ack(Ok(applied)).to_json();
+                        let ack = self.pub_ack(Ok(applied.clone())).to_json();
                         out.extend_from_slice(ack.as_bytes());
                     }
                 }),
@@ -137,10 +145,12 @@ impl StreamStateMachine {
             Ok(Applied {
                 seq,
                 duplicate: false,
+                ..
             }) => PubAck::stored(name, seq),
             Ok(Applied {
                 seq,
                 duplicate: true,
+                ..
             }) => PubAck::duplicate(name, seq),
             Err(e) => PubAck::error(name, e),
         };
@@ -214,7 +224,12 @@ impl StreamStateMachine {
         Ok(Ok(Applied::stored(seq)))
     }
 
-    fn try_append(&mut self, a: Append) -> Result<Result<Applied, ApiError>, StorageError> {
+    fn try_append(&mut self, mut a: Append) -> Result<Result<Applied, ApiError>, StorageError> {
+        if let Some(t) = &self.config.subject_transform
+            && let Some(subject) = transform_subject(t, &a.subject)
+        {
+            a.subject = subject;
+        }
         let name = &self.config.name;
         let hdrs: &[u8] = &a.headers;
         let header = |key: &str| headers::get(hdrs, key);
@@ -284,6 +299,15 @@ impl StreamStateMachine {
         let Some(seq) = next_seq(self.store.state().last_seq) else {
             return Ok(Err(sequence_space_exhausted()));
         };
+        // The previous message on this subject, for the republished copy's Nats-Last-Sequence.
+        let republish_last = match &self.config.republish {
+            Some(r) if republish::target(r, &a.subject).is_some() => Some(
+                self.store
+                    .last_for_subject(&a.subject)?
+                    .map_or(0, |m| m.seq),
+            ),
+            _ => None,
+        };
         let msg = StoredMsg {
             seq,
             subject: a.subject,
@@ -328,8 +352,22 @@ impl StreamStateMachine {
             // not kept (as nats-server does, with no consumers or only filtered ones).
             self.store.remove(seq)?;
         }
-        Ok(Ok(Applied::stored(seq)))
+        let mut applied = Applied::stored(seq);
+        applied.republish =
+            republish_last.map(|last_seq| Box::new(republish::Pending { msg, last_seq }));
+        Ok(Ok(applied))
     }
+}
+
+/// `subject` after the stream's input `subject_transform`, if it matches the transform's source.
+fn transform_subject(
+    t: &crate::jetstream::api::types::SubjectTransform,
+    subject: &str,
+) -> Option<String> {
+    let src = if t.src.is_empty() { ">" } else { &t.src };
+    crate::jetstream::transform::Transform::new(src, &t.dest)
+        .ok()?
+        .apply(subject)
 }
 
 /// A header's value, owned (the copy path mutates `self` while holding it).

@@ -47,6 +47,7 @@ pub mod consumers;
 #[cfg(test)]
 mod copy_tests;
 pub mod dedup;
+pub mod direct;
 #[cfg(test)]
 mod durability_tests;
 pub mod headers;
@@ -57,6 +58,7 @@ mod prop_tests;
 #[cfg(test)]
 mod raft_tests;
 mod recovery;
+pub mod republish;
 mod restore;
 pub use restore::RESTORED;
 mod snapshot;
@@ -139,6 +141,8 @@ pub struct StreamStateMachine {
     /// Origin sequence last copied, per source key (sourcing streams; see `append`). Replicated
     /// state: the sourcing task of a new leader resumes after it.
     source_positions: std::collections::BTreeMap<String, u64>,
+    /// Where this replica republishes the messages it stores as the proposer (`republish`).
+    republish_sink: Option<republish::RepublishSink>,
 }
 
 impl std::fmt::Debug for StreamStateMachine {
@@ -272,6 +276,7 @@ impl StreamStateMachine {
             recover_until: None,
             expiry: ttl::Expiry::default(),
             source_positions: meta.source_positions,
+            republish_sink: None,
         };
         if fresh {
             sm.save_meta().map_err(io_err)?;
@@ -295,6 +300,21 @@ impl StreamStateMachine {
     /// The stored config.
     pub fn config(&self) -> &StreamConfig {
         &self.config
+    }
+
+    /// Sets where the messages this replica stores as the proposer are republished (see
+    /// [`republish`]); without a sink nothing is.
+    pub fn set_republish_sink(&mut self, sink: republish::RepublishSink) {
+        self.republish_sink = Some(sink);
+    }
+
+    /// Republishes one stored message through the sink, if the config still asks for it.
+    fn republish(&self, p: &republish::Pending) {
+        if let (Some(sink), Some(cfg)) = (&self.republish_sink, &self.config.republish)
+            && let Some((subject, headers, payload)) = republish::message(cfg, &self.config.name, p)
+        {
+            sink(&subject, headers, payload);
+        }
     }
 
     /// Creation time, Unix ns.

@@ -46,7 +46,7 @@ impl StreamStateMachine {
             return Ok(RESTORED.to_string());
         }
         let st = self.store.state();
-        if st.msgs == 0 && r.first_seq > st.last_seq + 1 {
+        if st.msgs == 0 && r.first_seq > st.last_seq.saturating_add(1) {
             // An emptied stream keeps its next position.
             self.store.skip_to(r.first_seq).map_err(&err)?;
         }

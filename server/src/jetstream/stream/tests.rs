@@ -951,6 +951,11 @@ fn per_message_ttl_expires_and_leaves_one_marker() {
     d.publish("t.c", &[], T0 + 1);
     assert!(!d.sm.expiry_due(T0 + SEC - 1));
     assert!(d.sm.expiry_due(T0 + SEC));
+    assert_eq!(
+        d.sm.next_expiry(),
+        Some(T0 + SEC),
+        "the leader wakes exactly then"
+    );
     // t.c's first message expires, but t.c still has a message: no marker.
     d.apply(command::expire(T0 + SEC));
     assert_eq!(d.sm.state().msgs, 3);
@@ -972,6 +977,7 @@ fn per_message_ttl_expires_and_leaves_one_marker() {
     let st = d.sm.state();
     assert_eq!((st.msgs, st.last_seq), (2, 5));
     assert!(!d.sm.expiry_due(T0 + 100 * SEC));
+    assert_eq!(d.sm.next_expiry(), None);
 }
 
 #[test]
@@ -1076,4 +1082,54 @@ fn short_ttls_are_raised_to_the_marker_ttl_unless_history_is_one() {
     d.publish("t.a", &[("Nats-TTL", "1s")], T0);
     assert!(!d.sm.expiry_due(T0 + 4 * SEC));
     assert!(d.sm.expiry_due(T0 + 5 * SEC));
+}
+
+#[test]
+fn only_the_waiting_proposer_republishes_with_the_previous_sequence_of_the_subject() {
+    let cfg = r#"{"name":"R","subjects":["in.*"],
+        "subject_transform":{"src":"in.*","dest":"stored.{{wildcard(1)}}"},
+        "republish":{"src":"stored.*","dest":"out.{{wildcard(1)}}"}}"#;
+    let out = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let mut proposer = mem_sm(cfg);
+    let sink = out.clone();
+    proposer.set_republish_sink(std::sync::Arc::new(move |subject, headers, payload| {
+        sink.lock().push((
+            subject.to_string(),
+            String::from_utf8(headers).unwrap(),
+            payload,
+        ));
+    }));
+    let mut follower = mem_sm(cfg);
+    let follower_out = std::sync::Arc::new(parking_lot::Mutex::new(0usize));
+    let counted = follower_out.clone();
+    follower.set_republish_sink(std::sync::Arc::new(move |_, _, _| *counted.lock() += 1));
+    let plain = |s: &'static str| (s, Bytes::new(), Bytes::from_static(b"x"));
+    let cmd = command::append_batch([plain("in.a"), plain("in.b"), plain("in.a")], T0);
+    proposer.apply_shared(LogIndex(1), &cmd, true).unwrap();
+    follower.apply_shared(LogIndex(1), &cmd, false).unwrap();
+    // Stored under the transformed subject.
+    assert_eq!(
+        proposer.store().get(3).unwrap().unwrap().subject,
+        "stored.a"
+    );
+    let out = out.lock();
+    let got: Vec<(&str, &str)> = out
+        .iter()
+        .map(|(s, h, _)| {
+            let last = h
+                .split("\r\n")
+                .find_map(|l| l.strip_prefix("Nats-Last-Sequence: "))
+                .unwrap();
+            (s.as_str(), last)
+        })
+        .collect();
+    assert_eq!(got, [("out.a", "0"), ("out.b", "0"), ("out.a", "1")]);
+    assert!(
+        out[2]
+            .1
+            .contains("Nats-Subject: stored.a\r\nNats-Sequence: 3\r\n"),
+        "{}",
+        out[2].1
+    );
+    assert_eq!(*follower_out.lock(), 0, "a follower never republishes");
 }

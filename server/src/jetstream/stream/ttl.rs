@@ -121,31 +121,30 @@ impl StreamStateMachine {
 
     /// Whether an `Expire` as of `now_ns` would remove something (the leader's timer asks).
     pub fn expiry_due(&self, now_ns: u64) -> bool {
-        if self
-            .expiry
-            .ttls
-            .first()
-            .is_some_and(|&(at, _)| at <= now_ns)
-        {
-            return true;
-        }
-        let Some(max_age) = self.limits.max_age_ns else {
-            return false;
-        };
-        let st = self.store.state();
-        if st.msgs == 0 {
-            return false;
-        }
-        if !self.config.allow_msg_ttl {
-            return st.first_ts.saturating_add(max_age) <= now_ns;
-        }
-        let from = st.first_seq.max(self.expiry.age_cursor);
-        match self.store.next_matching(from, &[]) {
-            Ok(Some(m)) => m.timestamp_ns.saturating_add(max_age) <= now_ns,
-            Ok(None) => false,
-            // Let the apply report the storage problem.
-            Err(_) => true,
-        }
+        self.next_expiry().is_some_and(|at| at <= now_ns)
+    }
+
+    /// When the next message expires (its TTL, or `max_age` after the oldest message), Unix
+    /// ns; `None` when nothing will. A store error reports "now" (0), so that the `Expire`
+    /// apply reports it.
+    pub fn next_expiry(&self) -> Option<u64> {
+        let ttl = self.expiry.ttls.first().map(|&(at, _)| at);
+        let age = self.limits.max_age_ns.and_then(|max_age| {
+            let st = self.store.state();
+            if st.msgs == 0 {
+                return None;
+            }
+            if !self.config.allow_msg_ttl {
+                return Some(st.first_ts.saturating_add(max_age));
+            }
+            let from = st.first_seq.max(self.expiry.age_cursor);
+            match self.store.next_matching(from, &[]) {
+                Ok(Some(m)) => Some(m.timestamp_ns.saturating_add(max_age)),
+                Ok(None) => None,
+                Err(_) => Some(0),
+            }
+        });
+        ttl.into_iter().chain(age).min()
     }
 
     /// Drops messages whose TTL or `max_age` passed as of `now_ns` and writes subject delete

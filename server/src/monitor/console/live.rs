@@ -25,6 +25,8 @@ pub(crate) const TICK: Duration = Duration::from_secs(1);
 const HISTORY: usize = 300;
 /// Streams whose consumers are listed in a sample (the first ones by name).
 const MAX_STREAMS_WITH_CONSUMERS: usize = 64;
+/// Most streams a sample lists (`STREAM.LIST` pages of up to 256 each).
+const MAX_STREAMS: usize = 1024;
 /// Advisories kept for the feed.
 const ADVISORIES: usize = 100;
 
@@ -187,9 +189,8 @@ impl Live {
             "meta_leader": js.is_meta_leader(),
             "advisories": st.advisory_log.iter().collect::<Vec<_>>(),
         });
-        match self.client.js_api("STREAM.LIST", &json!({})).await {
-            Ok(list) => {
-                let mut streams = list["streams"].as_array().cloned().unwrap_or_default();
+        match self.streams().await {
+            Ok((mut streams, error)) => {
                 streams.sort_by(|a, b| {
                     a["config"]["name"]
                         .as_str()
@@ -214,13 +215,37 @@ impl Live {
                 }
                 out["streams"] = streams.into();
                 out["consumers"] = consumers.into();
-                if !list["error"].is_null() {
-                    out["error"] = list["error"].clone();
+                if let Some(error) = error {
+                    out["error"] = error;
                 }
             }
             Err(e) => out["error"] = json!({"description": e.to_string()}),
         }
         out
+    }
+}
+
+impl Live {
+    /// Up to [`MAX_STREAMS`] streams, page by page, and the API's error answer if it gave one.
+    async fn streams(&self) -> Result<(Vec<Value>, Option<Value>), super::nats::RequestError> {
+        let mut streams: Vec<Value> = Vec::new();
+        loop {
+            let page = self
+                .client
+                .js_api("STREAM.LIST", &json!({"offset": streams.len()}))
+                .await?;
+            if !page["error"].is_null() {
+                return Ok((streams, Some(page["error"].clone())));
+            }
+            let got = page["streams"].as_array().cloned().unwrap_or_default();
+            let total = page["total"].as_u64().unwrap_or(0);
+            let empty = got.is_empty();
+            streams.extend(got);
+            if empty || streams.len() as u64 >= total || streams.len() >= MAX_STREAMS {
+                streams.truncate(MAX_STREAMS);
+                return Ok((streams, None));
+            }
+        }
     }
 }
 

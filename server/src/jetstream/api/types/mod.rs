@@ -200,7 +200,11 @@ pub mod go_time {
         }
         let offset_secs = match s.get(i..)? {
             "Z" | "z" => 0,
-            rest if rest.len() == 6 && matches!(&rest[..1], "+" | "-") && &rest[3..4] == ":" => {
+            // Bytes, not `str` slices: a client may send any character there.
+            rest if rest.len() == 6
+                && matches!(rest.as_bytes()[0], b'+' | b'-')
+                && rest.as_bytes()[3] == b':' =>
+            {
                 let h: i64 = rest.get(1..3)?.parse().ok()?;
                 let m: i64 = rest.get(4..6)?.parse().ok()?;
                 let v = h * 3600 + m * 60;
@@ -314,6 +318,10 @@ mod tests {
         assert_eq!(go_time::parse(go_time::ZERO), Some(0));
         assert_eq!(go_time::parse("yesterday"), None);
         assert_eq!(go_time::parse("2026-12-02T12:20:27.Z"), None);
+        // Found by the fuzz target: multi-byte characters where the offset goes (a client's
+        // `pause_until` or `opt_start_time`) must not panic.
+        assert_eq!(go_time::parse("2099-01-01T00:00:00\u{a49d};{Z"), None);
+        assert_eq!(go_time::parse("2099-01-01T00:00:00+é:00"), None);
     }
 
     #[test]

@@ -5,10 +5,9 @@ use std::sync::Arc;
 
 use crate::bus::Msg;
 use crate::bus::internal::InternalMsg;
-use crate::jetstream::api::types::requests::{BodyRule, MsgGetRequest, parse_body};
 use crate::jetstream::runtime::JetStream;
 use crate::jetstream::runtime::replica::LocalStream;
-use crate::jetstream::stream::info;
+use crate::jetstream::stream::direct;
 
 impl JetStream {
     pub(crate) fn direct_get(&self, name: &str, last_subject: Option<&str>, msg: &InternalMsg) {
@@ -39,68 +38,22 @@ impl JetStream {
         let Some(reply) = &msg.reply else {
             return;
         };
-        let name = ls.name.as_str();
-        let outcome = {
+        let replies = {
             let sm = ls.sm.lock();
             if !sm.config().allow_direct && !sm.config().mirror_direct {
                 return;
             }
-            direct_lookup(sm.store(), last_subject, &msg.payload)
+            direct::answer(
+                sm.store(),
+                &ls.name,
+                last_subject,
+                &msg.payload,
+                self.config.max_pending,
+            )
         };
-        match outcome {
-            DirectOutcome::Found(m, no_hdr) => {
-                let r = info::direct_get_reply(name, &m, no_hdr);
-                let hdrs = (!r.headers.is_empty()).then_some(r.headers.as_slice());
-                self.bus.publish(&Msg::new(reply, &r.payload).headers(hdrs));
-            }
-            DirectOutcome::NotFound => {
-                let status = info::direct_status(404, "Message Not Found");
-                self.bus
-                    .publish(&Msg::new(reply, b"").headers(Some(&status)));
-            }
-            DirectOutcome::BadRequest => {
-                let status = info::direct_status(408, "Bad Request");
-                self.bus
-                    .publish(&Msg::new(reply, b"").headers(Some(&status)));
-            }
+        for r in replies {
+            let hdrs = (!r.headers.is_empty()).then_some(r.headers.as_slice());
+            self.bus.publish(&Msg::new(reply, &r.payload).headers(hdrs));
         }
-    }
-}
-
-/// What a DIRECT.GET finds.
-enum DirectOutcome {
-    /// The message, and whether headers are left out.
-    Found(jetraft_storage::stream::StoredMsg, bool),
-    /// No such message.
-    NotFound,
-    /// The request was malformed.
-    BadRequest,
-}
-
-fn direct_lookup(
-    store: &dyn jetraft_storage::stream::StreamStore,
-    last_subject: Option<&str>,
-    body: &[u8],
-) -> DirectOutcome {
-    let (found, no_hdr) = match last_subject {
-        Some(subject) => {
-            if !body.is_empty() {
-                return DirectOutcome::BadRequest;
-            }
-            (store.last_for_subject(subject), false)
-        }
-        None => {
-            let Ok(Some(req)) = parse_body::<MsgGetRequest>(BodyRule::Required, body) else {
-                return DirectOutcome::BadRequest;
-            };
-            let Ok(selector) = req.selector() else {
-                return DirectOutcome::BadRequest;
-            };
-            (info::find_message(store, &selector), req.no_hdr)
-        }
-    };
-    match found {
-        Ok(Some(m)) => DirectOutcome::Found(m, no_hdr),
-        _ => DirectOutcome::NotFound,
     }
 }

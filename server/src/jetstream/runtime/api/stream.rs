@@ -23,6 +23,7 @@ use crate::jetstream::api::validate::{
     CreateOutcome, ValidationContext, check_create, check_update, with_response_metadata,
 };
 use crate::jetstream::api::{ApiError, ErrorKind};
+use crate::jetstream::runtime::advisory::Action;
 use crate::jetstream::runtime::replica::LocalStream;
 use crate::jetstream::runtime::{JetStream, now_ns};
 use crate::jetstream::stream::{command, info};
@@ -106,7 +107,9 @@ impl JetStream {
             self.propose_meta(meta_command::Op::CreateStream(sa))
                 .await?,
         )?;
-        Ok(self.create_answer(name).await)
+        let answer = self.create_answer(name).await;
+        self.advise_stream(name, Action::Create);
+        Ok(answer)
     }
 
     /// The create response: from the local replica once its group has a leader, else from the
@@ -235,6 +238,7 @@ impl JetStream {
             self.propose_meta(meta_command::Op::UpdateStream(updated))
                 .await?,
         )?;
+        self.advise_stream(name, Action::Modify);
         // The stream leader applies the new config (reconcile proposes it); answer with the
         // replica's state when it is here.
         if let Some(ls) = self.local_stream(name)
@@ -285,6 +289,7 @@ impl JetStream {
             self.propose_meta(meta_command::Op::DeleteStream(name.to_string()))
                 .await?,
         )?;
+        self.advise_stream(name, Action::Delete);
         Ok(format!(
             "{{\"type\":\"{}\",\"success\":true}}",
             response_type::STREAM_DELETE

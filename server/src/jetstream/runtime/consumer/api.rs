@@ -12,19 +12,20 @@ use super::engine::{EngineView, Event};
 use crate::bus::Msg;
 use crate::bus::internal::InternalMsg;
 use crate::jetstream::api::consumer_validate::{
-    ConsumerContext, CreateForm, CreateOutcome, check_create, random_name, resolve_create,
-    with_response_metadata,
+    ConsumerContext, CreateForm, CreateOutcome, check_create, check_pedantic, random_name,
+    resolve_create, with_response_metadata,
 };
 use crate::jetstream::api::types::consumer::ConsumerInfo;
 use crate::jetstream::api::types::consumer::SequenceInfo;
 use crate::jetstream::api::types::consumer_requests::{
     ConsumerListRequest, ConsumerNamesRequest, ConsumerPauseRequest, ConsumerPauseResponse,
-    consumer_list_page, consumer_names_page,
+    CreateConsumerRequest, consumer_list_page, consumer_names_page,
 };
 use crate::jetstream::api::types::requests::{BodyRule, parse_body};
 use crate::jetstream::api::types::responses::ApiResponse;
 use crate::jetstream::api::types::{go_time, response_type};
 use crate::jetstream::api::{ApiError, ErrorKind};
+use crate::jetstream::runtime::advisory::Action;
 use crate::jetstream::runtime::replica::LocalStream;
 use crate::jetstream::runtime::{JetStream, now_ns};
 use crate::jetstream::stream::command;
@@ -60,6 +61,7 @@ impl JetStream {
     ) -> Result<String, ApiError> {
         let ls = self.leader_stream(stream)?;
         let (name, cfg, action) = resolve_create(form, stream, &msg.payload, random_name)?;
+        let pedantic = CreateConsumerRequest::parse(&msg.payload).is_ok_and(|r| r.pedantic);
         let (outcome, created_ns) = {
             let sm = ls.sm.lock();
             let existing = sm.consumer(&name);
@@ -77,6 +79,9 @@ impl JetStream {
                 stream_replicas: sm.config().num_replicas,
                 consumer_count: sm.consumers().len(),
             };
+            if pedantic {
+                check_pedantic(&cfg, sm.config())?;
+            }
             let outcome = check_create(&name, cfg, action, &ctx)?;
             (outcome, existing.map_or_else(now_ns, |r| r.created_ns))
         };
@@ -96,6 +101,9 @@ impl JetStream {
             )
         {
             self.sync_consumers(&ls);
+        }
+        if created {
+            self.advise_consumer(stream, &name, Action::Create);
         }
         let info = if created {
             self.initial_consumer_info(&ls, &name).await
@@ -236,6 +244,7 @@ impl JetStream {
         self.propose_consumer(&ls, command::consumer_delete(name))
             .await?;
         ls.engines.send(name, Event::stop(true));
+        self.advise_consumer(stream, name, Action::Delete);
         Ok(())
     }
 
@@ -329,6 +338,7 @@ impl JetStream {
             .await?;
         ls.engines
             .send(name, Event::Core(ConsumerEvent::Reconfigure(Box::new(cfg))));
+        self.advise_consumer_pause(stream, name, until);
         let body = ConsumerPauseResponse::at(until, now_ns());
         Ok(ApiResponse::ok(response_type::CONSUMER_PAUSE, body).to_json())
     }

@@ -1,15 +1,12 @@
 //! What a consumer sends: deliveries (ack subject, headers-only bodies), pull status messages,
-//! heartbeats, flow-control requests, advisories and dead-letter copies. Formats follow spec
+//! heartbeats, flow-control requests and dead-letter copies (advisories: `runtime/advisory.rs`). Formats follow spec
 //! section 5 byte for byte.
 
 use bytes::Bytes;
 use jetraft_storage::stream::StoredMsg;
-use rand::Rng;
-use serde::Serialize;
 
 use crate::bus::{FlushSet, Msg};
-use crate::jetstream::api::types::{go_time, to_go_json};
-use crate::jetstream::runtime::{JetStream, now_ns};
+use crate::jetstream::runtime::JetStream;
 use crate::protocol::encode::push_decimal;
 use crate::protocol::headers::{push_header, status_block};
 
@@ -158,6 +155,14 @@ pub(crate) fn pull_size(msg: &StoredMsg, stream: &str, consumer: &str) -> u64 {
     (msg.subject.len() + reply + msg.headers.len() + msg.payload.len()) as u64
 }
 
+/// The `503` status a requester gets when no one answers (as the router sends it).
+pub(crate) fn no_responders_msg(to: String) -> OutMsg {
+    OutMsg {
+        hdrs: Some(status_block(503, None, &[])),
+        ..OutMsg::empty(to)
+    }
+}
+
 /// A pull status to `reply`.
 pub(crate) fn status_msg(reply: &str, status: &PullStatus) -> OutMsg {
     let pending = |m: u64, b: u64| {
@@ -240,123 +245,6 @@ pub(crate) fn has_interest(js: &JetStream, subject: &str, group: Option<&str>) -
         None => !result.plain.is_empty(),
         Some(g) => result.queues.iter().any(|q| &*q.name == g),
     }
-}
-
-fn random_token(n: usize) -> String {
-    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-    let mut rng = rand::rng();
-    (0..n)
-        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
-        .collect()
-}
-
-#[derive(Serialize)]
-struct Advisory<'a> {
-    #[serde(rename = "type")]
-    kind: &'a str,
-    id: String,
-    timestamp: String,
-    stream: &'a str,
-    consumer: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    consumer_seq: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stream_seq: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    deliveries: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    action: Option<&'a str>,
-}
-
-impl<'a> Advisory<'a> {
-    fn new(kind: &'a str, stream: &'a str, consumer: &'a str) -> Self {
-        Self {
-            kind,
-            id: random_token(22),
-            timestamp: go_time::format(now_ns()),
-            stream,
-            consumer,
-            consumer_seq: None,
-            stream_seq: None,
-            deliveries: None,
-            reason: None,
-            action: None,
-        }
-    }
-
-    fn send(&self, js: &JetStream, event: &str) {
-        let subject = format!(
-            "$JS.EVENT.ADVISORY.CONSUMER.{event}.{}.{}",
-            self.stream, self.consumer
-        );
-        let json = to_go_json(self);
-        js.bus.publish(&Msg::new(&subject, json.as_bytes()));
-    }
-}
-
-/// `MAX_DELIVERIES` advisory.
-pub(crate) fn advisory_max_deliveries(
-    js: &JetStream,
-    stream: &str,
-    consumer: &str,
-    stream_seq: u64,
-    deliveries: u64,
-) {
-    let mut a = Advisory::new(
-        "io.nats.jetstream.advisory.v1.max_deliver",
-        stream,
-        consumer,
-    );
-    a.stream_seq = Some(stream_seq);
-    a.deliveries = Some(deliveries);
-    a.send(js, "MAX_DELIVERIES");
-}
-
-/// `MSG_TERMINATED` advisory.
-pub(crate) fn advisory_terminated(
-    js: &JetStream,
-    stream: &str,
-    consumer: &str,
-    stream_seq: u64,
-    consumer_seq: u64,
-    deliveries: u64,
-    reason: &str,
-) {
-    let mut a = Advisory::new("io.nats.jetstream.advisory.v1.terminated", stream, consumer);
-    a.consumer_seq = Some(consumer_seq);
-    a.stream_seq = Some(stream_seq);
-    a.deliveries = Some(deliveries);
-    a.reason = Some(reason);
-    a.send(js, "MSG_TERMINATED");
-}
-
-/// `MSG_NAKED` advisory.
-pub(crate) fn advisory_nak(
-    js: &JetStream,
-    stream: &str,
-    consumer: &str,
-    stream_seq: u64,
-    consumer_seq: u64,
-    deliveries: u64,
-) {
-    let mut a = Advisory::new("io.nats.jetstream.advisory.v1.nak", stream, consumer);
-    a.consumer_seq = Some(consumer_seq);
-    a.stream_seq = Some(stream_seq);
-    a.deliveries = Some(deliveries);
-    a.send(js, "MSG_NAKED");
-}
-
-/// `DELETED` advisory (inactive consumer removed).
-pub(crate) fn advisory_deleted(js: &JetStream, stream: &str, consumer: &str) {
-    let mut a = Advisory::new(
-        "io.nats.jetstream.advisory.v1.consumer_action",
-        stream,
-        consumer,
-    );
-    a.action = Some("delete");
-    a.send(js, "DELETED");
 }
 
 /// Republishes a dropped message to `subject` with headers naming where it came from.

@@ -323,6 +323,9 @@ impl Engine {
                     deliver::flow_control_msg(&to, &reply).publish_into(&self.js, &mut wake);
                 }
                 Action::Reply { to } => OutMsg::empty(to).publish_into(&self.js, &mut wake),
+                Action::NoResponders { to } => {
+                    deliver::no_responders_msg(to).publish_into(&self.js, &mut wake);
+                }
                 Action::Propose { progress, replies } => {
                     wake.wake_all();
                     self.propose(progress, replies).await;
@@ -353,10 +356,7 @@ impl Engine {
                 Action::DeleteInactive => {
                     wake.wake_all();
                     match self.js.delete_consumer(&self.stream, &self.name).await {
-                        Ok(()) => {
-                            deliver::advisory_deleted(&self.js, &self.stream, &self.name);
-                            return true;
-                        }
+                        Ok(()) => return true,
                         Err(e) => {
                             debug!(consumer = %self.name, error = %e, "inactive consumer not deleted");
                             self.core.handle(self.now(), ConsumerEvent::DeleteFailed);
@@ -402,23 +402,21 @@ impl Engine {
             Advisory::MaxDeliveries {
                 stream_seq,
                 deliveries,
-            } => deliver::advisory_max_deliveries(js, stream, name, *stream_seq, *deliveries),
+            } => js.advise_max_deliveries(stream, name, *stream_seq, *deliveries),
             Advisory::Nak {
                 stream_seq,
                 consumer_seq,
                 deliveries,
-            } => deliver::advisory_nak(js, stream, name, *stream_seq, *consumer_seq, *deliveries),
+            } => js.advise_nak(stream, name, (*stream_seq, *consumer_seq), *deliveries),
             Advisory::Terminated {
                 stream_seq,
                 consumer_seq,
                 deliveries,
                 reason,
-            } => deliver::advisory_terminated(
-                js,
+            } => js.advise_terminated(
                 stream,
                 name,
-                *stream_seq,
-                *consumer_seq,
+                (*stream_seq, *consumer_seq),
                 *deliveries,
                 reason,
             ),

@@ -121,11 +121,8 @@ export function mount(root, [stream]) {
     h("div", { class: "row" }, h("button", { "data-testid": "new-consumer", onclick: () => { formBox.hidden = !formBox.hidden; } }, "New consumer")),
     formBox, live);
   formBox.append(createForm(stream, err));
-  return onSnapshot((s) => {
-    const j = s.jetstream || {};
-    const st = (j.streams || []).find((x) => x.config.name === stream);
-    if (!st) { live.replaceChildren(h("p", { class: "muted" }, "No such stream.")); return; }
-    const consumers = ((j.consumers || {})[stream] || []).slice().sort((a, b) => a.name.localeCompare(b.name));
+  const render = (st, list) => {
+    const consumers = list.slice().sort((a, b) => a.name.localeCompare(b.name));
     live.replaceChildren(
       h("h2", {}, "Positions over the stream"),
       h("p", { class: "muted" }, `Stream holds ${num(st.state.messages)} messages, seq ${num(st.state.first_seq)}…${num(st.state.last_seq)}. A solid mark is the last delivered message, a faded one the ack floor.`),
@@ -134,6 +131,22 @@ export function mount(root, [stream]) {
         ["Pending", "num"], ["Ack pending", "num"], ["Redelivered", "num"], ["Waiting pulls", "num"], ["Last active"], ["State"], [""]],
         consumers.map((c) => row(stream, c, err)), { "data-testid": "consumers" })
         : h("p", { class: "muted" }, "No consumers yet."));
+  };
+  // The shared sample lists the consumers of the first streams only (live.rs); for a stream past
+  // them this page asks for its consumers itself, once per sample and never two at a time.
+  let asking = false;
+  return onSnapshot((s) => {
+    const j = s.jetstream || {};
+    const st = (j.streams || []).find((x) => x.config.name === stream);
+    if (!st) { live.replaceChildren(h("p", { class: "muted" }, "No such stream.")); return; }
+    const sampled = (j.consumers || {})[stream];
+    if (sampled) { render(st, sampled); return; }
+    if (asking) return;
+    asking = true;
+    js(`CONSUMER.LIST.${stream}`, {})
+      .then((r) => render(st, r.consumers || []))
+      .catch((e) => showError(err, e))
+      .finally(() => { asking = false; });
   });
 }
 

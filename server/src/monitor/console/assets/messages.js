@@ -78,7 +78,7 @@ export function mount(root, [stream]) {
     list.replaceChildren(...(shown.length ? shown.map((m) => h("div", { class: "card", "data-seq": m.seq },
       h("div", { class: "row" }, h("b", {}, `#${m.seq}`), h("span", {}, m.subject), h("span", { class: "muted" }, m.time),
         h("span", { class: "spacer" }),
-        h("button", { class: "danger", onclick: () => del(m.seq) }, "Delete")),
+        h("button", { class: "danger", onclick: () => del(m.seq), "data-testid": `msg-delete-${m.seq}` }, "Delete")),
       headers(m),
       h("pre", {}, render(b64(m.data), mode.value)))) : [h("p", { class: "muted" }, "No messages here.")]));
     info.textContent = `stream seq ${num(state.first)}…${num(state.last)}`;

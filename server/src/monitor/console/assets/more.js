@@ -40,9 +40,9 @@ export function mountKv(root, [bucket]) {
   const stream = `KV_${bucket}`;
   const err = h("div");
   const body = h("div", { "data-testid": "kv-keys" });
-  const history = h("div");
-  const key = h("input", { placeholder: "key" });
-  const value = h("input", { placeholder: "value" });
+  const history = h("div", { "data-testid": "kv-history" });
+  const key = h("input", { placeholder: "key", "data-testid": "kv-key" });
+  const value = h("input", { placeholder: "value", "data-testid": "kv-value" });
   let generation = 0; // a slower, older load must not overwrite a newer one
   const load = async () => {
     const mine = ++generation;
@@ -53,12 +53,12 @@ export function mountKv(root, [bucket]) {
         const m = await lastOf(stream, subj);
         const op = hdr(m, "KV-Operation");
         const k = subj.slice(`$KV.${bucket}.`.length);
-        rows.push(h("tr", {}, h("td", {}, k), h("td", {}, op ? h("i", { class: "muted" }, op.toLowerCase()) : render(b64(m ? m.data : ""), "text")),
+        rows.push(h("tr", { "data-key": k }, h("td", {}, k), h("td", {}, op ? h("i", { class: "muted" }, op.toLowerCase()) : render(b64(m ? m.data : ""), "text")),
           h("td", { class: "num" }, m ? m.seq : "–"), h("td", {}, m ? m.time : ""),
           h("td", {}, h("div", { class: "row" },
-            h("button", { class: "secondary", onclick: () => showHistory(k) }, "History"),
-            h("button", { class: "secondary", onclick: () => op1(k, "DEL") }, "Delete"),
-            h("button", { class: "danger", onclick: () => op1(k, "PURGE") }, "Purge")))));
+            h("button", { class: "secondary", onclick: () => showHistory(k), "data-testid": `kv-history-${k}` }, "History"),
+            h("button", { class: "secondary", onclick: () => op1(k, "DEL"), "data-testid": `kv-delete-${k}` }, "Delete"),
+            h("button", { class: "danger", onclick: () => op1(k, "PURGE"), "data-testid": `kv-purge-${k}` }, "Purge")))));
       }
       if (mine !== generation) return;
       body.replaceChildren(rows.length ? table([["Key"], ["Value"], ["Revision", "num"], ["Time"], [""]], rows) : h("p", { class: "muted" }, "No keys."));
@@ -85,7 +85,7 @@ export function mountKv(root, [bucket]) {
   };
   const watch = h("input", { type: "checkbox", checked: true, "data-testid": "kv-watch" });
   root.append(h("h2", {}, `Bucket ${bucket}`), err,
-    h("div", { class: "row" }, key, value, h("button", { onclick: put }, "Put"), h("button", { class: "secondary", onclick: load }, "Refresh"),
+    h("div", { class: "row" }, key, value, h("button", { onclick: put, "data-testid": "kv-put" }, "Put"), h("button", { class: "secondary", onclick: load }, "Refresh"),
       h("label", {}, watch, " watch (reload on every change)")),
     body, history);
   load();
@@ -133,7 +133,7 @@ export function mountObjects(root, [bucket]) {
       }
       body.replaceChildren(metas.length ? table([["Name"], ["Size", "num"], ["Chunks", "num"], ["Digest"], ["Modified"], [""]],
         metas.filter((o) => !o.deleted).map((o) => h("tr", {}, h("td", {}, o.name), h("td", { class: "num" }, bytes(o.size)), h("td", { class: "num" }, num(o.chunks)),
-          h("td", {}, o.digest || ""), h("td", {}, o.mtime || ""), h("td", {}, h("button", { class: "secondary", onclick: () => download(o) }, "Download")))))
+          h("td", {}, o.digest || ""), h("td", {}, o.mtime || ""), h("td", {}, h("button", { class: "secondary", onclick: () => download(o), "data-testid": `download-${o.name}` }, "Download")))))
         : h("p", { class: "muted" }, "No objects."));
     } catch (e) { showError(err, e); }
   })();

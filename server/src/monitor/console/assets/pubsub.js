@@ -16,7 +16,7 @@ export function mount(root) {
   const subject = h("input", { placeholder: "orders.new", "data-testid": "pub-subject" });
   const hdrs = h("textarea", { placeholder: "Header-Name: value (one per line)", "data-testid": "pub-headers" });
   const payload = h("textarea", { placeholder: "payload", "data-testid": "pub-payload" });
-  const asRequest = h("input", { type: "checkbox" });
+  const asRequest = h("input", { type: "checkbox", "data-testid": "pub-request" });
   const result = h("div", { "data-testid": "pub-result" });
   const send = async () => {
     err.replaceChildren();

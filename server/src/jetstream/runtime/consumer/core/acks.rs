@@ -12,6 +12,14 @@ use crate::jetstream::stream::consumers::is_initial_last_per_subject;
 
 impl<V: ConsumerView> ConsumerCore<V> {
     pub(super) fn on_ack(&mut self, seq: u64, kind: AckKind, reply: Option<String>) {
+        if !self.acks() {
+            // nats-server has no ack subscription for an `ack_policy: none` consumer: whoever
+            // acks with a reply subject (AckSync, +NXT) learns that no one answers.
+            if let Some(to) = reply {
+                self.out.push(Action::NoResponders { to });
+            }
+            return;
+        }
         let now = self.now.unix_ns;
         if matches!(kind, AckKind::Ack | AckKind::Next { .. }) {
             self.catch_up_to(seq, now);

@@ -223,6 +223,11 @@ pub(crate) enum Action {
         /// The `$JS.FC...` subject to answer.
         reply: String,
     },
+    /// Publish a `503` no-responders status to `to` (an ack of a consumer without acks).
+    NoResponders {
+        /// The ack's reply subject.
+        to: String,
+    },
     /// Publish an empty AckSync reply to `to` now.
     Reply {
         /// The ack's reply subject.

@@ -223,6 +223,7 @@ pub(super) fn render(a: &Action) -> String {
         },
         Action::FlowControlRequest { to, reply } => format!("fc {reply} -> {to}"),
         Action::Reply { to } => format!("reply -> {to}"),
+        Action::NoResponders { to } => format!("503 -> {to}"),
         Action::Propose { progress, replies } => format!(
             "propose d{:?} a{:?} x{:?} r{:?}",
             (progress.delivered.iter())
@@ -470,6 +471,24 @@ fn nak_with_delay_waits_the_delay_and_counts_at_max_deliver() {
             step(700, In::Ack(1, "-NAK 1s"), &["advisory nak 1 x2"]),
             step(1699, In::Tick, &[]),
             step(1700, In::Tick, &["advisory max_deliveries 1 x2"]),
+        ],
+    );
+}
+
+#[test]
+fn acks_of_a_consumer_without_acks_get_no_responders_and_change_nothing() {
+    let mut cfg = pull_cfg();
+    cfg.ack_policy = AckPolicy::None;
+    cfg.max_ack_pending = -1;
+    let mut s = Script::new(cfg, 2);
+    run_table(
+        &mut s,
+        &[
+            step(0, In::Pull("r", r#"{"batch":1}"#), &["deliver 1 x1 -> r"]),
+            step(5, In::AckSync(1, "+ACK", "sync"), &["503 -> sync"]),
+            step(6, In::AckSync(1, "+NXT", "nxt"), &["503 -> nxt"]),
+            step(7, In::Ack(1, "+NAK"), &[]),
+            step(8, In::Pull("r2", r#"{"batch":1}"#), &["deliver 2 x1 -> r2"]),
         ],
     );
 }
