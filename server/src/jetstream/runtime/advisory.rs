@@ -123,8 +123,9 @@ impl<'a> Advisory<'a> {
     }
 }
 
-/// An advisory id: 22 random alphanumerics, as nats-server's NUIDs.
-fn random_id() -> String {
+/// An advisory id: 22 random alphanumerics, as nats-server's NUIDs (also the unique token of a
+/// backup's ack and restore subjects).
+pub(crate) fn random_id() -> String {
     const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     let mut rng = rand::rng();
     (0..22)

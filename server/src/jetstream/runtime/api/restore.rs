@@ -40,6 +40,7 @@ use crate::jetstream::backup::archive::{self, Archive};
 use crate::jetstream::backup::s2::Decoder;
 use crate::jetstream::backup::{BackupState, ConsumerEntry, RestoreRequest};
 use crate::jetstream::op::ApiOp;
+use crate::jetstream::runtime::advisory::random_id;
 use crate::jetstream::runtime::{JetStream, now_ns};
 use crate::jetstream::stream::RESTORED;
 
@@ -105,7 +106,7 @@ impl JetStream {
         if self.existing_config(name).is_some() {
             return Err(ApiError::new(ErrorKind::StreamNameExistRestoreFailed));
         }
-        let deliver = format!("$JS.SNAPSHOT.RESTORE.{name}.{}", super::snapshot::token());
+        let deliver = format!("$JS.SNAPSHOT.RESTORE.{name}.{}", random_id());
         let chunks = ClusterSub::new(&self.bus, &deliver).map_err(|e| {
             ApiError::with(
                 ErrorKind::RestoreSubscribeFailed,

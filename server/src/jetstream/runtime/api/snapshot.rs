@@ -20,7 +20,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jetraft_storage::consumer::ConsumerState;
-use rand::Rng;
 
 use crate::bus::Msg;
 use crate::bus::cluster_sub::ClusterSub;
@@ -33,6 +32,7 @@ use crate::jetstream::api::{ApiError, ErrorKind};
 use crate::jetstream::backup::archive::ArchiveWriter;
 use crate::jetstream::backup::s2::Encoder;
 use crate::jetstream::backup::{ConsumerEntry, SnapshotRequest, WireConsumerState};
+use crate::jetstream::runtime::advisory::random_id;
 use crate::jetstream::runtime::replica::LocalStream;
 use crate::jetstream::runtime::{JetStream, now_ns};
 use crate::router::subject::is_valid_literal_subject;
@@ -48,21 +48,6 @@ const INTEREST_WAIT: Duration = Duration::from_secs(2);
 const READ_BATCH: usize = 512;
 /// Bytes read from the store per lock.
 const READ_BATCH_BYTES: usize = 1 << 20;
-
-/// A random token for the ack subject (like nats-server's nuid).
-pub(super) fn token() -> String {
-    let mut rng = rand::rng();
-    (0..22)
-        .map(|_| {
-            let i = rng.random_range(0..62u8);
-            char::from(match i {
-                0..=9 => b'0' + i,
-                10..=35 => b'A' + i - 10,
-                _ => b'a' + i - 36,
-            })
-        })
-        .collect()
-}
 
 /// What the backup holds, read at one applied point.
 struct Point {
@@ -185,7 +170,7 @@ impl JetStream {
     /// Streams the backup to the receiver with flow control.
     async fn send_backup(&self, ls: &LocalStream, req: &SnapshotRequest, point: Point) -> End {
         let (chunk, window) = req.flow();
-        let ack_subject = format!("$JS.SNAPSHOT.ACK.{}.{}", ls.name, token());
+        let ack_subject = format!("$JS.SNAPSHOT.ACK.{}.{}", ls.name, random_id());
         let Ok(mut acks) = ClusterSub::new(&self.bus, &format!("{ack_subject}.>")) else {
             return End::Failed("500 ack subscription failed".to_string());
         };
