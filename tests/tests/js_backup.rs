@@ -622,3 +622,67 @@ async fn empty_and_purged_streams_keep_their_next_sequence() {
         assert_eq!(ack.sequence, next, "{name}");
     }
 }
+
+/// The `type`s of the backup advisories on `sub` (snapshot/restore create and complete), with
+/// their `stream`, until `want` of them arrived.
+async fn backup_advisories(sub: &mut async_nats::Subscriber, want: usize) -> Vec<Value> {
+    let mut out = Vec::new();
+    while out.len() < want {
+        let m = within(OP, "advisory", sub.next()).await.expect("advisory");
+        let v: Value = serde_json::from_slice(&m.payload).expect("JSON advisory");
+        let kind = v["type"].as_str().unwrap_or_default();
+        if kind.contains(".snapshot_") || kind.contains(".restore_") {
+            assert_eq!(v["stream"], "S", "{v}");
+            assert!(m.subject.ends_with(".S"), "{}", m.subject);
+            out.push(v);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn backups_send_nats_server_advisories() {
+    let a = start_server().await;
+    let nca = connect(&a).await;
+    populated(&nca, 1).await;
+    let mut adv_a = nca
+        .subscribe("$JS.EVENT.ADVISORY.STREAM.>")
+        .await
+        .expect("subscribe");
+    let backup = snapshot(&nca, "S", json!({}), Acks::Prompt).await;
+    let seen = backup_advisories(&mut adv_a, 2).await;
+    assert_eq!(
+        seen[0]["type"],
+        "io.nats.jetstream.advisory.v1.snapshot_create"
+    );
+    assert_eq!(seen[0]["state"]["messages"], 37, "{}", seen[0]);
+    assert_eq!(
+        seen[1]["type"],
+        "io.nats.jetstream.advisory.v1.snapshot_complete"
+    );
+    assert!(
+        seen[1]["start"].is_string() && seen[1]["end"].is_string(),
+        "{}",
+        seen[1]
+    );
+    assert!(seen[1]["error"].is_null(), "{}", seen[1]);
+
+    let b = start_server().await;
+    let ncb = connect(&b).await;
+    let mut adv_b = ncb
+        .subscribe("$JS.EVENT.ADVISORY.STREAM.>")
+        .await
+        .expect("subscribe");
+    let (_, done) = restore(&ncb, "S", &backup, 64 * 1024).await;
+    assert!(done.expect("final answer")["error"].is_null());
+    let seen = backup_advisories(&mut adv_b, 2).await;
+    assert_eq!(
+        seen[0]["type"],
+        "io.nats.jetstream.advisory.v1.restore_create"
+    );
+    assert_eq!(
+        seen[1]["type"],
+        "io.nats.jetstream.advisory.v1.restore_complete"
+    );
+    assert_eq!(seen[1]["bytes"], backup.data.len(), "{}", seen[1]);
+}

@@ -118,6 +118,7 @@ impl JetStream {
             serde_json::Value::from(deliver.as_str())
         );
         self.reply(msg, &answer);
+        self.advise_restore_create(name);
         let js = self.clone();
         self.tasks
             .spawn(async move { js.receive_backup(*cfg, chunks).await });
@@ -127,6 +128,8 @@ impl JetStream {
     /// Takes the chunks until the empty one, then restores and answers it.
     async fn receive_backup(self: Arc<Self>, cfg: StreamConfig, mut chunks: ClusterSub) {
         let name = cfg.name.clone();
+        let start = now_ns();
+        let mut received = 0u64;
         let mut decoder = Decoder::new();
         let mut plain = Vec::new();
         let last_reply = loop {
@@ -141,6 +144,7 @@ impl JetStream {
             if chunk.payload.is_empty() {
                 break reply;
             }
+            received += chunk.payload.len() as u64;
             if let Err(e) = decoder.feed(&chunk.payload, &mut plain) {
                 self.send_create_answer(&reply, Err(failed(&e.to_string())));
                 return;
@@ -152,6 +156,7 @@ impl JetStream {
             Ok(checked) => self.restore_checked(&cfg, checked).await,
             Err(e) => Err(e),
         };
+        self.advise_restore_complete(&name, start, received);
         match &result {
             Ok(_) => tracing::info!(stream = %name, "restore completed"),
             Err(e) => tracing::warn!(stream = %name, error = %e, "restore failed"),

@@ -96,6 +96,10 @@ impl JetStream {
         }
         let point = self.snapshot_point(&ls, !req.no_consumers, &live);
         self.reply(msg, &point.response);
+        let start = now_ns();
+        if let Ok(resp) = serde_json::from_str::<serde_json::Value>(&point.response) {
+            self.advise_snapshot_create(name, resp["state"].clone());
+        }
         let js = self.clone();
         self.tasks.spawn(async move {
             let name = ls.name.clone();
@@ -108,6 +112,7 @@ impl JetStream {
             let eof =
                 Msg::new(&req.deliver_subject, b"").headers(hdr.as_deref().map(str::as_bytes));
             js.bus.publish(&eof);
+            js.advise_snapshot_complete(&name, start, outcome.as_deref());
             match outcome {
                 None => tracing::info!(stream = %name, "snapshot completed"),
                 Some(status) => tracing::warn!(stream = %name, %status, "snapshot failed"),
