@@ -295,10 +295,44 @@ fn command_seeds() -> Vec<Vec<u8>> {
         command::expire(5_000_000_000),
         command::consumer_create("C", &consumer, 3_000),
         command::consumer_delete("C"),
+        restore_seed(),
     ]
     .into_iter()
     .map(|b| b.to_vec())
     .collect()
+}
+
+/// A `Restore` entry (STREAM.RESTORE) with messages, a tail position and a consumer.
+fn restore_seed() -> Bytes {
+    use jetraft_proto::stream::{
+        ConsumerSnapshot, Restore, SnapshotMsg, StreamCommand, stream_command::Cmd,
+    };
+    use prost::Message;
+    let msg = |seq| SnapshotMsg {
+        seq,
+        subject: format!("f.{seq}"),
+        headers: Bytes::new(),
+        payload: Bytes::from_static(b"p"),
+        timestamp_ns: 1_000 + seq,
+    };
+    let restore = Restore {
+        msgs: vec![msg(3), msg(5)],
+        last: true,
+        first_seq: 3,
+        last_seq: 7,
+        last_ts: 9_000,
+        consumers: vec![ConsumerSnapshot {
+            name: "C".into(),
+            config_json: Bytes::from_static(br#"{"durable_name":"C","ack_policy":"explicit"}"#),
+            created_ns: 1,
+            state: Bytes::new(),
+            lps_end: 0,
+        }],
+    };
+    let cmd = StreamCommand {
+        cmd: Some(Cmd::Restore(restore)),
+    };
+    Bytes::from(cmd.encode_to_vec())
 }
 
 #[test]
@@ -422,5 +456,30 @@ fn fuzz_raft_message_decoders() {
         let _ = <ProstCodec as LogCodec<JetraftConfig>>::decode_entry(input);
         let _ = <ProstCodec as LogCodec<JetraftConfig>>::decode_vote(input);
         let _ = <ProstCodec as LogCodec<JetraftConfig>>::decode_log_id(input);
+    });
+}
+
+/// Stream backups (STREAM.RESTORE input from clients): the S2 stream and the archive inside.
+#[test]
+fn fuzz_backup_decoders() {
+    use jetraft_server::jetstream::backup::{archive, s2};
+    let mut w = archive::ArchiveWriter::new();
+    w.state(
+        br#"{"messages":2,"first_seq":1,"last_seq":3,"consumer_count":1}"#,
+        1,
+    );
+    w.consumer("C", br#"{"config":{"durable_name":"C"},"state":{}}"#, 1);
+    w.msg(1, "a.b", b"NATS/1.0\r\nX: 1\r\n\r\n", b"one", 5);
+    w.msg(3, "a.c", b"", b"three three three three", 6);
+    w.end();
+    let plain = w.take();
+    let mut enc = s2::Encoder::new();
+    enc.write(&plain);
+    let seeds = vec![enc.finish(), plain];
+    fuzz("backup", seeds, |input| {
+        if let Ok(plain) = s2::decode_all(input) {
+            let _ = archive::parse(&Bytes::from(plain));
+        }
+        let _ = archive::parse(&Bytes::copy_from_slice(input));
     });
 }

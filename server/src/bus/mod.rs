@@ -20,6 +20,7 @@
 //!   counted when it is full or the link is down).
 
 pub mod client;
+pub mod cluster_sub;
 pub mod internal;
 mod route;
 

@@ -8,11 +8,13 @@
 //! - [`meta`]: the meta state machine (peers, stream placement) and the formation rule.
 //! - [`op`]: which operation an API subject names and who answers it.
 //! - [`transform`]: subject transforms of sources.
+//! - [`backup`]: the stream backup format and requests (STREAM.SNAPSHOT/RESTORE).
 //!
 //! The runtime ([`runtime`]) ties them to Raft groups, internal subscriptions and the cluster.
 
 pub mod ack;
 pub mod api;
+pub mod backup;
 pub mod meta;
 pub mod op;
 pub mod runtime;

@@ -36,6 +36,10 @@ pub enum ApiOp {
     StreamLeaderStepdown(String),
     /// `$JS.API.STREAM.PEER.REMOVE.<S>`
     StreamPeerRemove(String),
+    /// `$JS.API.STREAM.SNAPSHOT.<S>`
+    StreamSnapshot(String),
+    /// `$JS.API.STREAM.RESTORE.<S>`
+    StreamRestore(String),
     /// `$JS.API.META.LEADER.STEPDOWN`
     MetaLeaderStepdown,
     /// `$JS.API.SERVER.REMOVE` (a node leaves the cluster for good)
@@ -80,6 +84,8 @@ impl ApiOp {
             ["STREAM", "MSG", "DELETE", s] => one(s).map(ApiOp::MsgDelete),
             ["STREAM", "LEADER", "STEPDOWN", s] => one(s).map(ApiOp::StreamLeaderStepdown),
             ["STREAM", "PEER", "REMOVE", s] => one(s).map(ApiOp::StreamPeerRemove),
+            ["STREAM", "SNAPSHOT", s] => one(s).map(ApiOp::StreamSnapshot),
+            ["STREAM", "RESTORE", s] => one(s).map(ApiOp::StreamRestore),
             ["META", "LEADER", "STEPDOWN"] => Some(ApiOp::MetaLeaderStepdown),
             ["SERVER", "REMOVE"] => Some(ApiOp::ServerRemove),
             ["DIRECT", "GET", s] => one(s).map(ApiOp::DirectGet),
@@ -136,6 +142,8 @@ impl ApiOp {
             | ApiOp::DirectGetLast(s, _)
             | ApiOp::StreamLeaderStepdown(s)
             | ApiOp::StreamPeerRemove(s)
+            | ApiOp::StreamSnapshot(s)
+            | ApiOp::StreamRestore(s)
             | ApiOp::ConsumerCreate(s, _)
             | ApiOp::ConsumerInfo(s, _)
             | ApiOp::ConsumerDelete(s, _)
@@ -161,6 +169,7 @@ impl ApiOp {
             | ApiOp::StreamUpdate(_)
             | ApiOp::StreamDelete(_)
             | ApiOp::StreamPeerRemove(_)
+            | ApiOp::StreamRestore(_)
             | ApiOp::MetaLeaderStepdown
             | ApiOp::ServerRemove
             | ApiOp::AccountInfo
@@ -171,6 +180,7 @@ impl ApiOp {
             | ApiOp::MsgGet(_)
             | ApiOp::MsgDelete(_)
             | ApiOp::StreamLeaderStepdown(_)
+            | ApiOp::StreamSnapshot(_)
             | ApiOp::ConsumerCreate(..)
             | ApiOp::ConsumerInfo(..)
             | ApiOp::ConsumerDelete(..)

@@ -60,6 +60,9 @@ pub struct ServerOptions {
     pub startup_timeout: Option<Duration>,
     /// Start without `-js` (JetStream runs only when enabled, in jetraft as in nats-server).
     pub without_jetstream: bool,
+    /// Which server to run, whatever `JETRAFT_TEST_SERVER` says (tests that move data between
+    /// jetraft and nats-server); default [`server_kind`].
+    pub kind: Option<ServerKind>,
 }
 
 impl ServerOptions {
@@ -134,7 +137,7 @@ impl ServerProcess {
     /// Starts a server and waits until its client port sends `INFO` and its monitoring port
     /// answers HTTP. Fails with the captured log if it exits or is not ready within the bound.
     pub async fn start(opts: ServerOptions) -> anyhow::Result<ServerProcess> {
-        let kind = server_kind();
+        let kind = opts.kind.unwrap_or_else(server_kind);
         let binary = server_binary(kind)?;
         let dir = tempfile::Builder::new()
             .prefix("jetraft-test-")

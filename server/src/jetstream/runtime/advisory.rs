@@ -1,5 +1,6 @@
 //! JetStream advisories: the JSON events nats-server publishes under `$JS.EVENT.ADVISORY.>` when
-//! streams and consumers are created, updated or deleted, when a stream gets a new leader, when
+//! streams and consumers are created, updated or deleted, when a stream backup or restore
+//! starts and completes (the node that does it: the stream leader, the meta leader), when a stream gets a new leader, when
 //! a consumer is paused, and when a delivery is NAKed, terminated or exceeds `max_deliver`.
 //!
 //! Subjects, `type` names and fields follow nats-server's `jetstream_events.go`. Who sends what,
@@ -81,6 +82,20 @@ pub(crate) struct Advisory<'a> {
     pause_until: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     domain: Option<String>,
+    /// Stream backups: the state backed up (`snapshot_create`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<serde_json::Value>,
+    /// Stream backups: when the transfer started and ended (`*_complete`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    start: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    end: Option<String>,
+    /// Stream backups: bytes received (`restore_complete`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bytes: Option<u64>,
+    /// Stream backups: why a snapshot failed (`snapshot_complete`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
 }
 
 impl<'a> Advisory<'a> {
@@ -101,6 +116,11 @@ impl<'a> Advisory<'a> {
             paused: None,
             pause_until: None,
             domain: None,
+            state: None,
+            start: None,
+            end: None,
+            bytes: None,
+            error: None,
         }
     }
 
@@ -123,8 +143,9 @@ impl<'a> Advisory<'a> {
     }
 }
 
-/// An advisory id: 22 random alphanumerics, as nats-server's NUIDs.
-fn random_id() -> String {
+/// An advisory id: 22 random alphanumerics, as nats-server's NUIDs (also the unique token of a
+/// backup's ack and restore subjects).
+pub(crate) fn random_id() -> String {
     const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     let mut rng = rand::rng();
     (0..22)
@@ -133,6 +154,42 @@ fn random_id() -> String {
 }
 
 impl JetStream {
+    /// `STREAM.SNAPSHOT_CREATE.<stream>` (`snapshot_create`): a backup started, of `state`.
+    pub(crate) fn advise_snapshot_create(&self, stream: &str, state: serde_json::Value) {
+        let mut a = Advisory::new("io.nats.jetstream.advisory.v1.snapshot_create", stream);
+        a.state = Some(state);
+        a.send(self, "STREAM.SNAPSHOT_CREATE");
+    }
+
+    /// `STREAM.SNAPSHOT_COMPLETE.<stream>` (`snapshot_complete`), with the failure if any.
+    pub(crate) fn advise_snapshot_complete(
+        &self,
+        stream: &str,
+        start_ns: u64,
+        error: Option<&str>,
+    ) {
+        let mut a = Advisory::new("io.nats.jetstream.advisory.v1.snapshot_complete", stream);
+        a.start = Some(go_time::format(start_ns));
+        a.end = Some(go_time::format(now_ns()));
+        a.error = error.map(str::to_string);
+        a.send(self, "STREAM.SNAPSHOT_COMPLETE");
+    }
+
+    /// `STREAM.RESTORE_CREATE.<stream>` (`restore_create`): a restore started.
+    pub(crate) fn advise_restore_create(&self, stream: &str) {
+        Advisory::new("io.nats.jetstream.advisory.v1.restore_create", stream)
+            .send(self, "STREAM.RESTORE_CREATE");
+    }
+
+    /// `STREAM.RESTORE_COMPLETE.<stream>` (`restore_complete`) after `bytes` were received.
+    pub(crate) fn advise_restore_complete(&self, stream: &str, start_ns: u64, bytes: u64) {
+        let mut a = Advisory::new("io.nats.jetstream.advisory.v1.restore_complete", stream);
+        a.start = Some(go_time::format(start_ns));
+        a.end = Some(go_time::format(now_ns()));
+        a.bytes = Some(bytes);
+        a.send(self, "STREAM.RESTORE_COMPLETE");
+    }
+
     /// `STREAM.CREATED|UPDATED|DELETED.<stream>` (`stream_action`).
     pub(crate) fn advise_stream(&self, stream: &str, action: Action) {
         let mut a = Advisory::new("io.nats.jetstream.advisory.v1.stream_action", stream);

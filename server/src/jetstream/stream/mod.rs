@@ -59,6 +59,8 @@ mod prop_tests;
 mod raft_tests;
 mod recovery;
 pub mod republish;
+mod restore;
+pub use restore::RESTORED;
 mod snapshot;
 pub mod ttl;
 
@@ -478,6 +480,7 @@ impl ReplicatedStateMachine for StreamStateMachine {
                 self.apply_consumer_progress(&p).map_err(&err)?;
                 String::new()
             }
+            Some(Cmd::Restore(r)) => self.apply_restore(r, index)?,
             None => {
                 return Err(StateMachineError::Apply {
                     index,

@@ -111,10 +111,15 @@ impl StreamStateMachine {
         if index.0 < point {
             if matches!(
                 cmd.cmd,
-                Some(Cmd::ConsumerCreate(_) | Cmd::ConsumerDelete(_) | Cmd::ConsumerProgress(_))
+                Some(
+                    Cmd::ConsumerCreate(_)
+                        | Cmd::ConsumerDelete(_)
+                        | Cmd::ConsumerProgress(_)
+                        | Cmd::Restore(_)
+                )
             ) {
                 // Consumer state is saved with the applied id, not with the store's writes:
-                // apply again (acks and drops are idempotent).
+                // apply again (acks and drops are idempotent, and so is a restore part).
                 return Ok(Replay::Apply);
             }
             let now = match &cmd.cmd {

@@ -30,7 +30,7 @@ fn config(json: &str) -> StreamConfig {
     cfg
 }
 
-fn mem_sm(json: &str) -> StreamStateMachine {
+pub(super) fn mem_sm(json: &str) -> StreamStateMachine {
     let store = Box::new(MemStreamStore::new(StreamUid(1)));
     StreamStateMachine::open(store, config(json), T0, server()).unwrap()
 }

@@ -14,8 +14,7 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::bus::{Bus, InternalMsg, InternalSub, Msg};
-use crate::router::SublistError;
+use crate::bus::{Bus, InternalMsg, Msg};
 
 /// Longest a console request waits for its reply.
 pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -41,53 +40,7 @@ impl std::fmt::Display for RequestError {
     }
 }
 
-/// A server-internal subscription that also takes what peers forward: a local subscription, a
-/// peer inbox on the same pattern, and the interest announced to peers (withdrawn on drop).
-#[derive(Debug)]
-pub(crate) struct ClusterSub {
-    local: InternalSub,
-    peers: InternalSub,
-    bus: Bus,
-    subject: String,
-}
-
-impl ClusterSub {
-    /// Subscribes to `subject` (wildcards allowed) on this node and across the cluster.
-    pub(crate) fn new(bus: &Bus, subject: &str) -> Result<Self, SublistError> {
-        let local = bus.internal().subscribe(subject)?;
-        let peers = bus.internal().subscribe_inbox(subject)?;
-        bus.announce_interest(subject);
-        Ok(Self {
-            local,
-            peers,
-            bus: bus.clone(),
-            subject: subject.to_string(),
-        })
-    }
-
-    /// The next message, from this node or a peer.
-    pub(crate) async fn recv(&mut self) -> Option<InternalMsg> {
-        tokio::select! {
-            m = self.local.rx.recv() => m,
-            m = self.peers.rx.recv() => m,
-        }
-    }
-
-    /// A message if one is queued.
-    pub(crate) fn try_recv(&mut self) -> Option<InternalMsg> {
-        self.local
-            .rx
-            .try_recv()
-            .or_else(|_| self.peers.rx.try_recv())
-            .ok()
-    }
-}
-
-impl Drop for ClusterSub {
-    fn drop(&mut self) {
-        self.bus.withdraw_interest(&self.subject);
-    }
-}
+pub(crate) use crate::bus::cluster_sub::ClusterSub;
 
 /// Requests waiting for their reply, by the last token of their inbox.
 type Waiting = Arc<Mutex<HashMap<u64, oneshot::Sender<InternalMsg>>>>;

@@ -3,10 +3,13 @@
 //! - `meta`: account info and the cluster operations the meta leader answers;
 //! - `stream`: stream create/update/delete/names/list/info/purge, MSG.GET/DELETE, stepdown;
 //! - `direct`: DIRECT.GET from any replica or a local mirror;
+//! - `snapshot` / `restore`: STREAM.SNAPSHOT (stream leader) and STREAM.RESTORE (meta leader);
 //! - the consumer family is `runtime::consumer::api`.
 
 mod direct;
 mod meta;
+mod restore;
+mod snapshot;
 mod stream;
 
 use std::sync::Arc;
@@ -64,6 +67,8 @@ fn kind(op: &ApiOp) -> &'static str {
         ApiOp::MetaLeaderStepdown => "io.nats.jetstream.api.v1.meta_leader_stepdown_response",
         ApiOp::StreamPeerRemove(_) => "io.nats.jetstream.api.v1.stream_remove_peer_response",
         ApiOp::ServerRemove => "io.nats.jetstream.api.v1.meta_server_remove_response",
+        ApiOp::StreamSnapshot(_) => snapshot::SNAPSHOT_RESPONSE,
+        ApiOp::StreamRestore(_) => restore::RESTORE_RESPONSE,
         ApiOp::DirectGet(_) | ApiOp::DirectGetLast(..) | ApiOp::ConsumerNext(..) => {
             response_type::SYSTEM
         }
@@ -342,6 +347,14 @@ impl JetStream {
             ApiOp::MetaLeaderStepdown => self.meta_stepdown().await,
             ApiOp::StreamPeerRemove(name) => self.stream_peer_remove(name, msg).await,
             ApiOp::ServerRemove => return self.server_remove(msg).await,
+            ApiOp::StreamSnapshot(name) => match self.stream_snapshot(name, msg).await {
+                Ok(()) => return None,
+                Err(e) => Err(e),
+            },
+            ApiOp::StreamRestore(name) => match self.stream_restore(name, msg) {
+                Ok(()) => return None,
+                Err(e) => Err(e),
+            },
             ApiOp::ConsumerCreate(s, form) => self.consumer_create(s, form, msg).await,
             ApiOp::ConsumerInfo(s, c) => self.consumer_info_api(s, c, msg).await,
             ApiOp::ConsumerDelete(s, c) => self.consumer_delete_api(s, c).await,

@@ -203,7 +203,7 @@ impl JetStream {
     /// only once a barrier entry is applied (the state machine may still be applying entries of
     /// the previous term), so a leader waits (bounded) for it rather than answer from a state
     /// machine that lags.
-    async fn engine_view(&self, ls: &LocalStream, name: &str) -> Option<EngineView> {
+    pub(crate) async fn engine_view(&self, ls: &LocalStream, name: &str) -> Option<EngineView> {
         let deadline = tokio::time::Instant::now() + VIEW_WAIT;
         loop {
             let (tx, rx) = tokio::sync::oneshot::channel();
