@@ -17,6 +17,7 @@
 //! - `in_force`: stream create/update/delete answered once the client's node routes by them.
 //! - `jsz`: what the monitoring endpoints report (`/jsz`, `/varz`).
 //! - `peer_remove`: STREAM.PEER.REMOVE and moving a stream's replicas between nodes.
+//! - `scale`: where replicas go on create and when an update changes their count or placement.
 //! - `sourcing`: the leader's copy tasks of mirrors and sources.
 //! - `health`: `/healthz` checks (is every group here current?) and lame duck hand-off.
 //!
@@ -43,6 +44,7 @@ mod publish;
 mod reconcile;
 mod remote;
 pub mod replica;
+mod scale;
 mod sourcing;
 
 use std::collections::{BTreeMap, HashMap};

@@ -2,11 +2,13 @@
 //! (`dispatch`), answer here or forward there. The handlers, one file per family:
 //! - `meta`: account info and the cluster operations the meta leader answers;
 //! - `stream`: stream create/update/delete/names/list/info/purge, MSG.GET/DELETE, stepdown;
+//! - `stepdown`: META/STREAM.LEADER.STEPDOWN with a placement preference;
 //! - `direct`: DIRECT.GET from any replica or a local mirror;
 //! - the consumer family is `runtime::consumer::api`.
 
 mod direct;
 mod meta;
+mod stepdown;
 mod stream;
 
 use std::sync::Arc;
@@ -337,8 +339,8 @@ impl JetStream {
                 self.direct_get(name, Some(subject), msg);
                 return None;
             }
-            ApiOp::StreamLeaderStepdown(name) => self.stream_stepdown(name).await,
-            ApiOp::MetaLeaderStepdown => self.meta_stepdown().await,
+            ApiOp::StreamLeaderStepdown(name) => self.stream_stepdown(name, &msg.payload).await,
+            ApiOp::MetaLeaderStepdown => self.meta_stepdown(&msg.payload).await,
             ApiOp::StreamPeerRemove(name) => self.stream_peer_remove(name, msg).await,
             ApiOp::ConsumerCreate(s, form) => self.consumer_create(s, form, msg).await,
             ApiOp::ConsumerInfo(s, c) => self.consumer_info_api(s, c, msg).await,
