@@ -39,7 +39,7 @@ use crate::jetstream::api::{ApiError, ErrorKind};
 
 /// How long a follower keeps its replica of a stream it is no longer assigned while it is
 /// still a voter (see [`JetStream::still_needed_here`]).
-const LEAVE_GRACE: Duration = Duration::from_secs(20);
+const LEAVE_GRACE: Duration = Duration::from_secs(4);
 
 /// `$JS.API.STREAM.PEER.REMOVE` request body.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -83,8 +83,8 @@ impl JetStream {
         };
         // The replacement fits the stream's placement too.
         let cfg = serde_json::from_slice::<StreamConfig>(&sa.config_json).unwrap_or_default();
-        let Some(replacement) = (self.pick_new(&cfg, &sa.replicas, 1).ok())
-            .and_then(|p| p.first().copied())
+        let Some(replacement) =
+            (self.pick_new(&cfg, &sa.replicas, 1).ok()).and_then(|p| p.first().copied())
         else {
             return Err(ApiError::new(ErrorKind::PeerRemap));
         };
@@ -126,29 +126,36 @@ impl JetStream {
             .await
     }
 
-    /// Whether this node must keep its replica of a stream it is no longer assigned: it is
-    /// still one of the group's voters (the move away from it is not finished), and it leads
-    /// the group or was unassigned less than [`LEAVE_GRACE`] ago (`leaving` records when).
-    /// A follower's vote is needed while the leader commits the smaller voter set (an R3
+    /// Whether this node must keep its replica of a stream it is no longer assigned (the
+    /// `assigned` nodes): it is still one of the group's voters as far as it knows, and it
+    /// leads the group, or some assigned node is not a voter yet (new replicas are still
+    /// catching up), or all are but for less than [`LEAVE_GRACE`] (`leaving` records since
+    /// when). A follower's vote is needed while the leader commits the new voter set (an R3
     /// stream going to R1 cannot commit it without one of them); the grace bounds how long a
-    /// follower that never learns it was removed keeps its copy.
+    /// follower keeps its copy when the leader's last word (it was removed) never reached it.
     pub(super) fn still_needed_here(
         &self,
         ls: &LocalStream,
+        assigned: &[u64],
         leaving: &mut HashMap<StreamUid, Instant>,
     ) -> bool {
         let Ok(raft) = self.registry.raft(ls.group()) else {
             return false;
         };
-        if !raft.voter_ids().any(|v| v == self.node.0) {
+        let voters: BTreeSet<u64> = raft.voter_ids().collect();
+        if !voters.contains(&self.node.0) {
             return false;
         }
         let leads = self
             .registry
             .leader(ls.group())
             .is_ok_and(|info| info.is_self);
+        if leads || !assigned.iter().all(|a| voters.contains(a)) {
+            leaving.remove(&ls.uid);
+            return true;
+        }
         let since = *leaving.entry(ls.uid).or_insert_with(Instant::now);
-        leads || since.elapsed() < LEAVE_GRACE
+        since.elapsed() < LEAVE_GRACE
     }
 
     /// On the stream's leader: makes the group's voters the assigned replicas (adding the new

@@ -125,7 +125,8 @@ impl JetStream {
         // A replica assigned here again starts a new grace if it leaves later.
         owned.leaving.retain(|uid, _| {
             current.iter().any(|ls| {
-                ls.uid == *uid && wanted.get(ls.name.as_str()).map(|a| StreamUid(a.uid)) != Some(*uid)
+                ls.uid == *uid
+                    && wanted.get(ls.name.as_str()).map(|a| StreamUid(a.uid)) != Some(*uid)
             })
         });
         for ls in current {
@@ -133,7 +134,7 @@ impl JetStream {
                 // Moved away (STREAM.PEER.REMOVE): keep leading until the new voters took over.
                 let moved = streams.iter().find(|s| StreamUid(s.uid) == ls.uid);
                 if let Some(a) = moved
-                    && self.still_needed_here(&ls, &mut owned.leaving)
+                    && self.still_needed_here(&ls, &a.replicas, &mut owned.leaving)
                 {
                     self.drive_membership(&mut owned.moving, &ls, &a.replicas);
                     continue;

@@ -25,9 +25,8 @@ impl JetStream {
     /// The nodes among `among` that fit `cfg`'s placement (tags and cluster name).
     pub(crate) fn fitting(&self, cfg: &StreamConfig, among: &[u64]) -> Fit {
         let cluster = self.info.cluster_name.clone().unwrap_or_default();
-        self.meta.read(|m| {
-            placement::fitting(m.peers(), among, &cluster, cfg.placement.as_ref())
-        })
+        self.meta
+            .read(|m| placement::fitting(m.peers(), among, &cluster, cfg.placement.as_ref()))
     }
 
     /// `count` least loaded voters that fit `cfg`'s placement and hold no replica in

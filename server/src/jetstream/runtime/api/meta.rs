@@ -8,8 +8,8 @@ use jetraft_raft::GroupId;
 use prost::Message;
 
 use super::raft_api_error;
-use crate::jetstream::api::types::AccountInfo;
 use crate::jetstream::api::ApiError;
+use crate::jetstream::api::types::AccountInfo;
 use crate::jetstream::runtime::JetStream;
 
 impl JetStream {

@@ -87,9 +87,17 @@ impl JetStream {
         }
         let Some(placement) = placement else {
             // Any other member, drained ones only when there is nothing else.
-            let others = self.registry.raft(group).map(|r| r.voter_ids().collect::<Vec<_>>());
+            let others = self
+                .registry
+                .raft(group)
+                .map(|r| r.voter_ids().collect::<Vec<_>>());
             return (self.successors(group).into_iter())
-                .chain(others.unwrap_or_default().into_iter().filter(|v| *v != self.node.0))
+                .chain(
+                    others
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter(|v| *v != self.node.0),
+                )
                 .next()
                 .ok_or_else(|| ApiError::new(ErrorKind::ClusterNoPeers));
         };

@@ -498,7 +498,11 @@ impl JetStream {
             .map_err(|e| ApiError::store_failed(&e.to_string()))
     }
 
-    pub(crate) async fn stream_stepdown(&self, name: &str, body: &[u8]) -> Result<String, ApiError> {
+    pub(crate) async fn stream_stepdown(
+        &self,
+        name: &str,
+        body: &[u8],
+    ) -> Result<String, ApiError> {
         if !self.clustered() {
             return Err(ApiError::new(ErrorKind::ClusterRequired));
         }
