@@ -38,6 +38,8 @@ pub enum ApiOp {
     StreamPeerRemove(String),
     /// `$JS.API.META.LEADER.STEPDOWN`
     MetaLeaderStepdown,
+    /// `$JS.API.SERVER.DRAIN` (a jetraft extension: drain a node for maintenance)
+    ServerDrain,
     /// `$JS.API.CONSUMER.CREATE.<S>[.<C>[.<filter>]]` / `CONSUMER.DURABLE.CREATE.<S>.<C>`
     ConsumerCreate(String, CreateForm),
     /// `$JS.API.CONSUMER.INFO.<S>.<C>`
@@ -79,6 +81,7 @@ impl ApiOp {
             ["STREAM", "LEADER", "STEPDOWN", s] => one(s).map(ApiOp::StreamLeaderStepdown),
             ["STREAM", "PEER", "REMOVE", s] => one(s).map(ApiOp::StreamPeerRemove),
             ["META", "LEADER", "STEPDOWN"] => Some(ApiOp::MetaLeaderStepdown),
+            ["SERVER", "DRAIN"] => Some(ApiOp::ServerDrain),
             ["DIRECT", "GET", s] => one(s).map(ApiOp::DirectGet),
             ["CONSUMER", "CREATE", s] => {
                 Some(ApiOp::ConsumerCreate(s.to_string(), CreateForm::Plain))
@@ -144,7 +147,8 @@ impl ApiOp {
             ApiOp::AccountInfo
             | ApiOp::StreamNames
             | ApiOp::StreamList
-            | ApiOp::MetaLeaderStepdown => None,
+            | ApiOp::MetaLeaderStepdown
+            | ApiOp::ServerDrain => None,
         }
     }
 
@@ -158,6 +162,7 @@ impl ApiOp {
             | ApiOp::StreamDelete(_)
             | ApiOp::StreamPeerRemove(_)
             | ApiOp::MetaLeaderStepdown
+            | ApiOp::ServerDrain
             | ApiOp::AccountInfo
             | ApiOp::StreamNames
             | ApiOp::StreamList => Owner::MetaLeader,
@@ -214,6 +219,7 @@ mod tests {
             ("$JS.API.STREAM.MSG.GET.S", ApiOp::MsgGet("S".into())),
             ("$JS.API.STREAM.NAMES", ApiOp::StreamNames),
             ("$JS.API.META.LEADER.STEPDOWN", ApiOp::MetaLeaderStepdown),
+            ("$JS.API.SERVER.DRAIN", ApiOp::ServerDrain),
             ("$JS.API.DIRECT.GET.S", ApiOp::DirectGet("S".into())),
             (
                 "$JS.API.DIRECT.GET.S.a.b.c",

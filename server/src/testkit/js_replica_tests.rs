@@ -375,3 +375,65 @@ async fn meta_leader_stepdown_honours_a_preferred_placement() {
     assert!(fitting.contains(&next), "{next} leads");
     c.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_node_hands_off_every_leadership_and_leads_again_once_undrained() {
+    let c = JsCluster::start(3).await;
+    let all = c.ids();
+    assert_ok(&c.api(n(1), "STREAM.CREATE.S", &stream(3, "")).await);
+    let group = c.stream_group(n(1), "S").expect("assigned");
+    wait_replicas(&c, group, 3).await;
+    // The node to drain leads both the meta group and the stream (a stream step-down with a
+    // preferred server moves it there).
+    let drained = c.wait_leader(GroupId::META, &all).await;
+    let stream_leader = c.wait_leader(group, &all).await;
+    if stream_leader != drained {
+        let body = format!(r#"{{"placement":{{"preferred":"{}"}}}}"#, c.name(drained));
+        let answer = c.api(n(1), "STREAM.LEADER.STEPDOWN.S", &body).await;
+        assert_eq!(answer["success"], true, "{answer}");
+    }
+    assert_eq!(c.wait_leader(group, &all).await, drained);
+    must_publish(&c, drained, "s.a", "before", "before").await;
+
+    let answer = c.node(drained).js.request_drain(true).await.expect("drain");
+    assert_eq!(answer["success"], true, "{answer}");
+    eventually("the drained node leads nothing", || {
+        let status = c.node(drained).js.drain_status();
+        if status["drained"] == true
+            && status["meta_leader"] == false
+            && status["stream_leaders"].as_array().is_some_and(Vec::is_empty)
+        {
+            Ok(())
+        } else {
+            Err(status.to_string())
+        }
+    })
+    .await;
+    // Step-downs never pick it while it is drained; the stream keeps answering.
+    for _ in 0..2 {
+        let answer = c.api(n(1), "META.LEADER.STEPDOWN", "").await;
+        assert_eq!(answer["success"], true, "{answer}");
+        assert_ne!(c.wait_leader(GroupId::META, &all).await, drained);
+    }
+    assert_eq!(must_publish(&c, drained, "s.a", "during", "during").await, 2);
+    assert_ne!(c.wait_leader(group, &all).await, drained);
+
+    let answer = c.node(drained).js.request_drain(false).await.expect("undrain");
+    assert_eq!(answer["success"], true, "{answer}");
+    eventually("every node sees the drain undone", || {
+        let still: Vec<NodeId> = (all.iter().copied())
+            .filter(|id| c.node(*id).js.meta().read(|m| m.is_drained(drained.0)))
+            .collect();
+        if still.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{still:?}"))
+        }
+    })
+    .await;
+    let body = format!(r#"{{"placement":{{"preferred":"{}"}}}}"#, c.name(drained));
+    let answer = c.api(n(2), "META.LEADER.STEPDOWN", &body).await;
+    assert_eq!(answer["success"], true, "{answer}");
+    assert_eq!(c.wait_leader(GroupId::META, &all).await, drained);
+    c.shutdown().await;
+}

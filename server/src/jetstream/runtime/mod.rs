@@ -19,6 +19,7 @@
 //! - `peer_remove`: STREAM.PEER.REMOVE and moving a stream's replicas between nodes.
 //! - `scale`: where replicas go on create and when an update changes their count or placement.
 //! - `sourcing`: the leader's copy tasks of mirrors and sources.
+//! - `drain`: draining a node for maintenance (it hands off every leadership and keeps none).
 //! - `health`: `/healthz` checks (is every group here current?) and lame duck hand-off.
 //!
 //! Invariants:
@@ -32,6 +33,7 @@
 mod api;
 pub(crate) mod consumer;
 mod dispatch;
+mod drain;
 mod expiry;
 mod forward;
 mod health;

@@ -90,6 +90,7 @@ impl JetStream {
             }
         }
         self.register_self(&peers).await;
+        self.hand_off_if_drained(GroupId::META).await;
         let captures: Vec<(String, StreamUid, Vec<String>)> = streams
             .iter()
             .map(|s| (s.name.clone(), StreamUid(s.uid), s.subjects.clone()))

@@ -65,6 +65,7 @@ fn kind(op: &ApiOp) -> &'static str {
         ApiOp::StreamLeaderStepdown(_) => response_type::STREAM_LEADER_STEPDOWN,
         ApiOp::MetaLeaderStepdown => "io.nats.jetstream.api.v1.meta_leader_stepdown_response",
         ApiOp::StreamPeerRemove(_) => "io.nats.jetstream.api.v1.stream_remove_peer_response",
+        ApiOp::ServerDrain => super::drain::DRAIN_RESPONSE,
         ApiOp::DirectGet(_) | ApiOp::DirectGetLast(..) | ApiOp::ConsumerNext(..) => {
             response_type::SYSTEM
         }
@@ -342,6 +343,7 @@ impl JetStream {
             ApiOp::StreamLeaderStepdown(name) => self.stream_stepdown(name, &msg.payload).await,
             ApiOp::MetaLeaderStepdown => self.meta_stepdown(&msg.payload).await,
             ApiOp::StreamPeerRemove(name) => self.stream_peer_remove(name, msg).await,
+            ApiOp::ServerDrain => self.server_drain(msg).await,
             ApiOp::ConsumerCreate(s, form) => self.consumer_create(s, form, msg).await,
             ApiOp::ConsumerInfo(s, c) => self.consumer_info_api(s, c, msg).await,
             ApiOp::ConsumerDelete(s, c) => self.consumer_delete_api(s, c).await,
