@@ -401,7 +401,9 @@ async fn a_drained_node_hands_off_every_leadership_and_leads_again_once_undraine
         let status = c.node(drained).js.drain_status();
         if status["drained"] == true
             && status["meta_leader"] == false
-            && status["stream_leaders"].as_array().is_some_and(Vec::is_empty)
+            && status["stream_leaders"]
+                .as_array()
+                .is_some_and(Vec::is_empty)
         {
             Ok(())
         } else {
@@ -415,10 +417,18 @@ async fn a_drained_node_hands_off_every_leadership_and_leads_again_once_undraine
         assert_eq!(answer["success"], true, "{answer}");
         assert_ne!(c.wait_leader(GroupId::META, &all).await, drained);
     }
-    assert_eq!(must_publish(&c, drained, "s.a", "during", "during").await, 2);
+    assert_eq!(
+        must_publish(&c, drained, "s.a", "during", "during").await,
+        2
+    );
     assert_ne!(c.wait_leader(group, &all).await, drained);
 
-    let answer = c.node(drained).js.request_drain(false).await.expect("undrain");
+    let answer = c
+        .node(drained)
+        .js
+        .request_drain(false)
+        .await
+        .expect("undrain");
     assert_eq!(answer["success"], true, "{answer}");
     eventually("every node sees the drain undone", || {
         let still: Vec<NodeId> = (all.iter().copied())

@@ -32,6 +32,16 @@ pub struct Cluster {
 impl Cluster {
     /// Starts `n` nodes named `n1..nN` in cluster `name` and waits until they are linked.
     pub async fn start(n: usize, name: &str) -> anyhow::Result<Cluster> {
+        Self::start_with_configs(n, name, &[]).await
+    }
+
+    /// [`Cluster::start`] with a config file body for some nodes: node `i` (0-based) gets
+    /// `configs[i]` (e.g. `server_tags`), the nodes past its end none.
+    pub async fn start_with_configs(
+        n: usize,
+        name: &str,
+        configs: &[String],
+    ) -> anyhow::Result<Cluster> {
         // A name of its own: nodes of a test still running keep dialing the cluster port of a
         // member they lost, and another test's node may bind that port later; with one name
         // per cluster, such a stray link is refused instead of joining the two clusters.
@@ -46,7 +56,7 @@ impl Cluster {
         // the whole cluster starts again on fresh ports.
         let mut attempt = 1;
         loop {
-            match Self::start_on_fresh_ports(n, &name).await {
+            match Self::start_on_fresh_ports(n, &name, configs).await {
                 Ok(nodes) => return Self::formed(nodes).await,
                 Err(e) if attempt < START_ATTEMPTS && format!("{e:#}").contains("in use") => {
                     attempt += 1;
@@ -56,7 +66,11 @@ impl Cluster {
         }
     }
 
-    async fn start_on_fresh_ports(n: usize, name: &str) -> anyhow::Result<Vec<ServerProcess>> {
+    async fn start_on_fresh_ports(
+        n: usize,
+        name: &str,
+        configs: &[String],
+    ) -> anyhow::Result<Vec<ServerProcess>> {
         // Distinct ports: two draws can land on the same free port (seen in CI: the third node
         // could not bind the first one's cluster port).
         let mut cluster_ports: Vec<u16> = Vec::with_capacity(n);
@@ -73,7 +87,11 @@ impl Cluster {
             .join(",");
         let mut nodes = Vec::with_capacity(n);
         for (i, cp) in cluster_ports.iter().enumerate() {
-            let opts = ServerOptions::default().name(format!("n{}", i + 1)).args([
+            let mut opts = ServerOptions::default();
+            if let Some(config) = configs.get(i) {
+                opts = opts.config(config.clone());
+            }
+            let opts = opts.name(format!("n{}", i + 1)).args([
                 "--cluster_name".to_string(),
                 name.to_string(),
                 "--cluster".to_string(),

@@ -89,7 +89,24 @@ impl JetStream {
     }
 
     /// Drains this node (`drain`) or undoes it, through the meta leader; the answer's JSON.
+    /// Retried for a while when the meta group cannot answer (a leader change under way).
     pub async fn request_drain(&self, drain: bool) -> Result<Value, ApiError> {
+        let deadline = tokio::time::Instant::now() + DRAIN_WAIT;
+        loop {
+            let answer = self.request_drain_once(drain).await;
+            let unavailable = ApiError::new(ErrorKind::ClusterNotAvail).err_code;
+            let retry = match &answer {
+                Err(e) => e.err_code == unavailable,
+                Ok(v) => v["error"]["err_code"] == unavailable,
+            };
+            if !retry || tokio::time::Instant::now() >= deadline {
+                return answer;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn request_drain_once(&self, drain: bool) -> Result<Value, ApiError> {
         let body = json!({"peer": self.info.server_name, "drain": drain}).to_string();
         let leader = self
             .registry
@@ -123,11 +140,7 @@ impl JetStream {
             .local
             .read()
             .values()
-            .filter(|ls| {
-                self.registry
-                    .leader(ls.group())
-                    .is_ok_and(|l| l.is_self)
-            })
+            .filter(|ls| self.registry.leader(ls.group()).is_ok_and(|l| l.is_self))
             .map(|ls| ls.name.clone())
             .collect();
         streams.sort();

@@ -37,9 +37,11 @@ use crate::jetstream::api::types::StreamConfig;
 use crate::jetstream::api::types::requests::{ApiRequest, BodyRule, parse_body};
 use crate::jetstream::api::{ApiError, ErrorKind};
 
-/// How long a follower keeps its replica of a stream it is no longer assigned while it is
-/// still a voter (see [`JetStream::still_needed_here`]).
+/// A follower of a stream it is no longer assigned that has not heard from the leader for this
+/// long was removed from the group (see [`JetStream::still_needed_here`]).
 const LEAVE_GRACE: Duration = Duration::from_secs(4);
+/// The same while the move is not finished in the follower's view.
+const LEAVE_LONG: Duration = Duration::from_secs(60);
 
 /// `$JS.API.STREAM.PEER.REMOVE` request body.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -128,11 +130,12 @@ impl JetStream {
 
     /// Whether this node must keep its replica of a stream it is no longer assigned (the
     /// `assigned` nodes): it is still one of the group's voters as far as it knows, and it
-    /// leads the group, or some assigned node is not a voter yet (new replicas are still
-    /// catching up), or all are but for less than [`LEAVE_GRACE`] (`leaving` records since
-    /// when). A follower's vote is needed while the leader commits the new voter set (an R3
-    /// stream going to R1 cannot commit it without one of them); the grace bounds how long a
-    /// follower keeps its copy when the leader's last word (it was removed) never reached it.
+    /// leads the group, or heard from its leader less than [`LEAVE_GRACE`] ago (its vote may be
+    /// needed to commit the new voter set: an R3 stream going to R1 cannot without one of the
+    /// followers), or some assigned node is not a voter in its view yet and it has not heard
+    /// from a leader for less than [`LEAVE_LONG`] (a move still in progress whose leader may
+    /// need it after a failover). A removed follower is not told so (the leader stops
+    /// replicating to it), hence the silence as the signal; `leaving` records since when.
     pub(super) fn still_needed_here(
         &self,
         ls: &LocalStream,
@@ -150,12 +153,15 @@ impl JetStream {
             .registry
             .leader(ls.group())
             .is_ok_and(|info| info.is_self);
-        if leads || !assigned.iter().all(|a| voters.contains(a)) {
+        let heard = (self.registry.groups().since_leader_contact(ls.group()))
+            .is_some_and(|d| d < LEAVE_GRACE);
+        if leads || heard {
             leaving.remove(&ls.uid);
             return true;
         }
-        let since = *leaving.entry(ls.uid).or_insert_with(Instant::now);
-        since.elapsed() < LEAVE_GRACE
+        let silent = leaving.entry(ls.uid).or_insert_with(Instant::now).elapsed();
+        let settled = assigned.iter().all(|a| voters.contains(a));
+        !settled && silent < LEAVE_LONG
     }
 
     /// On the stream's leader: makes the group's voters the assigned replicas (adding the new

@@ -11,7 +11,9 @@
 //!   leadership to a staying voter first);
 //! - a new placement: replicas that fit stay, the others are replaced by fitting nodes.
 
-use jetraft_proto::meta::StreamAssignment;
+use std::collections::BTreeMap;
+
+use jetraft_proto::meta::{Peer, StreamAssignment};
 
 use super::JetStream;
 use crate::jetstream::api::types::StreamConfig;
@@ -25,8 +27,32 @@ impl JetStream {
     /// The nodes among `among` that fit `cfg`'s placement (tags and cluster name).
     pub(crate) fn fitting(&self, cfg: &StreamConfig, among: &[u64]) -> Fit {
         let cluster = self.info.cluster_name.clone().unwrap_or_default();
-        self.meta
-            .read(|m| placement::fitting(m.peers(), among, &cluster, cfg.placement.as_ref()))
+        placement::fitting(
+            &self.peer_records(),
+            among,
+            &cluster,
+            cfg.placement.as_ref(),
+        )
+    }
+
+    /// Every node's record (name, tags): the meta peers, this node as it is now, and for nodes
+    /// the meta leader has not recorded yet (just after the cluster formed) the cluster layer's
+    /// table.
+    pub(crate) fn peer_records(&self) -> BTreeMap<u64, Peer> {
+        let mut records = self.meta.read(|m| m.peers().clone());
+        if let Some(cluster) = &self.cluster {
+            for p in cluster.peers.snapshot().into_values() {
+                records.entry(p.node_id.0).or_insert_with(|| Peer {
+                    node_id: p.node_id.0,
+                    server_name: p.server_name,
+                    cluster_addr: p.cluster_addr,
+                    client_url: p.client_url,
+                    tags: p.tags,
+                });
+            }
+        }
+        records.insert(self.node.0, self.self_peer());
+        records
     }
 
     /// `count` least loaded voters that fit `cfg`'s placement and hold no replica in
@@ -106,11 +132,8 @@ impl JetStream {
         let deadline = tokio::time::Instant::now() + LEADER_ASK_WAIT;
         let info = self.info_from(first, &sa.name, deadline, |_| true).await?;
         let name = info.cluster?.leader;
-        self.meta.read(|m| {
-            m.peers()
-                .values()
-                .find(|p| p.server_name == name)
-                .map(|p| p.node_id)
-        })
+        (self.peer_records().into_values())
+            .find(|p| p.server_name == name)
+            .map(|p| p.node_id)
     }
 }

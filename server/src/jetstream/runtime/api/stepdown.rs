@@ -65,13 +65,11 @@ impl JetStream {
                 .raft(group)
                 .map(|r| r.voter_ids().collect())
                 .unwrap_or_default();
-            let found = self.meta.read(|m| {
-                members.iter().copied().find(|id| {
-                    m.peers()
-                        .get(id)
-                        .is_some_and(|peer| peer.server_name == p.preferred)
-                        || (*id == self.node.0 && self.info.server_name == p.preferred)
-                })
+            let records = self.peer_records();
+            let found = members.iter().copied().find(|id| {
+                records
+                    .get(id)
+                    .is_some_and(|peer| peer.server_name == p.preferred)
             });
             return match found {
                 Some(id) if id == self.node.0 => Err(no_peers(format!(
@@ -102,16 +100,12 @@ impl JetStream {
                 .ok_or_else(|| ApiError::new(ErrorKind::ClusterNoPeers));
         };
         let cluster = self.info.cluster_name.clone().unwrap_or_default();
+        let records = self.peer_records();
         let fits = |id: &u64| {
             let p = &placement;
-            let tags = self.meta.read(|m| {
-                m.peers()
-                    .get(id)
-                    .map(|peer| peer.tags.clone())
-                    .unwrap_or_default()
-            });
+            let tags = records.get(id).map(|peer| peer.tags.as_slice());
             (p.cluster.is_empty() || p.cluster == cluster)
-                && p.tags.iter().all(|t| has_tag(&tags, t))
+                && p.tags.iter().all(|t| has_tag(tags.unwrap_or_default(), t))
         };
         self.successors(group)
             .into_iter()
