@@ -88,8 +88,9 @@ impl JetStream {
         self.meta.read(|m| m.is_drained(self.node.0))
     }
 
-    /// Drains this node (`drain`) or undoes it, through the meta leader; the answer's JSON.
-    /// Retried for a while when the meta group cannot answer (a leader change under way).
+    /// Drains this node (`drain`) or undoes it, through the meta leader; the answer's JSON, once
+    /// this node applied it. Retried for a while when the meta group cannot answer (a leader
+    /// change under way).
     pub async fn request_drain(&self, drain: bool) -> Result<Value, ApiError> {
         let deadline = tokio::time::Instant::now() + DRAIN_WAIT;
         loop {
@@ -100,6 +101,12 @@ impl JetStream {
                 Ok(v) => v["error"]["err_code"] == unavailable,
             };
             if !retry || tokio::time::Instant::now() >= deadline {
+                if answer.as_ref().is_ok_and(|v| v["success"] == true) {
+                    // Answer once this node's meta replica has it too (what `/drainz` shows).
+                    while self.is_drained() != drain && tokio::time::Instant::now() < deadline {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
                 return answer;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
