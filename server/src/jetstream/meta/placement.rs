@@ -51,7 +51,7 @@ impl Fit {
 /// (lower-cased, trimmed).
 pub fn has_tag(tags: &[String], tag: &str) -> bool {
     let tag = tag.trim().to_lowercase();
-    tags.iter().any(|t| *t == tag)
+    tags.contains(&tag)
 }
 
 /// The `candidates` that satisfy `placement` in the cluster named `cluster`; a candidate
