@@ -83,6 +83,7 @@ mod tests {
             cluster_name: "c".into(),
             server_id: "NABC".into(),
             cluster_addr: "127.0.0.1:6222".into(),
+            tags: vec!["az:1".into()],
         };
         let bytes = id.encode_to_vec();
         assert_eq!(NodeIdentity::decode(bytes.as_slice()).unwrap(), id);

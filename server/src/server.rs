@@ -194,6 +194,7 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
                 cluster_name: config.cluster.name.clone().unwrap_or_default(),
                 server_id: node.server_id.clone(),
                 cluster_addr: format!("{host}:{}", addr.port()),
+                tags: config.server_tags.clone(),
             };
             (
                 Some(Arc::new(ClusterState::new(identity))),

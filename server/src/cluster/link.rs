@@ -271,6 +271,7 @@ fn peer_info(id: &NodeIdentity, has_meta_state: bool, seen_at: Option<IpAddr>) -
         server_id: id.server_id.clone(),
         client_url: concrete_addr(&id.client_url, seen_at),
         cluster_addr: concrete_addr(&id.cluster_addr, seen_at),
+        tags: id.tags.clone(),
         inbound: false,
         outbound: false,
     }

@@ -24,6 +24,8 @@ pub struct PeerInfo {
     pub client_url: String,
     /// Its cluster address (`host:port`), for dialing it.
     pub cluster_addr: String,
+    /// Its server tags (`server_tags`), for stream placement.
+    pub tags: Vec<String>,
     /// The peer's link to us is up: we receive its interest and messages.
     pub inbound: bool,
     /// Our link to the peer is up: it receives our interest and messages.
@@ -102,6 +104,7 @@ impl ClusterPeers {
             entry.client_url.clone_from(&info.client_url);
             entry.has_meta_state = info.has_meta_state;
             entry.cluster_addr.clone_from(&info.cluster_addr);
+            entry.tags.clone_from(&info.tags);
             match dir {
                 Direction::Inbound => entry.inbound = up,
                 Direction::Outbound => entry.outbound = up,
@@ -121,6 +124,7 @@ mod tests {
             server_id: "NID".into(),
             client_url: url.into(),
             cluster_addr: "127.0.0.1:1".into(),
+            tags: Vec::new(),
             inbound: false,
             outbound: false,
             has_meta_state: false,

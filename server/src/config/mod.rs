@@ -41,6 +41,8 @@ pub struct Config {
     pub console: bool,
     /// Server name (`-n`, `server_name`); defaults to the server id when unset.
     pub server_name: Option<String>,
+    /// Server tags (`server_tags`), lower-cased and without duplicates, for stream placement.
+    pub server_tags: Vec<String>,
     /// JetStream settings.
     pub jetstream: JetStreamConfig,
     /// Cluster settings.
@@ -86,6 +88,7 @@ impl Default for Config {
             http_port: None,
             console: true,
             server_name: None,
+            server_tags: Vec::new(),
             jetstream: JetStreamConfig::default(),
             cluster: ClusterConfig::default(),
             auth: AuthConfig::default(),

@@ -44,6 +44,8 @@ pub enum ApiOp {
     MetaLeaderStepdown,
     /// `$JS.API.SERVER.REMOVE` (a node leaves the cluster for good)
     ServerRemove,
+    /// `$JS.API.SERVER.DRAIN` (a jetraft extension: drain a node for maintenance)
+    ServerDrain,
     /// `$JS.API.CONSUMER.CREATE.<S>[.<C>[.<filter>]]` / `CONSUMER.DURABLE.CREATE.<S>.<C>`
     ConsumerCreate(String, CreateForm),
     /// `$JS.API.CONSUMER.INFO.<S>.<C>`
@@ -88,6 +90,7 @@ impl ApiOp {
             ["STREAM", "RESTORE", s] => one(s).map(ApiOp::StreamRestore),
             ["META", "LEADER", "STEPDOWN"] => Some(ApiOp::MetaLeaderStepdown),
             ["SERVER", "REMOVE"] => Some(ApiOp::ServerRemove),
+            ["SERVER", "DRAIN"] => Some(ApiOp::ServerDrain),
             ["DIRECT", "GET", s] => one(s).map(ApiOp::DirectGet),
             ["CONSUMER", "CREATE", s] => {
                 Some(ApiOp::ConsumerCreate(s.to_string(), CreateForm::Plain))
@@ -157,6 +160,7 @@ impl ApiOp {
             | ApiOp::StreamList
             | ApiOp::MetaLeaderStepdown
             | ApiOp::ServerRemove => None,
+            | ApiOp::ServerDrain => None,
         }
     }
 
@@ -172,6 +176,7 @@ impl ApiOp {
             | ApiOp::StreamRestore(_)
             | ApiOp::MetaLeaderStepdown
             | ApiOp::ServerRemove
+            | ApiOp::ServerDrain
             | ApiOp::AccountInfo
             | ApiOp::StreamNames
             | ApiOp::StreamList => Owner::MetaLeader,
@@ -230,6 +235,7 @@ mod tests {
             ("$JS.API.STREAM.NAMES", ApiOp::StreamNames),
             ("$JS.API.META.LEADER.STEPDOWN", ApiOp::MetaLeaderStepdown),
             ("$JS.API.SERVER.REMOVE", ApiOp::ServerRemove),
+            ("$JS.API.SERVER.DRAIN", ApiOp::ServerDrain),
             ("$JS.API.DIRECT.GET.S", ApiOp::DirectGet("S".into())),
             (
                 "$JS.API.DIRECT.GET.S.a.b.c",

@@ -1,4 +1,5 @@
-//! The monitoring HTTP server (`-m`): `/healthz`, `/varz`, `/jsz`, `/connz`, `/subsz`, `/metrics` and
+//! The monitoring HTTP server (`-m`): `/healthz`, `/varz`, `/jsz`, `/connz`, `/subsz`, `/metrics`,
+//! jetraft's `/drainz` and
 //! the stub endpoints exporters probe. JSON keys and shapes follow nats-server
 //! (spec/nats-protocol-and-jetstream.md §2):
 //! pretty-printed with two-space indent, `Content-Type: application/json` and
@@ -10,6 +11,7 @@
 
 mod connz;
 mod console;
+mod drainz;
 mod format;
 mod healthz;
 mod jsz;
@@ -75,6 +77,12 @@ pub async fn serve(view: Arc<MonitorView>, listener: TcpListener) {
         .route("/healthz", get(healthz::handler))
         .route("/varz", get(varz::handler))
         .route("/jsz", get(jsz::handler))
+        .route(
+            "/drainz",
+            get(drainz::status)
+                .post(drainz::drain)
+                .delete(drainz::undrain),
+        )
         .route("/connz", get(connz::handler))
         .route("/subsz", get(subsz::handler))
         .route("/subscriptionsz", get(subsz::handler))

@@ -26,7 +26,7 @@ pub(crate) fn varz(s: &MonitorView) -> Value {
     let subscriptions = s.bus.sublist().count();
     let connections = s.conns.clients.len();
     let mem = resident_memory_bytes();
-    json!({
+    let mut v = json!({
         "server_id": s.node.server_id,
         "server_name": s.node.server_name,
         "version": NATS_VERSION,
@@ -80,7 +80,12 @@ pub(crate) fn varz(s: &MonitorView) -> Value {
         "system_account": "$SYS",
         "slow_consumer_stats": {"clients": st.slow_consumers.load(Ordering::Relaxed), "routes": 0, "gateways": 0, "leafs": 0},
         "stale_connection_stats": {"clients": st.stale_connections.load(Ordering::Relaxed), "routes": 0, "gateways": 0, "leafs": 0},
-    })
+    });
+    // `server_tags`, left out when there are none (as nats-server's `omitempty`).
+    if !c.server_tags.is_empty() {
+        v["tags"] = json!(c.server_tags);
+    }
+    v
 }
 
 /// Average CPU use of the process since start, in percent of one core (from `/proc/self/stat`;

@@ -16,12 +16,12 @@ use crate::jetstream::api::types::base64;
 /// An R3 file stream on `s.>`.
 const STREAM_S: &str = r#"{"name":"S","subjects":["s.>"],"num_replicas":3,"storage":"file"}"#;
 
-fn n(id: u64) -> NodeId {
+pub(super) fn n(id: u64) -> NodeId {
     NodeId(id)
 }
 
 /// The nodes of `c` other than `but`.
-fn others(c: &JsCluster, but: &[NodeId]) -> Vec<NodeId> {
+pub(super) fn others(c: &JsCluster, but: &[NodeId]) -> Vec<NodeId> {
     c.ids().into_iter().filter(|i| !but.contains(i)).collect()
 }
 
@@ -78,7 +78,7 @@ pub(super) async fn must_publish(
 }
 
 /// Messages stored in node `id`'s replicas (one stream per test).
-fn stored_on(c: &JsCluster, id: NodeId) -> u64 {
+pub(super) fn stored_on(c: &JsCluster, id: NodeId) -> u64 {
     c.node(id).js.jsz_stats().messages
 }
 
@@ -100,7 +100,7 @@ async fn wait_stored_everywhere(c: &JsCluster, count: u64) {
 }
 
 /// Reads message `seq` of `S` through `via` and returns its payload.
-async fn get_payload(c: &JsCluster, via: NodeId, seq: u64) -> String {
+pub(super) async fn get_payload(c: &JsCluster, via: NodeId, seq: u64) -> String {
     let answer = c
         .api(via, "STREAM.MSG.GET.S", &format!(r#"{{"seq":{seq}}}"#))
         .await;
@@ -128,7 +128,11 @@ async fn wait_new_leader(c: &JsCluster, group: GroupId, among: &[NodeId], old: N
 /// Sends one pull request for `batch` messages of `S`/`C` through `client` and collects what
 /// comes back until `batch` messages arrived or a status message (or `within`) ends it; the
 /// second item says what ended it early.
-async fn fetch(client: &TestClient, batch: usize, within: Duration) -> (Vec<TestMsg>, String) {
+pub(super) async fn fetch(
+    client: &TestClient,
+    batch: usize,
+    within: Duration,
+) -> (Vec<TestMsg>, String) {
     let (inbox, sid) = client.subscribe_new_inbox();
     let expires = u64::try_from(within.as_nanos()).unwrap_or(u64::MAX);
     let body = format!(r#"{{"batch":{batch},"expires":{expires}}}"#);
@@ -154,7 +158,7 @@ async fn fetch(client: &TestClient, batch: usize, within: Duration) -> (Vec<Test
 }
 
 /// The delivery's ack subject, parsed.
-fn ack_of(m: &TestMsg) -> AckSubject {
+pub(super) fn ack_of(m: &TestMsg) -> AckSubject {
     AckSubject::parse(m.reply.as_deref().expect("ack reply")).expect("ack subject")
 }
 

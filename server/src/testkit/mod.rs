@@ -31,6 +31,7 @@
 
 mod client;
 mod js_cluster_tests;
+mod js_replica_tests;
 mod links;
 mod membership_tests;
 
@@ -113,6 +114,8 @@ struct Slot {
     name: String,
     /// The node's store dir.
     dir: tempfile::TempDir,
+    /// Its `server_tags`.
+    tags: Vec<String>,
     /// The node while it runs.
     running: Option<TestNode>,
 }
@@ -131,6 +134,11 @@ impl JsCluster {
     /// Starts nodes `1..=n`, initialises the meta group with all of them as voters, waits for
     /// a meta leader and records every node in the meta peers.
     pub(crate) async fn start(n: u64) -> Self {
+        Self::start_tagged(n, &[]).await
+    }
+
+    /// [`Self::start`] with `server_tags`: node `i + 1` gets `tags[i]` (none past its end).
+    pub(crate) async fn start_tagged(n: u64, tags: &[&[&str]]) -> Self {
         init_log();
         let net = MemNetwork::new(7);
         let mut cluster = Self {
@@ -140,9 +148,13 @@ impl JsCluster {
         };
         for id in (1..=n).map(NodeId) {
             let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+            let index = usize::try_from(id.0 - 1).unwrap_or(usize::MAX);
             let slot = Slot {
                 name: format!("n{}", id.0),
                 dir,
+                tags: (tags.get(index).copied().unwrap_or_default().iter())
+                    .map(|t| t.to_string())
+                    .collect(),
                 running: None,
             };
             cluster.slots.insert(id, slot);
@@ -179,6 +191,7 @@ impl JsCluster {
         let slot = &self.slots[&id];
         let config = Arc::new(Config {
             server_name: Some(slot.name.clone()),
+            server_tags: slot.tags.clone(),
             cluster: crate::config::ClusterConfig {
                 name: Some("inproc".to_string()),
                 ..Default::default()
@@ -432,6 +445,7 @@ impl JsCluster {
             server_name: self.name(id).to_string(),
             cluster_addr: mem_addr(id),
             client_url: client_addr(id).to_string(),
+            tags: self.slots[&id].tags.clone(),
         }
     }
 

@@ -38,11 +38,27 @@ pub struct Cluster {
 impl Cluster {
     /// Starts `n` nodes named `n1..nN` in cluster `name` and waits until they are linked.
     pub async fn start(n: usize, name: &str) -> anyhow::Result<Cluster> {
-        Self::start_with(n, name, None).await
+        Self::start_with_configs(n, name, &[]).await
     }
 
-    /// [`Cluster::start`] with a config file body for every member.
+    /// [`Cluster::start`] with a config file body for every member (also for members
+    /// [`Cluster::add_node`] adds later).
     pub async fn start_with(n: usize, name: &str, config: Option<&str>) -> anyhow::Result<Cluster> {
+        let configs: Vec<String> = config.map(|c| vec![c.to_string(); n]).unwrap_or_default();
+        Self::start_with_configs(n, name, &configs).await
+    }
+
+    /// [`Cluster::start`] with a config file body for some nodes: node `i` (0-based) gets
+    /// `configs[i]` (e.g. `server_tags`), the nodes past its end none. When every member got the
+    /// same one, members added later get it too.
+    pub async fn start_with_configs(
+        n: usize,
+        name: &str,
+        configs: &[String],
+    ) -> anyhow::Result<Cluster> {
+        let shared = (configs.len() == n && configs.windows(2).all(|w| w[0] == w[1]))
+            .then(|| configs.first().cloned())
+            .flatten();
         // A name of its own: nodes of a test still running keep dialing the cluster port of a
         // member they lost, and another test's node may bind that port later; with one name
         // per cluster, such a stray link is refused instead of joining the two clusters.
@@ -57,13 +73,13 @@ impl Cluster {
         // the whole cluster starts again on fresh ports.
         let mut attempt = 1;
         loop {
-            match Self::start_on_fresh_ports(n, &name, config).await {
+            match Self::start_on_fresh_ports(n, &name, configs).await {
                 Ok((nodes, cluster_ports)) => {
                     let cluster = Cluster {
                         nodes,
                         name,
                         cluster_ports,
-                        config: config.map(str::to_string),
+                        config: shared,
                     };
                     return Self::formed(cluster).await;
                 }
@@ -78,7 +94,7 @@ impl Cluster {
     async fn start_on_fresh_ports(
         n: usize,
         name: &str,
-        config: Option<&str>,
+        configs: &[String],
     ) -> anyhow::Result<(Vec<ServerProcess>, Vec<u16>)> {
         // Distinct ports: two draws can land on the same free port (seen in CI: the third node
         // could not bind the first one's cluster port).
@@ -97,8 +113,8 @@ impl Cluster {
         let mut nodes = Vec::with_capacity(n);
         for (i, cp) in cluster_ports.iter().enumerate() {
             let mut opts = ServerOptions::default();
-            if let Some(config) = config {
-                opts = opts.config(config);
+            if let Some(config) = configs.get(i) {
+                opts = opts.config(config.clone());
             }
             let opts = opts.name(format!("n{}", i + 1)).args([
                 "--cluster_name".to_string(),

@@ -1,4 +1,5 @@
-//! A minimal HTTP/1.1 GET client for the monitoring port (no extra dependencies).
+//! A minimal HTTP/1.1 client for the monitoring port (no extra dependencies): GET, and
+//! body-less requests of other methods (`/drainz`).
 //!
 //! Sends `Connection: close` and reads to EOF, so the body ends at EOF; handles both
 //! `Content-Length` and `Transfer-Encoding: chunked` bodies (nats-server uses chunked once a body
@@ -39,18 +40,24 @@ impl HttpResponse {
 
 /// GET `path` (including any query string) from `127.0.0.1:<port>`.
 pub async fn get(port: u16, path: &str) -> anyhow::Result<HttpResponse> {
-    timeout(Duration::from_secs(5), get_inner(port, path))
-        .await
-        .with_context(|| format!("GET {path} on port {port} timed out"))?
+    request(port, "GET", path).await
 }
 
-async fn get_inner(port: u16, path: &str) -> anyhow::Result<HttpResponse> {
+/// A `method` request without a body (`POST`, `DELETE`, ...) for `path` on
+/// `127.0.0.1:<port>`.
+pub async fn request(port: u16, method: &str, path: &str) -> anyhow::Result<HttpResponse> {
+    timeout(Duration::from_secs(5), request_inner(port, method, path))
+        .await
+        .with_context(|| format!("{method} {path} on port {port} timed out"))?
+}
+
+async fn request_inner(port: u16, method: &str, path: &str) -> anyhow::Result<HttpResponse> {
     let mut stream = TcpStream::connect(("127.0.0.1", port))
         .await
         .context("connect")?;
     let req = format!(
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUser-Agent: jetraft-tests\r\n\
-         Accept: */*\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUser-Agent: jetraft-tests\r\n\
+         Accept: */*\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     );
     stream
         .write_all(req.as_bytes())

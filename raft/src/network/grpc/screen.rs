@@ -7,7 +7,8 @@
 //! replica knows of its group ([`Local`]):
 //! - the sender (`from`) is a member of the group (voter or learner) in the membership this
 //!   replica has, and is not this node; a replica that has no membership yet (a brand-new group
-//!   waiting for its leader) cannot tell, and accepts any sender;
+//!   waiting for its leader), or one that is not in its own membership (a new learner replaying
+//!   a history whose members changed), cannot tell, and accepts any sender;
 //! - the vote's node is the sender (a node speaks for itself only);
 //! - terms are below [`MAX_TERM`] and at most [`MAX_TERM_JUMP`] above the local term; indexes
 //!   below [`MAX_INDEX`]; no log id is after the sender's vote (a higher term, or the same term
@@ -107,9 +108,13 @@ impl Local {
         }
     }
 
-    /// The sender is a member (when membership is known) and not this node.
+    /// The sender is a member (when membership is known) and not this node. A replica that is
+    /// not a member of the membership it has is still replaying the group's history (a node
+    /// added to a group whose members changed since: its log starts with an older membership
+    /// that names neither it nor the current leader), and cannot tell either.
     pub fn check_sender(&self, from: u64) -> Result<(), Refusal> {
-        let known = self.members.is_empty() || self.members.contains(&from);
+        let replaying = !self.members.contains(&self.node);
+        let known = self.members.is_empty() || replaying || self.members.contains(&from);
         if from == self.node || !known {
             return Err(Refusal::NotMember {
                 group: self.group,
@@ -348,6 +353,17 @@ mod tests {
         );
         // A learner may be sent to and may answer; a heartbeat has no entries.
         assert_eq!(l.check_append(&append(vec![])), Ok(()));
+    }
+
+    #[test]
+    fn a_replica_outside_its_own_membership_accepts_any_sender() {
+        let mut l = local();
+        assert!(matches!(l.check_sender(9), Err(Refusal::NotMember { .. })));
+        // Node 1 joined after the members changed: its log so far names only node 3.
+        l.members = [3].into();
+        l.voters = [3].into();
+        assert_eq!(l.check_sender(9), Ok(()));
+        assert!(matches!(l.check_sender(1), Err(Refusal::NotMember { .. })));
     }
 
     #[test]

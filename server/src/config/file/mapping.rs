@@ -49,6 +49,7 @@ pub(super) fn apply_entries(entries: &[Entry], cfg: &mut Config) -> Result<(), C
                     addr::optional_port(node.integer(key)?).map_err(|why| node.invalid(why))?;
             }
             "server_name" => cfg.server_name = Some(name_without_spaces(node, key)?),
+            "server_tags" => cfg.server_tags = server_tags(node, key)?,
             "jetstream" => jetstream(node, key, &mut cfg.jetstream)?,
             "store_dir" | "storedir" => cfg.jetstream.store_dir = PathBuf::from(node.string(key)?),
             "cluster" => cluster(node, key, &mut cfg.cluster)?,
@@ -94,6 +95,23 @@ pub(super) fn apply_entries(entries: &[Entry], cfg: &mut Config) -> Result<(), C
         }
     }
     Ok(())
+}
+
+/// `server_tags`: a string or an array of strings, lower-cased and trimmed, empty ones and
+/// duplicates dropped (as nats-server's tag lists).
+fn server_tags(node: &Node, key: &str) -> Result<Vec<String>, ConfigError> {
+    let items = match &node.value {
+        Value::Array(items) => items.as_slice(),
+        _ => std::slice::from_ref(node),
+    };
+    let mut tags: Vec<String> = Vec::new();
+    for item in items {
+        let tag = item.string(key)?.trim().to_lowercase();
+        if !tag.is_empty() && !tags.contains(&tag) {
+            tags.push(tag);
+        }
+    }
+    Ok(tags)
 }
 
 /// `listen`-style values: a port (`4222`), `host:port`, `:port` or `[v6]:port`.

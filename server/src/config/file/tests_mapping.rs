@@ -127,6 +127,16 @@ fn server_name_is_set_and_may_not_contain_spaces() {
 }
 
 #[test]
+fn server_tags_are_a_string_or_a_list_lower_cased_without_duplicates() {
+    assert_eq!(conf("server_tags: Az:1").server_tags, ["az:1"]);
+    assert_eq!(
+        conf("server_tags: [\"ssd\", \" Az:1 \", \"SSD\", \"\"]").server_tags,
+        ["ssd", "az:1"]
+    );
+    assert!(conf("port: 4222").server_tags.is_empty());
+}
+
+#[test]
 fn keys_are_case_insensitive() {
     let cfg = conf("PORT: 1234\nServer_Name: x\nJetStream { Store_Dir: /d }\nCLUSTER { NAME: c }");
     assert_eq!(cfg.port, 1234);

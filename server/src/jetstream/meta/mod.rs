@@ -4,7 +4,9 @@
 //! - [`machine`]: [`MetaMachine`](machine::MetaMachine), the `ReplicatedStateMachine` that
 //!   persists it, and [`MetaView`](machine::MetaView), the read handle everyone else holds.
 //! - [`formation`]: when a node may initialise the meta group.
+//! - [`placement`]: which nodes fit a stream's placement, and replica count changes.
 
 pub mod formation;
 pub mod machine;
+pub mod placement;
 pub mod state;

@@ -31,6 +31,8 @@ pub struct MetaState {
     next_uid: u64,
     /// Node ids removed from the cluster.
     retired: BTreeSet<u64>,
+    /// Node ids drained for maintenance (they lead no group).
+    drained: BTreeSet<u64>,
 }
 
 impl Default for MetaState {
@@ -40,6 +42,7 @@ impl Default for MetaState {
             streams: BTreeMap::new(),
             next_uid: FIRST_UID,
             retired: BTreeSet::new(),
+            drained: BTreeSet::new(),
         }
     }
 }
@@ -90,6 +93,14 @@ impl MetaState {
                 None => stream_not_found(),
             },
             meta_command::Op::UpdateStream(sa) => self.update_stream(sa),
+            meta_command::Op::Drain(d) => {
+                if d.drained {
+                    self.drained.insert(d.node_id);
+                } else {
+                    self.drained.remove(&d.node_id);
+                }
+                ok()
+            }
         }
     }
 
@@ -163,6 +174,11 @@ impl MetaState {
         &self.peers
     }
 
+    /// Whether `node` is drained for maintenance.
+    pub fn is_drained(&self, node: u64) -> bool {
+        self.drained.contains(&node)
+    }
+
     /// Whether `node` was removed from the cluster for good.
     pub fn is_retired(&self, node: u64) -> bool {
         self.retired.contains(&node)
@@ -201,6 +217,7 @@ impl MetaState {
             streams: self.streams.values().cloned().collect(),
             next_uid: self.next_uid,
             retired: self.retired.iter().copied().collect(),
+            drained: self.drained.iter().copied().collect(),
         }
     }
 
@@ -215,6 +232,7 @@ impl MetaState {
                 .collect(),
             next_uid: snap.next_uid.max(FIRST_UID),
             retired: snap.retired.into_iter().collect(),
+            drained: snap.drained.into_iter().collect(),
         }
     }
 }
@@ -306,6 +324,7 @@ mod tests {
             server_name: "n".into(),
             cluster_addr: "a".into(),
             client_url: "c".into(),
+            tags: Vec::new(),
         };
         let add = MetaCommand {
             op: Some(meta_command::Op::AddPeer(peer)),
@@ -359,6 +378,13 @@ mod tests {
         m.apply(MetaCommand {
             op: Some(meta_command::Op::RemovePeer(4)),
         });
+        m.apply(MetaCommand {
+            op: Some(meta_command::Op::Drain(jetraft_proto::meta::Drain {
+                node_id: 5,
+                drained: true,
+            })),
+        });
+        assert!(m.is_drained(5));
         assert_eq!(MetaState::from_snapshot(m.to_snapshot()), m);
     }
 }

@@ -122,6 +122,7 @@ impl JetStream {
                 server_name: p.server_name.clone(),
                 cluster_addr: p.cluster_addr.clone(),
                 client_url: p.client_url.clone(),
+                tags: p.tags.clone(),
             };
             if known.get(&id) != Some(&record) {
                 self.propose_peer(meta_command::Op::AddPeer(record)).await;

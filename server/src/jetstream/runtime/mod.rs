@@ -19,7 +19,9 @@
 //! - `peer_remove`: STREAM.PEER.REMOVE and moving a stream's replicas between nodes.
 //! - `membership`: cluster formation, admission of new nodes to the meta group.
 //! - `server_remove`: SERVER.REMOVE (a node leaves for good) and evacuating its replicas.
+//! - `scale`: where replicas go on create and when an update changes their count or placement.
 //! - `sourcing`: the leader's copy tasks of mirrors and sources.
+//! - `drain`: draining a node for maintenance (it hands off every leadership and keeps none).
 //! - `health`: `/healthz` checks (is every group here current?) and lame duck hand-off.
 //!
 //! Invariants:
@@ -34,6 +36,7 @@ mod advisory;
 mod api;
 pub(crate) mod consumer;
 mod dispatch;
+mod drain;
 mod expiry;
 mod forward;
 mod health;
@@ -47,6 +50,7 @@ mod reconcile;
 mod remote;
 pub mod replica;
 mod server_remove;
+mod scale;
 mod sourcing;
 
 use std::collections::{BTreeMap, HashMap};

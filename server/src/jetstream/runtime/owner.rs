@@ -6,7 +6,8 @@
 //!   starts the engines of the stream's consumers and stops the others
 //!   ([`JetStream::sync_consumers`]); on a follower it keeps none running;
 //! - expiry: proposes `Expire` when messages are due (`expiry`);
-//! - sourcing: runs the copy tasks of a mirror or sourcing stream (`sourcing`).
+//! - sourcing: runs the copy tasks of a mirror or sourcing stream (`sourcing`);
+//! - drain: hands the leadership off while this node is drained (`drain`).
 //!
 //! A follower's task sleeps until leadership moves (or [`FOLLOWER_TICK`]); a leader's wakes
 //! every [`LEADER_TICK`].
@@ -52,6 +53,7 @@ impl JetStream {
                     self.sync_consumers(&ls);
                 }
                 if now.is_self {
+                    self.hand_off_if_drained(ls.group()).await;
                     self.expire_if_due(&ls).await;
                 }
                 self.sync_sourcing(&ls, now.is_self);

@@ -12,11 +12,16 @@
 //! 2. the stream's leader ([`JetStream::drive_membership`], from reconcile) adds every assigned
 //!    node that is not a voter as a learner (which waits until it caught up, by log or snapshot),
 //!    then makes the assigned nodes the voter set, removing the replaced peer;
-//! 3. the removed peer keeps its replica while it still leads the group as a voter (an R1
-//!    stream's only copy is its data), and drops it once the new membership excludes it.
+//! 3. the removed peer keeps its replica while it is still a voter (an R1 stream's only copy is
+//!    its data; a follower's vote may be needed to commit the change), and drops it once the
+//!    new membership excludes it; a leader that is removed hands its leadership to a staying
+//!    voter first.
+//!
+//! A change of `num_replicas` or `placement` (`scale`) moves replicas the same way.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use jetraft_proto::meta::{StreamAssignment, meta_command};
 use jetraft_raft::{NodeId, PeerNode, RemovedVoters};
@@ -28,8 +33,15 @@ use super::JetStream;
 use super::api::meta_answer;
 use super::replica::LocalStream;
 use crate::bus::internal::InternalMsg;
+use crate::jetstream::api::types::StreamConfig;
 use crate::jetstream::api::types::requests::{ApiRequest, BodyRule, parse_body};
 use crate::jetstream::api::{ApiError, ErrorKind};
+
+/// A follower of a stream it is no longer assigned that has not heard from the leader for this
+/// long was removed from the group (see [`JetStream::still_needed_here`]).
+const LEAVE_GRACE: Duration = Duration::from_secs(4);
+/// The same while the move is not finished in the follower's view.
+const LEAVE_LONG: Duration = Duration::from_secs(60);
 
 /// `$JS.API.STREAM.PEER.REMOVE` request body.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -71,15 +83,10 @@ impl JetStream {
         let Some(peer) = peer.filter(|p| sa.replicas.contains(p)) else {
             return Err(ApiError::new(ErrorKind::ClusterPeerNotMember));
         };
-        let candidates: Vec<u64> = self
-            .voters()
-            .into_iter()
-            .filter(|v| !sa.replicas.contains(v))
-            .collect();
-        let Some(replacement) = self
-            .meta
-            .read(|m| m.place(1, &candidates))
-            .and_then(|p| p.first().copied())
+        // The replacement fits the stream's placement too.
+        let cfg = serde_json::from_slice::<StreamConfig>(&sa.config_json).unwrap_or_default();
+        let Some(replacement) =
+            (self.pick_new(&cfg, &sa.replicas, 1).ok()).and_then(|p| p.first().copied())
         else {
             return Err(ApiError::new(ErrorKind::PeerRemap));
         };
@@ -121,17 +128,40 @@ impl JetStream {
             .await
     }
 
-    /// Whether this node must keep its replica of a stream it is no longer assigned: it leads
-    /// the group and is still one of its voters (the move away from it is not finished).
-    pub(super) fn still_needed_here(&self, ls: &LocalStream) -> bool {
+    /// Whether this node must keep its replica of a stream it is no longer assigned (the
+    /// `assigned` nodes): it is still one of the group's voters as far as it knows, and it
+    /// leads the group, or heard from its leader less than [`LEAVE_GRACE`] ago (its vote may be
+    /// needed to commit the new voter set: an R3 stream going to R1 cannot without one of the
+    /// followers), or some assigned node is not a voter in its view yet and it has not heard
+    /// from a leader for less than [`LEAVE_LONG`] (a move still in progress whose leader may
+    /// need it after a failover). A removed follower is not told so (the leader stops
+    /// replicating to it), hence the silence as the signal; `leaving` records since when.
+    pub(super) fn still_needed_here(
+        &self,
+        ls: &LocalStream,
+        assigned: &[u64],
+        leaving: &mut HashMap<StreamUid, Instant>,
+    ) -> bool {
         let Ok(raft) = self.registry.raft(ls.group()) else {
             return false;
         };
+        let voters: BTreeSet<u64> = raft.voter_ids().collect();
+        if !voters.contains(&self.node.0) {
+            return false;
+        }
         let leads = self
             .registry
             .leader(ls.group())
             .is_ok_and(|info| info.is_self);
-        leads && raft.voter_ids().any(|v| v == self.node.0)
+        let heard = (self.registry.groups().since_leader_contact(ls.group()))
+            .is_some_and(|d| d < LEAVE_GRACE);
+        if leads || heard {
+            leaving.remove(&ls.uid);
+            return true;
+        }
+        let silent = leaving.entry(ls.uid).or_insert_with(Instant::now).elapsed();
+        let settled = assigned.iter().all(|a| voters.contains(a));
+        !settled && silent < LEAVE_LONG
     }
 
     /// On the stream's leader: makes the group's voters the assigned replicas (adding the new
@@ -173,6 +203,9 @@ impl JetStream {
         moving.insert(uid, task);
     }
 
+    /// Adds the new nodes as learners (each waits until it caught up), then makes `wanted`
+    /// the voters. A leader that is not wanted never removes itself: it first makes sure a
+    /// wanted node votes, then hands its leadership to one, which finishes the change.
     async fn change_members(
         &self,
         ls: &LocalStream,
@@ -188,12 +221,27 @@ impl JetStream {
                 .await
                 .map_err(|e| e.to_string())?;
         }
-        self.registry
-            .change_voters(
-                ls.group(),
-                wanted.iter().copied().map(NodeId).collect(),
-                RemovedVoters::Remove,
-            )
+        let to_voters = |set: &BTreeSet<u64>| set.iter().copied().map(NodeId).collect();
+        if wanted.contains(&self.node.0) {
+            return (self.registry)
+                .change_voters(ls.group(), to_voters(wanted), RemovedVoters::Remove)
+                .await
+                .map_err(|e| e.to_string());
+        }
+        let mut successor = wanted.intersection(voters).next().copied();
+        if successor.is_none() {
+            let both: BTreeSet<u64> = voters.union(wanted).copied().collect();
+            (self.registry)
+                .change_voters(ls.group(), to_voters(&both), RemovedVoters::Remove)
+                .await
+                .map_err(|e| e.to_string())?;
+            successor = wanted.iter().next().copied();
+        }
+        let Some(to) = successor else {
+            return Ok(());
+        };
+        (self.registry)
+            .transfer_leadership(ls.group(), NodeId(to))
             .await
             .map_err(|e| e.to_string())
     }

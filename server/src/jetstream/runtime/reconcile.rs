@@ -41,6 +41,9 @@ pub(super) struct MetaOwned {
     captures: Captures,
     /// Replica moves this node drives as a stream leader (`peer_remove`), one per stream group.
     pub(super) moving: HashMap<StreamUid, tokio::task::JoinHandle<()>>,
+    /// When each replica that is no longer assigned here was first found so
+    /// (`JetStream::still_needed_here`).
+    pub(super) leaving: HashMap<StreamUid, std::time::Instant>,
 }
 
 /// What the request paths route by, as of the meta task's last pass: published on a watch
@@ -87,6 +90,7 @@ impl JetStream {
             }
         }
         self.register_self(&peers).await;
+        self.hand_off_if_drained(GroupId::META).await;
         let captures: Vec<(String, StreamUid, Vec<String>)> = streams
             .iter()
             .map(|s| (s.name.clone(), StreamUid(s.uid), s.subjects.clone()))
@@ -119,16 +123,24 @@ impl JetStream {
             .map(|s| (s.name.as_str(), s))
             .collect();
         let current: Vec<Arc<LocalStream>> = self.local.read().values().cloned().collect();
+        // A replica assigned here again starts a new grace if it leaves later.
+        owned.leaving.retain(|uid, _| {
+            current.iter().any(|ls| {
+                ls.uid == *uid
+                    && wanted.get(ls.name.as_str()).map(|a| StreamUid(a.uid)) != Some(*uid)
+            })
+        });
         for ls in current {
             if wanted.get(ls.name.as_str()).map(|a| StreamUid(a.uid)) != Some(ls.uid) {
                 // Moved away (STREAM.PEER.REMOVE): keep leading until the new voters took over.
                 let moved = streams.iter().find(|s| StreamUid(s.uid) == ls.uid);
                 if let Some(a) = moved
-                    && self.still_needed_here(&ls)
+                    && self.still_needed_here(&ls, &a.replicas, &mut owned.leaving)
                 {
                     self.drive_membership(&mut owned.moving, &ls, &a.replicas);
                     continue;
                 }
+                owned.leaving.remove(&ls.uid);
                 self.stop_replica(&ls).await;
             }
         }
@@ -155,11 +167,21 @@ impl JetStream {
         let Ok(info) = self.registry.leader(GroupId::META) else {
             return;
         };
-        if !info.is_self || peers.contains_key(&self.node.0) {
+        if !info.is_self {
             return;
         }
+        // Once, and again after a restart with other tags (the rest of a record other nodes
+        // wrote stays as they saw it).
+        let record = match peers.get(&self.node.0) {
+            None => self.self_peer(),
+            Some(p) if p.tags != self.config.server_tags => Peer {
+                tags: self.config.server_tags.clone(),
+                ..p.clone()
+            },
+            Some(_) => return,
+        };
         let cmd = MetaCommand {
-            op: Some(meta_command::Op::AddPeer(self.self_peer())),
+            op: Some(meta_command::Op::AddPeer(record)),
         };
         if let Err(e) = self
             .registry
@@ -177,6 +199,7 @@ impl JetStream {
             server_name: self.info.server_name.clone(),
             cluster_addr: self.cluster_addr.clone(),
             client_url: self.info.client_addr.to_string(),
+            tags: self.config.server_tags.clone(),
         }
     }
 

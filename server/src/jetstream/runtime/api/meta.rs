@@ -1,15 +1,15 @@
 //! Account info and the cluster operations the meta leader answers: placement sizes, meta
-//! proposals, META.LEADER.STEPDOWN.
+//! proposals, META.LEADER.STEPDOWN (see `stepdown`).
 
 use std::time::Duration;
 
 use jetraft_proto::meta::{MetaCommand, MetaResult, meta_command};
-use jetraft_raft::{GroupId, NodeId};
+use jetraft_raft::GroupId;
 use prost::Message;
 
 use super::raft_api_error;
+use crate::jetstream::api::ApiError;
 use crate::jetstream::api::types::AccountInfo;
-use crate::jetstream::api::{ApiError, ErrorKind};
 use crate::jetstream::runtime::JetStream;
 
 impl JetStream {
@@ -72,23 +72,8 @@ impl JetStream {
         MetaResult::decode(bytes.as_ref()).map_err(|e| ApiError::store_failed(&e.to_string()))
     }
 
-    pub(crate) async fn meta_stepdown(&self) -> Result<String, ApiError> {
-        if !self.clustered() {
-            return Err(ApiError::new(ErrorKind::ClusterRequired));
-        }
-        let to = self
-            .registry
-            .raft(GroupId::META)
-            .map_err(raft_api_error)?
-            .voter_ids()
-            .find(|v| *v != self.node.0);
-        let Some(to) = to else {
-            return Err(ApiError::new(ErrorKind::ClusterNoPeers));
-        };
-        self.registry
-            .transfer_leadership(GroupId::META, NodeId(to))
-            .await
-            .map_err(raft_api_error)?;
+    pub(crate) async fn meta_stepdown(&self, body: &[u8]) -> Result<String, ApiError> {
+        self.step_down(GroupId::META, body).await?;
         Ok("{\"type\":\"io.nats.jetstream.api.v1.meta_leader_stepdown_response\",\"success\":true}"
             .to_string())
     }

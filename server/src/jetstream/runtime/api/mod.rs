@@ -2,6 +2,7 @@
 //! (`dispatch`), answer here or forward there. The handlers, one file per family:
 //! - `meta`: account info and the cluster operations the meta leader answers;
 //! - `stream`: stream create/update/delete/names/list/info/purge, MSG.GET/DELETE, stepdown;
+//! - `stepdown`: META/STREAM.LEADER.STEPDOWN with a placement preference;
 //! - `direct`: DIRECT.GET from any replica or a local mirror;
 //! - `snapshot` / `restore`: STREAM.SNAPSHOT (stream leader) and STREAM.RESTORE (meta leader);
 //! - the consumer family is `runtime::consumer::api`.
@@ -10,6 +11,7 @@ mod direct;
 mod meta;
 mod restore;
 mod snapshot;
+mod stepdown;
 mod stream;
 
 use std::sync::Arc;
@@ -69,6 +71,7 @@ fn kind(op: &ApiOp) -> &'static str {
         ApiOp::ServerRemove => "io.nats.jetstream.api.v1.meta_server_remove_response",
         ApiOp::StreamSnapshot(_) => snapshot::SNAPSHOT_RESPONSE,
         ApiOp::StreamRestore(_) => restore::RESTORE_RESPONSE,
+        ApiOp::ServerDrain => super::drain::DRAIN_RESPONSE,
         ApiOp::DirectGet(_) | ApiOp::DirectGetLast(..) | ApiOp::ConsumerNext(..) => {
             response_type::SYSTEM
         }
@@ -343,8 +346,8 @@ impl JetStream {
                 self.direct_get(name, Some(subject), msg);
                 return None;
             }
-            ApiOp::StreamLeaderStepdown(name) => self.stream_stepdown(name).await,
-            ApiOp::MetaLeaderStepdown => self.meta_stepdown().await,
+            ApiOp::StreamLeaderStepdown(name) => self.stream_stepdown(name, &msg.payload).await,
+            ApiOp::MetaLeaderStepdown => self.meta_stepdown(&msg.payload).await,
             ApiOp::StreamPeerRemove(name) => self.stream_peer_remove(name, msg).await,
             ApiOp::ServerRemove => return self.server_remove(msg).await,
             ApiOp::StreamSnapshot(name) => match self.stream_snapshot(name, msg).await {
@@ -355,6 +358,7 @@ impl JetStream {
                 Ok(()) => return None,
                 Err(e) => Err(e),
             },
+            ApiOp::ServerDrain => self.server_drain(msg).await,
             ApiOp::ConsumerCreate(s, form) => self.consumer_create(s, form, msg).await,
             ApiOp::ConsumerInfo(s, c) => self.consumer_info_api(s, c, msg).await,
             ApiOp::ConsumerDelete(s, c) => self.consumer_delete_api(s, c).await,

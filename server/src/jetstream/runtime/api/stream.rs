@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use jetraft_proto::meta::{StreamAssignment, meta_command};
-use jetraft_raft::{GroupId, NodeId};
+use jetraft_raft::GroupId;
 
 use super::{meta_answer, raft_api_error};
 use crate::bus::internal::InternalMsg;
@@ -87,11 +87,8 @@ impl JetStream {
             CreateOutcome::Create(cfg) => cfg,
             CreateOutcome::AlreadyExists => return Ok(self.create_answer(name).await),
         };
-        let candidates = self.voters();
         let replicas = usize::try_from(cfg.num_replicas.max(1)).unwrap_or(1);
-        let Some(placed) = self.meta.read(|m| m.place(replicas, &candidates)) else {
-            return Err(ApiError::new(ErrorKind::InsufficientResources));
-        };
+        let placed = self.pick_new(&cfg, &[], replicas)?;
         let sa = StreamAssignment {
             name: name.to_string(),
             uid: 0,
@@ -224,15 +221,17 @@ impl JetStream {
             other_streams: &others,
         };
         let cfg = check_update(name, cfg, existing.as_ref().map(|(_, c)| c), &ctx)?;
-        let Some((sa, _)) = existing else {
+        let Some((sa, old)) = existing else {
             return Err(ApiError::stream_not_found());
         };
+        // A new replica count or placement moves replicas (the stream's leader carries it out).
+        let placed = self.replicas_for_update(&sa, &old, &cfg).await?;
         let updated = StreamAssignment {
             config_json: crate::jetstream::api::types::to_go_json(&cfg)
                 .into_bytes()
                 .into(),
             subjects: cfg.subjects.clone(),
-            ..sa.clone()
+            ..placed
         };
         meta_answer(
             self.propose_meta(meta_command::Op::UpdateStream(updated))
@@ -504,21 +503,18 @@ impl JetStream {
             .map_err(|e| ApiError::store_failed(&e.to_string()))
     }
 
-    pub(crate) async fn stream_stepdown(&self, name: &str) -> Result<String, ApiError> {
+    pub(crate) async fn stream_stepdown(
+        &self,
+        name: &str,
+        body: &[u8],
+    ) -> Result<String, ApiError> {
         if !self.clustered() {
             return Err(ApiError::new(ErrorKind::ClusterRequired));
         }
         let ls = self
             .local_stream(name)
             .ok_or_else(ApiError::stream_not_found)?;
-        let to = ls.replicas().into_iter().find(|r| *r != self.node.0);
-        let Some(to) = to else {
-            return Err(ApiError::new(ErrorKind::ClusterNoPeers));
-        };
-        self.registry
-            .transfer_leadership(ls.group(), NodeId(to))
-            .await
-            .map_err(raft_api_error)?;
+        self.step_down(ls.group(), body).await?;
         Ok(format!(
             "{{\"type\":\"{}\",\"success\":true}}",
             response_type::STREAM_LEADER_STEPDOWN

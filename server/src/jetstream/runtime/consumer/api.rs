@@ -392,7 +392,7 @@ impl JetStream {
         if !exists {
             return Err(ApiError::new(ErrorKind::ConsumerNotFound));
         }
-        self.stream_stepdown(stream).await?;
+        self.stream_stepdown(stream, &[]).await?;
         Ok(format!(
             "{{\"type\":\"{}\",\"success\":true}}",
             response_type::CONSUMER_LEADER_STEPDOWN
