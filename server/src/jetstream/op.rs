@@ -160,7 +160,7 @@ impl ApiOp {
             | ApiOp::StreamList
             | ApiOp::MetaLeaderStepdown
             | ApiOp::ServerRemove => None,
-            | ApiOp::ServerDrain => None,
+            ApiOp::ServerDrain => None,
         }
     }
 

@@ -49,8 +49,8 @@ mod publish;
 mod reconcile;
 mod remote;
 pub mod replica;
-mod server_remove;
 mod scale;
+mod server_remove;
 mod sourcing;
 
 use std::collections::{BTreeMap, HashMap};
