@@ -29,6 +29,7 @@ pub mod node;
 pub mod protocol;
 pub mod router;
 pub mod server;
+pub mod tls;
 #[cfg(test)]
 mod testkit;
 

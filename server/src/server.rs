@@ -65,6 +65,12 @@ pub enum StartError {
     /// Another server uses the store dir.
     #[error(transparent)]
     StoreLock(#[from] store_lock::StoreLockError),
+    /// A TLS certificate, key or CA file could not be used.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    /// `https_port` is set but there is no `tls { }` to serve it with.
+    #[error("https_port needs a tls {{ }} block (or --tls, --tlscert, --tlskey)")]
+    HttpsWithoutTls,
     /// JetStream (its store or its Raft groups) could not start.
     #[error("start jetstream: {reason}")]
     JetStream {
@@ -166,6 +172,17 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
     } else {
         None
     };
+    let client_tls = match &config.tls {
+        Some(t) => Some(conn::ClientTls {
+            acceptor: tokio_rustls::TlsAcceptor::from(crate::tls::server_config(t)?),
+            settings: t.clone(),
+            allow_non_tls: config.allow_non_tls,
+        }),
+        None => None,
+    };
+    if config.https_port.is_some() && client_tls.is_none() {
+        return Err(StartError::HttpsWithoutTls);
+    }
     let (listener, client_addr) =
         bind("client", &format!("{}:{}", config.host, config.port)).await?;
     let node = Arc::new(NodeInfo::new(
@@ -208,16 +225,21 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         clients: Arc::new(Clients::new(
             cluster.as_deref().map(connect_urls).unwrap_or_default(),
         )),
-        auth: Arc::new(Authenticator::new(&config.auth)),
+        auth: Arc::new(Authenticator::with_cert_mapping(
+            &config.auth,
+            config.tls.as_ref().is_some_and(|t| t.verify_and_map),
+        )),
         config: config.clone(),
         node: node.clone(),
         tasks: tasks.clone(),
         shutdown: shutdown.clone(),
         lame_duck: CancellationToken::new(),
+        tls: client_tls.clone(),
     });
     let jetstream_slot = Arc::new(OnceLock::new());
     let mut listeners = ports_file::Listeners {
         client: Some(client_addr),
+        client_tls: client_tls.is_some(),
         ..ports_file::Listeners::default()
     };
     if let Some(port) = config.http_port {
@@ -236,6 +258,30 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         info!(addr = %bound, "starting http monitor");
         listeners.monitoring = Some(bound);
     }
+    if let (Some(port), Some(tls)) = (config.https_port, &client_tls) {
+        let host = config.http_host.as_deref().unwrap_or(&config.host);
+        let (https, bound) = bind("https monitoring", &format!("{host}:{port}")).await?;
+        let view = MonitorView {
+            node: node.clone(),
+            config: config.clone(),
+            bus: bus.clone(),
+            conns: conns.clone(),
+            jetstream: jetstream_slot.clone(),
+            http_addr: bound,
+            shutdown: shutdown.clone(),
+        };
+        let mut server_config = (*crate::tls::server_config(&tls.settings)?).clone();
+        server_config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server_config));
+        tasks.spawn(monitor::serve_tls(
+            Arc::new(view),
+            https,
+            acceptor,
+            tls.settings.timeout,
+        ));
+        info!(addr = %bound, "starting https monitor");
+        listeners.monitoring_tls = Some(bound);
+    }
     info!(
         version = NATS_VERSION,
         name = %node.server_name,
@@ -244,6 +290,13 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         env!("CARGO_PKG_VERSION")
     );
     info!(addr = %client_addr, "listening for client connections");
+    if let Some(tls) = &client_tls {
+        if tls.allow_non_tls {
+            info!("TLS available for client connections (allow_non_tls)");
+        } else {
+            info!("TLS required for client connections");
+        }
+    }
     let js = if js_enabled {
         let js = start_jetstream(JetStreamContext {
             bus: bus.clone(),

@@ -13,6 +13,7 @@
 pub(super) mod addr;
 mod error;
 mod mapping;
+mod security;
 mod syntax;
 mod value;
 

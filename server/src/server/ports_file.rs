@@ -25,6 +25,10 @@ pub(super) struct Listeners {
     pub(super) monitoring: Option<SocketAddr>,
     /// The cluster (route) listener.
     pub(super) cluster: Option<SocketAddr>,
+    /// The HTTPS monitoring listener.
+    pub(super) monitoring_tls: Option<SocketAddr>,
+    /// Clients connect with TLS (`tls://` URLs).
+    pub(super) client_tls: bool,
 }
 
 /// The file's content, in nats-server's field order.
@@ -87,8 +91,15 @@ fn render(listeners: &Listeners, local: &[IpAddr]) -> String {
         .unwrap_or_default()
     };
     let ports = Ports {
-        nats: urls("nats", listeners.client),
-        monitoring: urls("http", listeners.monitoring),
+        nats: urls(
+            if listeners.client_tls { "tls" } else { "nats" },
+            listeners.client,
+        ),
+        monitoring: [
+            urls("http", listeners.monitoring),
+            urls("https", listeners.monitoring_tls),
+        ]
+        .concat(),
         cluster: urls("nats", listeners.cluster),
     };
     serde_json::to_string(&ports).expect("a struct of string lists serialises")
