@@ -204,7 +204,7 @@ pub fn new_nonce() -> String {
 }
 
 /// Compares a configured secret (plain or bcrypt) with what the client sent.
-fn secret_matches(configured: &str, given: &str) -> bool {
+pub(crate) fn secret_matches(configured: &str, given: &str) -> bool {
     if is_bcrypt(configured) {
         bcrypt::verify(given, configured).unwrap_or(false)
     } else {

@@ -183,6 +183,8 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
     if config.https_port.is_some() && client_tls.is_none() {
         return Err(StartError::HttpsWithoutTls);
     }
+    let route_tls = cluster::security::server_tls(&config.cluster)?;
+    let link_security = cluster::security::link_security(&config.cluster)?;
     let (listener, client_addr) =
         bind("client", &format!("{}:{}", config.host, config.port)).await?;
     let node = Arc::new(NodeInfo::new(
@@ -320,6 +322,7 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
             cluster: cluster.clone(),
             tasks: tasks.clone(),
             shutdown: shutdown.clone(),
+            security: link_security.clone(),
         };
         let mut routes = cluster::listener::routes(&ctx);
         if let Some(js) = &js {
@@ -328,7 +331,13 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
                 js.registry().groups().clone(),
             ));
         }
-        tasks.spawn(cluster::listener::serve(listener, routes, shutdown.clone()));
+        tasks.spawn(cluster::listener::serve(
+            listener,
+            routes,
+            route_tls.clone(),
+            cluster::security::RouteGate::new(config.cluster.auth.as_ref()),
+            shutdown.clone(),
+        ));
         for route in &config.cluster.routes {
             cluster::link::ensure_dialer(&ctx, route, None);
         }
@@ -411,7 +420,12 @@ async fn start_jetstream(ctx: JetStreamContext) -> Result<Arc<JetStream>, StartE
         Some(c) => c.node_id(),
         None => identity::load_or_create(&ctx.config.jetstream.store_dir)?,
     };
-    let transport = jetraft_raft::network::grpc::GrpcTransport::new(node).into();
+    let transport = jetraft_raft::network::grpc::GrpcTransport::with_security(
+        node,
+        jetraft_raft::network::grpc::GrpcSettings::default(),
+        cluster::security::link_security(&ctx.config.cluster)?,
+    )
+    .into();
     let cluster_addr = ctx
         .cluster
         .as_ref()

@@ -142,6 +142,10 @@ pub(super) fn route_authorization(node: &Node, key: &str) -> Result<RouteAuth, C
         }
     }
     match (user, password) {
+        (Some(_), Some(password)) if password.starts_with("$2") => Err(node.invalid(format!(
+            "{key:?} in \"cluster\": the route password is presented to peers, so it must be \
+             plain text, not a bcrypt hash"
+        ))),
         (Some(user), Some(password)) => Ok(RouteAuth { user, password }),
         _ => Err(node.invalid(format!("{key:?} in \"cluster\" needs a user and a password"))),
     }
