@@ -360,6 +360,7 @@ mod tests {
             users: vec![UserConfig {
                 user: "bob".into(),
                 password: "pw".into(),
+                nkey: None,
                 permissions: Some(perms),
             }],
             ..Default::default()

@@ -20,6 +20,8 @@ mod value;
 #[cfg(test)]
 mod tests_mapping;
 #[cfg(test)]
+mod tests_security;
+#[cfg(test)]
 mod tests_syntax;
 
 use std::path::Path;

@@ -234,6 +234,7 @@ fd000000000000000000000000000002 04 40 00 82     eth0
             client: Some("0.0.0.0:4222".parse().unwrap()),
             monitoring: Some("127.0.0.1:8222".parse().unwrap()),
             cluster: None,
+            ..Listeners::default()
         };
         assert_eq!(
             render(&listeners, &local),
@@ -246,6 +247,7 @@ fd000000000000000000000000000002 04 40 00 82     eth0
             client: Some("[::]:4222".parse().unwrap()),
             monitoring: None,
             cluster: Some("[::1]:6222".parse().unwrap()),
+            ..Listeners::default()
         };
         assert_eq!(
             render(&v6, &local),
