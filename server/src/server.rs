@@ -68,6 +68,14 @@ pub enum StartError {
     /// A TLS certificate, key or CA file could not be used.
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    /// Both `http_port` and `https_port` are set (nats-server refuses that too).
+    #[error("can't specify both HTTP ({http}) and HTTPs ({https}) ports")]
+    BothMonitorPorts {
+        /// The HTTP port.
+        http: u16,
+        /// The HTTPS port.
+        https: u16,
+    },
     /// `https_port` is set but there is no `tls { }` to serve it with.
     #[error("https_port needs a tls {{ }} block (or --tls, --tlscert, --tlskey)")]
     HttpsWithoutTls,
@@ -180,6 +188,9 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         }),
         None => None,
     };
+    if let (Some(http), Some(https)) = (config.http_port, config.https_port) {
+        return Err(StartError::BothMonitorPorts { http, https });
+    }
     if config.https_port.is_some() && client_tls.is_none() {
         return Err(StartError::HttpsWithoutTls);
     }

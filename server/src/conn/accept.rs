@@ -96,9 +96,14 @@ async fn upgrade(ctx: Arc<ConnContext>, tls: ClientTls, client: Arc<Client>, mut
             Ok(Ok(())) => {}
             _ => return,
         }
-        if tls.allow_non_tls && !starts_tls(&sock, timeout).await {
-            let (rd, wr) = sock.into_split();
-            start(&ctx, client, rd, wr, None);
+        if !starts_tls(&sock, timeout).await {
+            if tls.allow_non_tls {
+                let (rd, wr) = sock.into_split();
+                start(&ctx, client, rd, wr, None);
+            } else {
+                // Not a TLS client: close without an alert or -ERR, as nats-server does.
+                handshake_failed(&client, "first record does not look like a TLS handshake");
+            }
             return;
         }
     }
@@ -131,8 +136,8 @@ async fn upgrade(ctx: Arc<ConnContext>, tls: ClientTls, client: Arc<Client>, mut
     start(&ctx, client, rd, wr, identities);
 }
 
-/// With `allow_non_tls`: whether the client's first byte opens a TLS handshake. A client that
-/// says nothing within `timeout` is treated as plaintext (its reader applies the auth timeout).
+/// Whether the client's first byte opens a TLS handshake. A client that says nothing within
+/// `timeout` is not a TLS client (with `allow_non_tls`, its reader applies the auth timeout).
 async fn starts_tls(sock: &TcpStream, timeout: std::time::Duration) -> bool {
     let mut first = [0u8; 1];
     matches!(

@@ -89,6 +89,11 @@ impl Cluster {
         Ok(nodes)
     }
 
+    /// A cluster of nodes the test started itself (with settings of its own), once formed.
+    pub async fn from_nodes(nodes: Vec<ServerProcess>) -> anyhow::Result<Cluster> {
+        Self::formed(nodes).await
+    }
+
     /// Waits until `nodes` formed a cluster, printing their log tails if they did not.
     async fn formed(nodes: Vec<ServerProcess>) -> anyhow::Result<Cluster> {
         let mut cluster = Cluster { nodes };

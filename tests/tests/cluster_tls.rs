@@ -1,0 +1,138 @@
+//! Cluster links with mutual TLS and route credentials: three nodes whose certificates come
+//! from the cluster CA form a cluster and replicate an R3 stream; a fourth node whose
+//! certificate comes from another CA, and a fifth with the right certificate but the wrong
+//! route password, never join: they are not advertised and receive no data.
+//! Runs against nats-server too (`JETRAFT_TEST_SERVER=nats-server`).
+
+use std::time::Duration;
+
+use async_nats::jetstream;
+use futures_util::StreamExt as _;
+use jetraft_tests::harness::certs::{CertFiles, CertSpec, TestCa};
+use jetraft_tests::harness::cluster::connect_urls;
+use jetraft_tests::harness::{Cluster, ServerOptions, ServerProcess, connect, free_port, within};
+
+const OP: Duration = Duration::from_secs(10);
+/// How long the rejected nodes get to (fail to) join before the checks.
+const JOIN_WINDOW: Duration = Duration::from_secs(3);
+
+/// The config of a node: its cluster port, routes, TLS files and route credentials.
+fn node_config(name: &str, port: u16, routes: &[u16], cert: &CertFiles, ca: &TestCa, password: &str) -> String {
+    let routes = routes
+        .iter()
+        .map(|p| format!("\"nats-route://ruser:{password}@127.0.0.1:{p}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "cluster {{\n  name: {name}\n  listen: \"127.0.0.1:{port}\"\n  routes: [{routes}]\n  \
+         tls {{ cert_file: \"{}\", key_file: \"{}\", ca_file: \"{}\", verify: true, timeout: 2 }}\n  \
+         authorization {{ user: ruser, password: {password} }}\n}}\n",
+        cert.cert.display(),
+        cert.key.display(),
+        ca.ca_file.display()
+    )
+}
+
+async fn start_node(i: usize, config: String) -> ServerProcess {
+    ServerProcess::start(ServerOptions::with_config(config).name(format!("n{i}")))
+        .await
+        .unwrap_or_else(|e| panic!("start n{i}: {e:#}"))
+}
+
+#[tokio::test]
+async fn only_nodes_with_a_valid_certificate_and_credentials_join() {
+    let name = format!("tls-{}", std::process::id());
+    let mut ca = TestCa::new("cluster").expect("ca");
+    let mut rogue_ca = TestCa::new("rogue").expect("rogue ca");
+    let mut ports: Vec<u16> = Vec::new();
+    while ports.len() < 5 {
+        let p = free_port();
+        if !ports.contains(&p) {
+            ports.push(p);
+        }
+    }
+    let good = &ports[..3];
+    let mut nodes = Vec::new();
+    for (i, port) in good.iter().enumerate() {
+        let cert = ca.issue(&CertSpec::localhost()).expect("cert");
+        nodes.push(start_node(i + 1, node_config(&name, *port, good, &cert, &ca, "rpass")).await);
+    }
+    let cluster = Cluster::from_nodes(nodes).await.expect("the three good nodes form");
+
+    // Raft over mTLS: an R3 stream takes acknowledged writes.
+    let nc = connect(cluster.node(0)).await;
+    let js = jetstream::new(nc.clone());
+    within(
+        OP,
+        "create R3 stream",
+        js.create_stream(jetstream::stream::Config {
+            name: "SECURE".into(),
+            subjects: vec!["secure.>".into()],
+            num_replicas: 3,
+            ..Default::default()
+        }),
+    )
+    .await
+    .expect("R3 stream over mTLS");
+    for i in 0..5 {
+        within(OP, "publish", async {
+            js.publish("secure.x", format!("m{i}").into())
+                .await
+                .expect("publish")
+                .await
+                .expect("ack")
+        })
+        .await;
+    }
+
+    // A node with a certificate from another CA, and one with the wrong route password.
+    let rogue_cert = rogue_ca.issue(&CertSpec::localhost()).expect("rogue cert");
+    let all: Vec<u16> = ports.clone();
+    let rogue = start_node(4, node_config(&name, ports[3], &all, &rogue_cert, &rogue_ca, "rpass")).await;
+    let cert5 = ca.issue(&CertSpec::localhost()).expect("cert");
+    let wrong_pw = start_node(5, node_config(&name, ports[4], &all, &cert5, &ca, "wrong")).await;
+
+    let mut probes = Vec::new();
+    for outsider in [&rogue, &wrong_pw] {
+        let onc = connect(outsider).await;
+        let sub = onc.subscribe("probe.>").await.expect("subscribe");
+        onc.flush().await.expect("flush");
+        probes.push((onc, sub));
+    }
+    // Publish for the whole window: a joined outsider would receive some of it.
+    let deadline = tokio::time::Instant::now() + JOIN_WINDOW;
+    while tokio::time::Instant::now() < deadline {
+        nc.publish("probe.x", "secret data".into()).await.expect("publish");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    nc.flush().await.expect("flush");
+    for (i, (_, sub)) in probes.iter_mut().enumerate() {
+        let got = tokio::time::timeout(Duration::from_millis(500), sub.next()).await;
+        assert!(got.is_err(), "outsider {} received cluster data", i + 4);
+    }
+    for i in 0..3 {
+        let urls = connect_urls(cluster.node(i)).await.expect("connect_urls");
+        for outsider in [&rogue, &wrong_pw] {
+            assert!(
+                !urls.contains(&outsider.client_addr()),
+                "node {} advertises outsider {}: {urls:?}",
+                i + 1,
+                outsider.name()
+            );
+        }
+    }
+    // The good nodes still serve the stream.
+    let info = within(OP, "stream info", async {
+        js.get_stream("SECURE").await.expect("stream").info().await.expect("info").clone()
+    })
+    .await;
+    assert_eq!(info.state.messages, 5);
+    let replicas: Vec<String> = info
+        .cluster
+        .map(|c| c.replicas.into_iter().map(|r| r.name).collect())
+        .unwrap_or_default();
+    assert!(
+        replicas.iter().all(|r| r != "n4" && r != "n5"),
+        "an outsider holds a replica: {replicas:?}"
+    );
+}
