@@ -151,7 +151,7 @@ async fn run_link(ctx: &ClusterContext, addr: &str) -> LinkEnd {
         .initial_connection_window_size(CONNECTION_WINDOW)
         .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
         .keep_alive_timeout(KEEPALIVE_TIMEOUT);
-    let channel = match endpoint.connect().await {
+    let channel = match ctx.security.connect(&endpoint).await {
         Ok(c) => c,
         Err(e) => return LinkEnd::Failed(e.to_string()),
     };

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use jetraft_raft::network::grpc::{LinkSecurity, ROUTE_AUTH_HEADER};
 use parking_lot::Mutex;
-use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tonic::{Request, Status};
 
 use crate::config::{ClusterConfig, RouteAuth, TlsConfig};
@@ -73,12 +73,16 @@ pub fn server_tls(cfg: &ClusterConfig) -> Result<Option<ServerTlsConfig>, TlsErr
 pub fn link_security(cfg: &ClusterConfig) -> Result<LinkSecurity, TlsError> {
     let tls = match &cfg.tls {
         Some(tls) => {
-            let pem = read_pem(tls)?;
+            read_pem(tls)?;
+            let ca = tls.ca_file.as_deref().unwrap_or(std::path::Path::new(""));
             Some(
-                ClientTlsConfig::new()
-                    .ca_certificate(Certificate::from_pem(pem.ca))
-                    .identity(Identity::from_pem(pem.cert, pem.key))
-                    .timeout(tls.timeout),
+                LinkSecurity::client_config(
+                    crate::tls::provider(),
+                    crate::tls::load_roots(ca)?,
+                    crate::tls::load_certs("cert_file", &tls.cert_file)?,
+                    crate::tls::load_key(&tls.key_file)?,
+                )
+                .map_err(TlsError::Config)?,
             )
         }
         None => None,

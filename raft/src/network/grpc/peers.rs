@@ -235,7 +235,7 @@ fn channel(addr: &str, s: &GrpcSettings, security: &LinkSecurity) -> Result<Chan
             addr: addr.to_string(),
             reason,
         })?;
-    Ok(endpoint.connect_lazy())
+    Ok(security.connect_lazy(&endpoint))
 }
 
 fn client(ch: Channel, s: &GrpcSettings) -> RaftServiceClient<Channel> {
