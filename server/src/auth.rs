@@ -188,7 +188,10 @@ impl Authenticator {
 fn nkey_signed(nkey: &str, nonce: &str, sig: &str) -> bool {
     use base64::Engine;
     use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
-    let Ok(sig) = URL_SAFE_NO_PAD.decode(sig).or_else(|_| STANDARD.decode(sig)) else {
+    let Ok(sig) = URL_SAFE_NO_PAD
+        .decode(sig)
+        .or_else(|_| STANDARD.decode(sig))
+    else {
         return false;
     };
     nkeys::KeyPair::from_public_key(nkey)

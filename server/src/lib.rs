@@ -29,8 +29,8 @@ pub mod node;
 pub mod protocol;
 pub mod router;
 pub mod server;
-pub mod tls;
 #[cfg(test)]
 mod testkit;
+pub mod tls;
 
 pub use server::{ServerHandle, start};

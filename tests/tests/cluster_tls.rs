@@ -19,7 +19,14 @@ use serde_json::json;
 const JOIN_WINDOW: Duration = Duration::from_secs(3);
 
 /// The config of a node: its cluster port, routes, TLS files and route credentials.
-fn node_config(name: &str, port: u16, routes: &[u16], cert: &CertFiles, ca: &TestCa, password: &str) -> String {
+fn node_config(
+    name: &str,
+    port: u16,
+    routes: &[u16],
+    cert: &CertFiles,
+    ca: &TestCa,
+    password: &str,
+) -> String {
     let routes = routes
         .iter()
         .map(|p| format!("\"nats-route://ruser:{password}@127.0.0.1:{p}\""))
@@ -59,7 +66,9 @@ async fn only_nodes_with_a_valid_certificate_and_credentials_join() {
         let cert = ca.issue(&CertSpec::localhost()).expect("cert");
         nodes.push(start_node(i + 1, node_config(&name, *port, good, &cert, &ca, "rpass")).await);
     }
-    let cluster = Cluster::from_nodes(nodes).await.expect("the three good nodes form");
+    let cluster = Cluster::from_nodes(nodes)
+        .await
+        .expect("the three good nodes form");
 
     // Raft over mTLS: an R3 stream takes acknowledged writes.
     let nc = connect(cluster.node(0)).await;
@@ -78,7 +87,11 @@ async fn only_nodes_with_a_valid_certificate_and_credentials_join() {
     // A node with a certificate from another CA, and one with the wrong route password.
     let rogue_cert = rogue_ca.issue(&CertSpec::localhost()).expect("rogue cert");
     let all: Vec<u16> = ports.clone();
-    let rogue = start_node(4, node_config(&name, ports[3], &all, &rogue_cert, &rogue_ca, "rpass")).await;
+    let rogue = start_node(
+        4,
+        node_config(&name, ports[3], &all, &rogue_cert, &rogue_ca, "rpass"),
+    )
+    .await;
     let cert5 = ca.issue(&CertSpec::localhost()).expect("cert");
     let wrong_pw = start_node(5, node_config(&name, ports[4], &all, &cert5, &ca, "wrong")).await;
 
@@ -92,7 +105,9 @@ async fn only_nodes_with_a_valid_certificate_and_credentials_join() {
     // Publish for the whole window: a joined outsider would receive some of it.
     let deadline = tokio::time::Instant::now() + JOIN_WINDOW;
     while tokio::time::Instant::now() < deadline {
-        nc.publish("probe.x", "secret data".into()).await.expect("publish");
+        nc.publish("probe.x", "secret data".into())
+            .await
+            .expect("publish");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     nc.flush().await.expect("flush");
@@ -124,7 +139,9 @@ async fn only_nodes_with_a_valid_certificate_and_credentials_join() {
         holders.extend(replicas.iter().map(|r| r["name"].to_string()));
     }
     assert!(
-        holders.iter().all(|h| !h.contains("n4") && !h.contains("n5")),
+        holders
+            .iter()
+            .all(|h| !h.contains("n4") && !h.contains("n5")),
         "an outsider holds a replica: {holders:?}"
     );
 }

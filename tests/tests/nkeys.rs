@@ -23,7 +23,10 @@ async fn start(full: &nkeys::KeyPair, limited: &nkeys::KeyPair) -> ServerProcess
         .expect("start server")
 }
 
-async fn connect_with_seed(srv: &ServerProcess, seed: String) -> Result<async_nats::Client, String> {
+async fn connect_with_seed(
+    srv: &ServerProcess,
+    seed: String,
+) -> Result<async_nats::Client, String> {
     let opts = ConnectOptions::new().nkey(seed).connection_timeout(OP);
     match tokio::time::timeout(OP * 2, opts.connect(srv.client_url())).await {
         Ok(Ok(c)) => Ok(c),
@@ -42,7 +45,9 @@ async fn a_user_signing_the_nonce_with_its_seed_gets_in() {
         .expect("NKEY connect");
     let mut sub = nc.subscribe("any.subject").await.expect("subscribe");
     nc.flush().await.expect("flush");
-    nc.publish("any.subject", "signed".into()).await.expect("publish");
+    nc.publish("any.subject", "signed".into())
+        .await
+        .expect("publish");
     let msg = within(OP, "message", sub.next()).await.expect("msg");
     assert_eq!(msg.payload.as_ref(), b"signed");
 }
@@ -75,8 +80,14 @@ async fn nkey_permissions_apply() {
     nc.publish("denied.x", "no".into()).await.expect("publish");
     nc.publish("ok.x", "yes".into()).await.expect("publish");
     nc.flush().await.expect("flush");
-    let msg = within(OP, "allowed message", sub.next()).await.expect("msg");
-    assert_eq!(msg.subject.as_str(), "ok.x", "the denied publish was delivered");
+    let msg = within(OP, "allowed message", sub.next())
+        .await
+        .expect("msg");
+    assert_eq!(
+        msg.subject.as_str(),
+        "ok.x",
+        "the denied publish was delivered"
+    );
 }
 
 /// INFO's nonce, read by a raw client.
@@ -84,7 +95,10 @@ async fn nonce_of(raw: &mut RawClient) -> String {
     let info = raw.read_line().await;
     let json: serde_json::Value =
         serde_json::from_str(info.trim_start_matches("INFO ").trim()).expect("INFO json");
-    json["nonce"].as_str().expect("INFO has a nonce").to_string()
+    json["nonce"]
+        .as_str()
+        .expect("INFO has a nonce")
+        .to_string()
 }
 
 #[tokio::test]
@@ -93,7 +107,8 @@ async fn a_bad_signature_is_an_authorization_violation() {
     let limited = nkeys::KeyPair::new_user();
     let srv = start(&full, &limited).await;
     let sign = |kp: &nkeys::KeyPair, nonce: &str| {
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(kp.sign(nonce.as_bytes()).expect("sign"))
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(kp.sign(nonce.as_bytes()).expect("sign"))
     };
     // Signed by another key: refused.
     let mut raw = RawClient::connect_to(&srv).await;

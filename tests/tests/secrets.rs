@@ -18,7 +18,10 @@ async fn configured_and_sent_secrets_stay_out_of_monitoring_and_logs() {
     let server = ca.issue(&CertSpec::localhost()).expect("cert");
     let key_pem = std::fs::read_to_string(&server.key).expect("key");
     // The base64 body of the private key, without the PEM armour lines.
-    let key_body: String = key_pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    let key_body: String = key_pem
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .collect();
     let config = format!(
         "{}authorization {{ users: [ {{ user: app, password: \"{PASSWORD}\" }} ] }}\n",
         tls_block(&server, "")
@@ -47,12 +50,25 @@ async fn configured_and_sent_secrets_stay_out_of_monitoring_and_logs() {
     ))
     .await;
     let varz = srv.http_get("/varz").await.expect("varz").body;
-    let connz = srv.http_get("/connz?auth=true&subs=1").await.expect("connz").body;
+    let connz = srv
+        .http_get("/connz?auth=true&subs=1")
+        .await
+        .expect("connz")
+        .body;
     let log = srv.log();
     for (what, text) in [("/varz", &varz), ("/connz", &connz), ("log", &log)] {
         assert!(!text.contains(PASSWORD), "{what} shows the password");
-        assert!(!text.contains(WRONG_PASSWORD), "{what} shows a client's password");
-        assert!(!text.contains(&key_body[..40]), "{what} shows the private key");
+        assert!(
+            !text.contains(WRONG_PASSWORD),
+            "{what} shows a client's password"
+        );
+        assert!(
+            !text.contains(&key_body[..40]),
+            "{what} shows the private key"
+        );
     }
-    assert!(connz.contains("\"app\"") || !connz.contains("authorized_user"), "{connz}");
+    assert!(
+        connz.contains("\"app\"") || !connz.contains("authorized_user"),
+        "{connz}"
+    );
 }

@@ -33,7 +33,10 @@ async fn start(config: String) -> ServerProcess {
 }
 
 /// Connects with `opts`; `Err` carries the client's error text.
-async fn try_connect(srv: &ServerProcess, opts: ConnectOptions) -> Result<async_nats::Client, String> {
+async fn try_connect(
+    srv: &ServerProcess,
+    opts: ConnectOptions,
+) -> Result<async_nats::Client, String> {
     let opts = opts.connection_timeout(OP);
     match tokio::time::timeout(OP * 2, opts.connect(srv.client_url())).await {
         Ok(Ok(c)) => Ok(c),
@@ -91,7 +94,11 @@ async fn plaintext_client_to_tls_server_is_closed_without_err() {
         }
     })
     .await;
-    assert!(info.starts_with(b"INFO "), "{}", String::from_utf8_lossy(&info));
+    assert!(
+        info.starts_with(b"INFO "),
+        "{}",
+        String::from_utf8_lossy(&info)
+    );
     sock.write_all(b"CONNECT {\"verbose\":false}\r\nPING\r\n")
         .await
         .expect("send CONNECT");
@@ -205,14 +212,21 @@ async fn verify_and_map_names_the_user_by_subject_or_email() {
          {{ user: \"bob@example.com\", permissions: {{ publish: \"bob.>\", subscribe: \"bob.>\" }} }}\n] }}\n",
         tls_block(
             &server,
-            &format!("ca_file: \"{}\"\n  verify_and_map: true", ca.ca_file.display())
+            &format!(
+                "ca_file: \"{}\"\n  verify_and_map: true",
+                ca.ca_file.display()
+            )
         )
     );
     let srv = start(config).await;
     let with = |c: &CertFiles| tls_opts(&ca).add_client_certificate(c.cert.clone(), c.key.clone());
-    let nc = try_connect(&srv, with(&alice)).await.expect("alice maps by DN");
+    let nc = try_connect(&srv, with(&alice))
+        .await
+        .expect("alice maps by DN");
     assert_round_trip(&nc, "anything.alice").await;
-    let nc = try_connect(&srv, with(&bob)).await.expect("bob maps by e-mail");
+    let nc = try_connect(&srv, with(&bob))
+        .await
+        .expect("bob maps by e-mail");
     assert_round_trip(&nc, "bob.x").await;
     let err = try_connect(&srv, with(&mallory))
         .await
@@ -276,7 +290,9 @@ async fn monitoring_over_https() {
     .await
     .expect("start server");
     let port = srv.http_port();
-    let varz = https_get(port, "/varz", &ca.ca_file).await.expect("https /varz");
+    let varz = https_get(port, "/varz", &ca.ca_file)
+        .await
+        .expect("https /varz");
     assert_eq!(varz.status, 200);
     let json = varz.json().expect("varz json");
     assert_eq!(json["server_name"], srv.name(), "{json}");

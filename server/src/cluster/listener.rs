@@ -8,15 +8,15 @@ use std::time::Duration;
 use jetraft_proto::cluster::node_link_server::NodeLinkServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tonic::service::{Routes, RoutesBuilder};
 use tonic::service::InterceptorLayer;
+use tonic::service::{Routes, RoutesBuilder};
 use tonic::transport::ServerTlsConfig;
 use tonic::transport::server::TcpIncoming;
 use tracing::warn;
 
 use super::ClusterContext;
-use super::security::RouteGate;
 use super::link::{LinkService, MAX_FRAME_BYTES};
+use super::security::RouteGate;
 
 /// HTTP/2 flow-control window per stream: large, so a forwarding stream is not throttled to
 /// 64 KiB per round trip.

@@ -141,7 +141,10 @@ impl Gate {
             .decode(value)
             .ok()
             .and_then(|b| String::from_utf8(b).ok())
-            .and_then(|s| s.split_once(':').map(|(u, p)| (u.to_string(), p.to_string())))
+            .and_then(|s| {
+                s.split_once(':')
+                    .map(|(u, p)| (u.to_string(), p.to_string()))
+            })
         else {
             return false;
         };

@@ -400,11 +400,7 @@ fn check_tls_flags(given: &[Given], cfg: &Config) -> Result<(), ConfigError> {
         None
     };
     match missing {
-        Some(flag) => Err(invalid(
-            &g.typed,
-            "",
-            format!("TLS needs {flag} as well"),
-        )),
+        Some(flag) => Err(invalid(&g.typed, "", format!("TLS needs {flag} as well"))),
         None => Ok(()),
     }
 }

@@ -108,12 +108,7 @@ impl<'de> Deserialize<'de> for Entries {
 }
 
 /// Fields nats-server knows with a value type our options do not keep: checked, then ignored.
-const OTHER_STRING_FIELDS: [&str; 4] = [
-    "jwt",
-    "account",
-    "remote_account",
-    "proxy_sig",
-];
+const OTHER_STRING_FIELDS: [&str; 4] = ["jwt", "account", "remote_account", "proxy_sig"];
 
 /// CONNECT fields that are secrets: never logged.
 const SECRET_FIELDS: [&str; 4] = ["pass", "auth_token", "sig", "jwt"];
@@ -308,7 +303,9 @@ mod tests {
 
     #[test]
     fn redacted_hides_secrets_only() {
-        let out = redacted(br#"{"user":"bob","pass":"hunter2","auth_token":"tok","sig":"abc","nkey":"UABC"}"#);
+        let out = redacted(
+            br#"{"user":"bob","pass":"hunter2","auth_token":"tok","sig":"abc","nkey":"UABC"}"#,
+        );
         assert!(!out.contains("hunter2") && !out.contains("tok\"") && !out.contains("abc"));
         assert!(out.contains("bob") && out.contains("UABC") && out.contains("[REDACTED]"));
         assert!(!redacted(b"{\"pass\":\"x").contains('x'));

@@ -103,8 +103,8 @@ mod tests {
 
     #[test]
     fn san_names_come_before_the_subject_in_go_order() {
-        let mut params = rcgen::CertificateParams::new(vec!["svc.example.com".to_string()])
-            .expect("params");
+        let mut params =
+            rcgen::CertificateParams::new(vec!["svc.example.com".to_string()]).expect("params");
         params.subject_alt_names.insert(
             0,
             rcgen::SanType::Rfc822Name("alice@example.com".try_into().expect("email")),

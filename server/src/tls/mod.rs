@@ -43,7 +43,10 @@ pub fn provider() -> Arc<CryptoProvider> {
 }
 
 /// The certificate chain in `path`.
-pub fn load_certs(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+pub fn load_certs(
+    what: &'static str,
+    path: &Path,
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let err = |reason: String| TlsError::File {
         what,
         path: path.to_path_buf(),
@@ -85,7 +88,9 @@ pub fn load_roots(path: &Path) -> Result<RootCertStore, TlsError> {
 fn pem_reason(e: &rustls_pki_types::pem::Error) -> String {
     match e {
         rustls_pki_types::pem::Error::Io(io) => io.to_string(),
-        rustls_pki_types::pem::Error::NoItemsFound => "no PEM item of the expected kind found".into(),
+        rustls_pki_types::pem::Error::NoItemsFound => {
+            "no PEM item of the expected kind found".into()
+        }
         _ => "malformed PEM".into(),
     }
 }

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
-    IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 
 /// PEM files of one issued certificate.
@@ -52,7 +52,10 @@ impl CertSpec {
     /// A client certificate with subject `subject`.
     pub fn client(subject: &[(DnType, &str)]) -> Self {
         Self {
-            subject: subject.iter().map(|(t, v)| (t.clone(), v.to_string())).collect(),
+            subject: subject
+                .iter()
+                .map(|(t, v)| (t.clone(), v.to_string()))
+                .collect(),
             hosts: Vec::new(),
             emails: Vec::new(),
             server: false,
@@ -76,7 +79,9 @@ pub struct TestCa {
 impl TestCa {
     /// A fresh CA named `name`.
     pub fn new(name: &str) -> anyhow::Result<TestCa> {
-        let dir = tempfile::Builder::new().prefix("jetraft-certs-").tempdir()?;
+        let dir = tempfile::Builder::new()
+            .prefix("jetraft-certs-")
+            .tempdir()?;
         let mut params = CertificateParams::new(Vec::<String>::new())?;
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, format!("{name} test CA"));
@@ -143,7 +148,10 @@ impl TestCa {
         let issuer = Issuer::from_params(&self.params, &self.key);
         let cert = params.signed_by(&key, &issuer)?;
         self.issued += 1;
-        let base = self.dir.path().join(format!("{}-{}", self.name, self.issued));
+        let base = self
+            .dir
+            .path()
+            .join(format!("{}-{}", self.name, self.issued));
         let files = CertFiles {
             cert: base.with_extension("pem"),
             key: base.with_extension("key"),

@@ -124,23 +124,6 @@ fn dechunk(mut data: &[u8]) -> anyhow::Result<Vec<u8>> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_content_length_and_chunked_bodies() {
-        let r = parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}").unwrap();
-        assert_eq!((r.status, r.body.as_str()), (200, "{}"));
-        let r = parse_response(
-            b"HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
-        )
-        .unwrap();
-        assert_eq!((r.status, r.body.as_str()), (503, "abcde"));
-        assert_eq!(r.header("transfer-encoding"), Some("chunked"));
-    }
-}
-
 /// `GET path` over HTTPS on `127.0.0.1:port`, trusting only the CA in `ca_file`.
 pub async fn https_get(
     port: u16,
@@ -164,10 +147,12 @@ pub async fn https_get(
             .await
             .context("connect")?;
         let name = rustls_pki_types::ServerName::try_from("127.0.0.1")?;
-        let mut stream = connector.connect(name, tcp).await.context("TLS handshake")?;
-        let req = format!(
-            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
-        );
+        let mut stream = connector
+            .connect(name, tcp)
+            .await
+            .context("TLS handshake")?;
+        let req =
+            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
         stream.write_all(req.as_bytes()).await.context("send")?;
         let mut raw = Vec::new();
         // A server closing without close_notify is fine once the response is complete.
@@ -177,4 +162,21 @@ pub async fn https_get(
     timeout(Duration::from_secs(5), fetch)
         .await
         .with_context(|| format!("GET {path} over https on port {port} timed out"))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_content_length_and_chunked_bodies() {
+        let r = parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}").unwrap();
+        assert_eq!((r.status, r.body.as_str()), (200, "{}"));
+        let r = parse_response(
+            b"HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+        )
+        .unwrap();
+        assert_eq!((r.status, r.body.as_str()), (503, "abcde"));
+        assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+    }
 }

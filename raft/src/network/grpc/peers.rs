@@ -252,10 +252,16 @@ mod tests {
     async fn same_address_keeps_the_entry_and_a_new_one_replaces_it() {
         let peers = Peers::default();
         let s = GrpcSettings::default();
-        peers.set(2, "127.0.0.1:1", &s, &LinkSecurity::default()).unwrap();
-        peers.set(2, "127.0.0.1:1", &s, &LinkSecurity::default()).unwrap();
+        peers
+            .set(2, "127.0.0.1:1", &s, &LinkSecurity::default())
+            .unwrap();
+        peers
+            .set(2, "127.0.0.1:1", &s, &LinkSecurity::default())
+            .unwrap();
         assert_eq!(peers.created(), 1);
-        peers.set(2, "127.0.0.1:2", &s, &LinkSecurity::default()).unwrap();
+        peers
+            .set(2, "127.0.0.1:2", &s, &LinkSecurity::default())
+            .unwrap();
         assert_eq!(peers.created(), 2);
         assert_eq!(peers.get(2).unwrap().addr, "127.0.0.1:2");
         assert!(peers.get(3).is_none());
@@ -269,7 +275,9 @@ mod tests {
             backoff_max: Duration::from_millis(35),
             ..GrpcSettings::default()
         };
-        peers.set(2, "127.0.0.1:1", &s, &LinkSecurity::default()).unwrap();
+        peers
+            .set(2, "127.0.0.1:1", &s, &LinkSecurity::default())
+            .unwrap();
         let p = peers.get(2).unwrap();
         let t0 = Instant::now();
         assert_eq!(p.ready(t0, &s), Ok(()));
@@ -296,7 +304,9 @@ mod tests {
             report_interval: Duration::from_secs(30),
             ..GrpcSettings::default()
         };
-        peers.set(2, "127.0.0.1:1", &s, &LinkSecurity::default()).unwrap();
+        peers
+            .set(2, "127.0.0.1:1", &s, &LinkSecurity::default())
+            .unwrap();
         let p = peers.get(2).unwrap();
         let t0 = Instant::now();
         // 29 s of retries from many groups: refused calls and link failures alike.
@@ -333,7 +343,15 @@ mod tests {
     #[test]
     fn unparsable_address_is_refused() {
         let peers = Peers::default();
-        assert!(peers
-            .set(2, "not a uri", &GrpcSettings::default(), &LinkSecurity::default()).is_err());
+        assert!(
+            peers
+                .set(
+                    2,
+                    "not a uri",
+                    &GrpcSettings::default(),
+                    &LinkSecurity::default()
+                )
+                .is_err()
+        );
     }
 }

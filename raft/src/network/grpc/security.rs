@@ -14,8 +14,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 use tokio::net::TcpStream;
@@ -172,9 +172,13 @@ impl tonic::codegen::Service<Uri> for TlsConnector {
     fn call(&mut self, uri: Uri) -> Self::Future {
         let config = self.0.clone();
         Box::pin(async move {
-            let bad = |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, why.to_string());
+            let bad =
+                |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, why.to_string());
             let host = uri.host().ok_or_else(|| bad("no host"))?;
-            let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+            let host = host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string();
             let port = uri.port_u16().ok_or_else(|| bad("no port"))?;
             let tcp = TcpStream::connect((host.as_str(), port)).await?;
             tcp.set_nodelay(true)?;

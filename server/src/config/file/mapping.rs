@@ -16,12 +16,12 @@ use std::time::Duration;
 
 use super::addr;
 use super::error::ConfigError;
+use super::security::{refused_top_level, route_authorization, tls_block};
 use super::syntax::{Entry, Node, Value};
 use super::value::parse_bool;
 use crate::config::{
     AuthConfig, ClusterConfig, Config, JetStreamConfig, Permissions, SubjectPermission, UserConfig,
 };
-use super::security::{refused_top_level, route_authorization, tls_block};
 
 /// Applies top-level entries to `cfg`.
 pub(super) fn apply_entries(entries: &[Entry], cfg: &mut Config) -> Result<(), ConfigError> {

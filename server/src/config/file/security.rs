@@ -98,9 +98,7 @@ pub(super) fn tls_block(node: &Node, key: &str) -> Result<TlsConfig, ConfigError
         }
     }
     let (Some(cert), Some(private_key)) = (cert_file, key_file) else {
-        return Err(node.invalid(format!(
-            "{key:?} needs both \"cert_file\" and \"key_file\""
-        )));
+        return Err(node.invalid(format!("{key:?} needs both \"cert_file\" and \"key_file\"")));
     };
     tls.cert_file = cert;
     tls.key_file = private_key;
@@ -147,7 +145,9 @@ pub(super) fn route_authorization(node: &Node, key: &str) -> Result<RouteAuth, C
              plain text, not a bcrypt hash"
         ))),
         (Some(user), Some(password)) => Ok(RouteAuth { user, password }),
-        _ => Err(node.invalid(format!("{key:?} in \"cluster\" needs a user and a password"))),
+        _ => Err(node.invalid(format!(
+            "{key:?} in \"cluster\" needs a user and a password"
+        ))),
     }
 }
 

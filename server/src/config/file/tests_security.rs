@@ -118,7 +118,10 @@ fn security_of_unserved_protocols_and_ocsp_is_refused() {
         "trusted_keys: [abc]",
         "accounts { A { } }",
     ] {
-        assert!(conf_err(key).contains("is not supported by jetraft"), "{key}");
+        assert!(
+            conf_err(key).contains("is not supported by jetraft"),
+            "{key}"
+        );
     }
     for key in [
         "auth_callout { issuer: abc }",
@@ -145,8 +148,10 @@ fn nkey_users_are_read_and_checked() {
     assert!(cfg.auth.required());
     let bad = &NKEY[..NKEY.len() - 1];
     assert!(
-        conf_err(&format!("authorization {{ users: [ {{ nkey: {bad}A }} ] }}"))
-            .contains("not a valid public user nkey")
+        conf_err(&format!(
+            "authorization {{ users: [ {{ nkey: {bad}A }} ] }}"
+        ))
+        .contains("not a valid public user nkey")
     );
     // A seed or an account key is not a user's public key.
     assert!(
@@ -189,5 +194,8 @@ fn secrets_never_appear_in_debug_output() {
     );
     let auth = crate::auth::Authenticator::new(&cfg.auth);
     let shown = format!("{auth:?} {:?}", cfg.cluster);
-    assert!(!shown.contains("hunter2secret") && !shown.contains("routesecret"), "{shown}");
+    assert!(
+        !shown.contains("hunter2secret") && !shown.contains("routesecret"),
+        "{shown}"
+    );
 }
