@@ -75,6 +75,15 @@ async fn tls_client_round_trip_and_info_flags() {
     assert!(info.get("tls_available").is_none(), "{info}");
     let nc = try_connect(&srv, tls_opts(&ca)).await.expect("TLS connect");
     assert_round_trip(&nc, "tls.basic").await;
+    let connz = srv.monitor_json("/connz").await.expect("connz");
+    let conn = &connz["connections"][0];
+    assert_eq!(conn["tls_version"], "1.3", "{connz}");
+    assert!(
+        conn["tls_cipher_suite"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("TLS_")),
+        "{connz}"
+    );
 }
 
 #[tokio::test]

@@ -143,10 +143,14 @@ pub fn describe(conn: &rustls::ServerConnection) -> (String, String) {
         Some(v) => format!("{v:?}"),
         None => String::new(),
     };
+    // rustls names the TLS 1.3 suites `TLS13_...`; Go (and so nats-server) `TLS_...`.
     let suite = conn
         .negotiated_cipher_suite()
         .and_then(|s| s.suite().as_str())
-        .unwrap_or_default()
-        .to_string();
+        .map(|s| match s.strip_prefix("TLS13_") {
+            Some(rest) => format!("TLS_{rest}"),
+            None => s.to_string(),
+        })
+        .unwrap_or_default();
     (version, suite)
 }
