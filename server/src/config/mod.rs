@@ -183,7 +183,7 @@ impl std::fmt::Debug for RouteAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RouteAuth")
             .field("user", &self.user)
-            .field("password", &"[REDACTED]")
+            .field("password", &REDACTED)
             .finish()
     }
 }
@@ -245,7 +245,7 @@ impl TlsConfig {
 }
 
 /// Authentication and authorization (`authorization { }`, `--user/--pass/--auth`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct AuthConfig {
     /// Single user name.
     pub user: Option<String>,
@@ -271,6 +271,32 @@ impl Default for AuthConfig {
     }
 }
 
+/// Shown instead of a secret in debug output.
+const REDACTED: &str = "[REDACTED]";
+
+impl std::fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthConfig")
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| REDACTED))
+            .field("token", &self.token.as_ref().map(|_| REDACTED))
+            .field("timeout", &self.timeout)
+            .field("users", &self.users)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for UserConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserConfig")
+            .field("user", &self.user)
+            .field("password", &REDACTED)
+            .field("nkey", &self.nkey)
+            .field("permissions", &self.permissions)
+            .finish()
+    }
+}
+
 impl AuthConfig {
     /// Whether clients must authenticate.
     pub fn required(&self) -> bool {
@@ -279,7 +305,7 @@ impl AuthConfig {
 }
 
 /// One entry of `authorization { users = [ ... ] }`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, PartialEq, Default)]
 pub struct UserConfig {
     /// User name.
     pub user: String,

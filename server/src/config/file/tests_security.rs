@@ -193,7 +193,9 @@ fn secrets_never_appear_in_debug_output() {
          cluster { authorization { user: r, password: routesecret } }",
     );
     let auth = crate::auth::Authenticator::new(&cfg.auth);
-    let shown = format!("{auth:?} {:?}", cfg.cluster);
+    let token = conf("authorization { user: u, password: singlesecret }\n");
+    let shown = format!("{auth:?} {cfg:?} {token:?}");
+    assert!(!shown.contains("singlesecret"), "{shown}");
     assert!(
         !shown.contains("hunter2secret") && !shown.contains("routesecret"),
         "{shown}"
