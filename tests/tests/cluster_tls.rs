@@ -145,3 +145,49 @@ async fn only_nodes_with_a_valid_certificate_and_credentials_join() {
         "an outsider holds a replica: {holders:?}"
     );
 }
+
+/// jetraft only: peers are also dialed at the address they were seen at (a pod IP in
+/// Kubernetes), so route certificates need not name it; the cluster CA is what admits a node.
+/// (nats-server checks the route's host name, so it is not run against nats-server.)
+#[tokio::test]
+async fn route_certificates_need_not_name_the_address_dialed() {
+    if server_kind() != ServerKind::Jetraft {
+        return;
+    }
+    let name = format!("tls-names-{}", std::process::id());
+    let mut ca = TestCa::new("names").expect("ca");
+    let mut ports: Vec<u16> = Vec::new();
+    while ports.len() < 3 {
+        let p = free_port();
+        if !ports.contains(&p) {
+            ports.push(p);
+        }
+    }
+    let mut nodes = Vec::new();
+    for (i, port) in ports.iter().enumerate() {
+        let cert = ca
+            .issue(&CertSpec {
+                hosts: vec![format!("jetraft-{i}.jetraft")],
+                ..CertSpec::localhost()
+            })
+            .expect("cert");
+        nodes.push(
+            start_node(
+                i + 1,
+                node_config(&name, *port, &ports, &cert, &ca, "rpass"),
+            )
+            .await,
+        );
+    }
+    let cluster = Cluster::from_nodes(nodes).await.expect("forms over mTLS");
+    let nc = connect(cluster.node(1)).await;
+    let created = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.NAMES",
+        json!({"name": "NAMES", "subjects": ["names.>"], "num_replicas": 3}),
+    )
+    .await;
+    assert!(created["error"].is_null(), "{created}");
+    let ack = publish_acked(&nc, "names.x", "one", "v").await;
+    assert_eq!(ack["seq"], 1);
+}
