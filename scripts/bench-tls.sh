@@ -19,7 +19,7 @@ source scripts/bench-lib.sh
 command -v openssl >/dev/null || { echo "bench-tls.sh: needs openssl to make the test certificate" >&2; exit 1; }
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
   -keyout "$work/key.pem" -out "$work/cert.pem" -subj "/CN=127.0.0.1" \
-  -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
+  -addext "subjectAltName=IP:127.0.0.1" -addext "basicConstraints=critical,CA:FALSE" 2>/dev/null
 printf 'tls { cert_file: "%s", key_file: "%s" }\n' "$work/cert.pem" "$work/key.pem" >"$work/tls.conf"
 export JETRAFT_BENCH_TLS_CA=$work/cert.pem
 
