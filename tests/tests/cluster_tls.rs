@@ -42,10 +42,81 @@ fn node_config(
     )
 }
 
-async fn start_node(i: usize, config: String) -> ServerProcess {
-    ServerProcess::start(ServerOptions::with_config(config).name(format!("n{i}")))
-        .await
-        .unwrap_or_else(|e| panic!("start n{i}: {e:#}"))
+/// Attempts before a lost port race (another test bound a drawn port first) fails the test.
+const START_ATTEMPTS: usize = 3;
+
+/// `n` distinct free ports.
+fn distinct_ports(n: usize) -> Vec<u16> {
+    let mut ports: Vec<u16> = Vec::new();
+    while ports.len() < n {
+        let p = free_port();
+        if !ports.contains(&p) {
+            ports.push(p);
+        }
+    }
+    ports
+}
+
+async fn try_start_node(i: usize, config: String) -> anyhow::Result<ServerProcess> {
+    ServerProcess::start(ServerOptions::with_config(config).name(format!("n{i}"))).await
+}
+
+/// Starts nodes `n1..` on fresh cluster ports, each with the certificate `cert_for(i)` and the
+/// route password, retrying on fresh ports when a port was taken meanwhile; waits until formed.
+async fn start_cluster(
+    name: &str,
+    ca: &TestCa,
+    certs: &[CertFiles],
+    password: &str,
+) -> (Cluster, Vec<u16>) {
+    for attempt in 1..=START_ATTEMPTS {
+        let ports = distinct_ports(certs.len());
+        let mut nodes = Vec::new();
+        let mut failed = None;
+        for (i, (port, cert)) in ports.iter().zip(certs).enumerate() {
+            match try_start_node(i + 1, node_config(name, *port, &ports, cert, ca, password)).await
+            {
+                Ok(n) => nodes.push(n),
+                Err(e) => {
+                    failed = Some(format!("{e:#}"));
+                    break;
+                }
+            }
+        }
+        match failed {
+            None => {
+                return (
+                    Cluster::from_nodes(nodes).await.expect("cluster forms"),
+                    ports,
+                );
+            }
+            Some(e) if attempt < START_ATTEMPTS && e.contains("in use") => continue,
+            Some(e) => panic!("start cluster: {e}"),
+        }
+    }
+    unreachable!("the last attempt returns or panics")
+}
+
+/// Starts node `i` on a fresh cluster port, dialing `good` (retried on a lost port race).
+async fn start_outsider(
+    i: usize,
+    name: &str,
+    good: &[u16],
+    cert: &CertFiles,
+    ca: &TestCa,
+    password: &str,
+) -> ServerProcess {
+    for attempt in 1..=START_ATTEMPTS {
+        let port = distinct_ports(1)[0];
+        let mut routes = good.to_vec();
+        routes.push(port);
+        match try_start_node(i, node_config(name, port, &routes, cert, ca, password)).await {
+            Ok(n) => return n,
+            Err(e) if attempt < START_ATTEMPTS && format!("{e:#}").contains("in use") => {}
+            Err(e) => panic!("start n{i}: {e:#}"),
+        }
+    }
+    unreachable!("the last attempt returns or panics")
 }
 
 #[tokio::test]
@@ -53,22 +124,10 @@ async fn only_nodes_with_a_valid_certificate_and_credentials_join() {
     let name = format!("tls-{}", std::process::id());
     let mut ca = TestCa::new("cluster").expect("ca");
     let mut rogue_ca = TestCa::new("rogue").expect("rogue ca");
-    let mut ports: Vec<u16> = Vec::new();
-    while ports.len() < 5 {
-        let p = free_port();
-        if !ports.contains(&p) {
-            ports.push(p);
-        }
-    }
-    let good = &ports[..3];
-    let mut nodes = Vec::new();
-    for (i, port) in good.iter().enumerate() {
-        let cert = ca.issue(&CertSpec::localhost()).expect("cert");
-        nodes.push(start_node(i + 1, node_config(&name, *port, good, &cert, &ca, "rpass")).await);
-    }
-    let cluster = Cluster::from_nodes(nodes)
-        .await
-        .expect("the three good nodes form");
+    let certs: Vec<CertFiles> = (0..3)
+        .map(|_| ca.issue(&CertSpec::localhost()).expect("cert"))
+        .collect();
+    let (cluster, good) = start_cluster(&name, &ca, &certs, "rpass").await;
 
     // Raft over mTLS: an R3 stream takes acknowledged writes.
     let nc = connect(cluster.node(0)).await;
@@ -86,14 +145,9 @@ async fn only_nodes_with_a_valid_certificate_and_credentials_join() {
 
     // A node with a certificate from another CA, and one with the wrong route password.
     let rogue_cert = rogue_ca.issue(&CertSpec::localhost()).expect("rogue cert");
-    let all: Vec<u16> = ports.clone();
-    let rogue = start_node(
-        4,
-        node_config(&name, ports[3], &all, &rogue_cert, &rogue_ca, "rpass"),
-    )
-    .await;
+    let rogue = start_outsider(4, &name, &good, &rogue_cert, &rogue_ca, "rpass").await;
     let cert5 = ca.issue(&CertSpec::localhost()).expect("cert");
-    let wrong_pw = start_node(5, node_config(&name, ports[4], &all, &cert5, &ca, "wrong")).await;
+    let wrong_pw = start_outsider(5, &name, &good, &cert5, &ca, "wrong").await;
 
     let mut probes = Vec::new();
     for outsider in [&rogue, &wrong_pw] {
@@ -156,30 +210,16 @@ async fn route_certificates_need_not_name_the_address_dialed() {
     }
     let name = format!("tls-names-{}", std::process::id());
     let mut ca = TestCa::new("names").expect("ca");
-    let mut ports: Vec<u16> = Vec::new();
-    while ports.len() < 3 {
-        let p = free_port();
-        if !ports.contains(&p) {
-            ports.push(p);
-        }
-    }
-    let mut nodes = Vec::new();
-    for (i, port) in ports.iter().enumerate() {
-        let cert = ca
-            .issue(&CertSpec {
+    let certs: Vec<CertFiles> = (0..3)
+        .map(|i| {
+            ca.issue(&CertSpec {
                 hosts: vec![format!("jetraft-{i}.jetraft")],
                 ..CertSpec::localhost()
             })
-            .expect("cert");
-        nodes.push(
-            start_node(
-                i + 1,
-                node_config(&name, *port, &ports, &cert, &ca, "rpass"),
-            )
-            .await,
-        );
-    }
-    let cluster = Cluster::from_nodes(nodes).await.expect("forms over mTLS");
+            .expect("cert")
+        })
+        .collect();
+    let (cluster, _) = start_cluster(&name, &ca, &certs, "rpass").await;
     let nc = connect(cluster.node(1)).await;
     let created = api(
         &nc,
