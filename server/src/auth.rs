@@ -1,5 +1,6 @@
-//! Authentication (token, user/password, users list; plain or bcrypt secrets) and the
-//! publish/subscribe permission checks of an authenticated user.
+//! Authentication (token, user/password, users list with plain or bcrypt secrets, NKEY users
+//! signing the INFO nonce, client certificates mapped to users) and the publish/subscribe
+//! permission checks of an authenticated user.
 //!
 //! Permission rules follow nats-server: an empty allow list allows everything that is not
 //! denied; deny always wins. A wildcard subscription is allowed when its whole subject space
@@ -17,11 +18,38 @@ use crate::router::subject;
 /// Largest number of cached publish decisions per user.
 const PUB_CACHE_MAX: usize = 1024;
 
+/// Users by name: password and permissions.
+type Users = HashMap<String, (String, Option<Arc<UserPermissions>>)>;
+
 /// Checks credentials from CONNECT against the configuration.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Authenticator {
     config: AuthConfig,
-    users: HashMap<String, (String, Option<Arc<UserPermissions>>)>,
+    users: Users,
+    /// NKEY users by public key.
+    nkeys: HashMap<String, Option<Arc<UserPermissions>>>,
+    /// `verify_and_map`: client certificates name the user (no password).
+    map_certs: bool,
+}
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Secrets stay out of debug output.
+        f.debug_struct("Authenticator")
+            .field("users", &self.users.len())
+            .field("nkeys", &self.nkeys.len())
+            .field("map_certs", &self.map_certs)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the connection itself proves, next to CONNECT's fields.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ConnProof<'a> {
+    /// The nonce sent in this connection's INFO, which NKEY users sign.
+    pub nonce: Option<&'a str>,
+    /// Names of the verified client certificate ([`crate::tls::identity::cert_identities`]).
+    pub cert_identities: Option<&'a [String]>,
 }
 
 /// A failed authentication. nats-server always answers `Authorization Violation`.
@@ -39,23 +67,41 @@ pub struct Authenticated {
 }
 
 impl Authenticator {
-    /// Builds the authenticator from the configuration.
+    /// Builds the authenticator from the configuration; `map_certs` is the client TLS
+    /// `verify_and_map` setting.
     pub fn new(config: &AuthConfig) -> Self {
-        let users = config
-            .users
-            .iter()
-            .map(|u| {
-                let perms = u
-                    .permissions
-                    .as_ref()
-                    .map(|p| Arc::new(UserPermissions::new(p)));
-                (u.user.clone(), (u.password.clone(), perms))
-            })
-            .collect();
+        Self::with_cert_mapping(config, false)
+    }
+
+    /// [`Authenticator::new`] with client certificates naming the user (`verify_and_map`).
+    pub fn with_cert_mapping(config: &AuthConfig, map_certs: bool) -> Self {
+        let mut users = Users::new();
+        let mut nkeys = HashMap::new();
+        for u in &config.users {
+            let perms = u
+                .permissions
+                .as_ref()
+                .map(|p| Arc::new(UserPermissions::new(p)));
+            match &u.nkey {
+                Some(nkey) => {
+                    nkeys.insert(nkey.clone(), perms);
+                }
+                None => {
+                    users.insert(u.user.clone(), (u.password.clone(), perms));
+                }
+            }
+        }
         Self {
             config: config.clone(),
+            map_certs: map_certs && !users.is_empty(),
             users,
+            nkeys,
         }
+    }
+
+    /// Whether INFO must carry a nonce (NKEY users are configured).
+    pub fn wants_nonce(&self) -> bool {
+        !self.nkeys.is_empty()
     }
 
     /// Whether clients must authenticate.
@@ -63,10 +109,50 @@ impl Authenticator {
         self.config.required()
     }
 
-    /// Checks the credentials of a CONNECT.
+    /// Checks the credentials of a CONNECT on a connection that proves nothing else.
     pub fn authenticate(&self, opts: &ConnectOptions) -> Result<Authenticated, AuthError> {
+        self.authenticate_conn(opts, ConnProof::default())
+    }
+
+    /// Checks the credentials of a CONNECT, with the nonce and client certificate of its
+    /// connection. Order as in nats-server: a mapped client certificate (only way in when
+    /// `verify_and_map` is on), an NKEY signature, a token, then user and password.
+    pub fn authenticate_conn(
+        &self,
+        opts: &ConnectOptions,
+        proof: ConnProof<'_>,
+    ) -> Result<Authenticated, AuthError> {
         if !self.required() {
             return Ok(Authenticated::default());
+        }
+        if self.map_certs {
+            let names = proof.cert_identities.ok_or(AuthError)?;
+            let user = names
+                .iter()
+                .find(|n| self.users.contains_key(n.as_str()))
+                .ok_or(AuthError)?;
+            if opts.user.as_deref().is_some_and(|u| u != user) {
+                return Err(AuthError);
+            }
+            return Ok(Authenticated {
+                user: Some(user.clone()),
+                perms: self.users.get(user).and_then(|(_, p)| p.clone()),
+            });
+        }
+        if let Some(nkey) = &opts.nkey
+            && !self.nkeys.is_empty()
+        {
+            let perms = self.nkeys.get(nkey).ok_or(AuthError)?;
+            let nonce = proof.nonce.ok_or(AuthError)?;
+            let sig = opts.sig.as_deref().ok_or(AuthError)?;
+            return if nkey_signed(nkey, nonce, sig) {
+                Ok(Authenticated {
+                    user: Some(nkey.clone()),
+                    perms: perms.clone(),
+                })
+            } else {
+                Err(AuthError)
+            };
         }
         if let Some(token) = &self.config.token {
             let given = opts.auth_token.as_deref().ok_or(AuthError)?;
@@ -97,8 +183,31 @@ impl Authenticator {
     }
 }
 
+/// Whether `sig` (base64url without padding, or standard base64) is `nkey`'s signature of
+/// `nonce`.
+fn nkey_signed(nkey: &str, nonce: &str, sig: &str) -> bool {
+    use base64::Engine;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+    let Ok(sig) = URL_SAFE_NO_PAD
+        .decode(sig)
+        .or_else(|_| STANDARD.decode(sig))
+    else {
+        return false;
+    };
+    nkeys::KeyPair::from_public_key(nkey)
+        .and_then(|k| k.verify(nonce.as_bytes(), &sig))
+        .is_ok()
+}
+
+/// A fresh INFO nonce: 11 random bytes, base64url without padding (as nats-server).
+pub fn new_nonce() -> String {
+    use base64::Engine;
+    let bytes: [u8; 11] = rand::random();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
 /// Compares a configured secret (plain or bcrypt) with what the client sent.
-fn secret_matches(configured: &str, given: &str) -> bool {
+pub(crate) fn secret_matches(configured: &str, given: &str) -> bool {
     if is_bcrypt(configured) {
         bcrypt::verify(given, configured).unwrap_or(false)
     } else {
@@ -254,6 +363,7 @@ mod tests {
             users: vec![UserConfig {
                 user: "bob".into(),
                 password: "pw".into(),
+                nkey: None,
                 permissions: Some(perms),
             }],
             ..Default::default()

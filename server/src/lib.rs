@@ -31,5 +31,6 @@ pub mod router;
 pub mod server;
 #[cfg(test)]
 mod testkit;
+pub mod tls;
 
 pub use server::{ServerHandle, start};

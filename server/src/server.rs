@@ -65,6 +65,20 @@ pub enum StartError {
     /// Another server uses the store dir.
     #[error(transparent)]
     StoreLock(#[from] store_lock::StoreLockError),
+    /// A TLS certificate, key or CA file could not be used.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    /// Both `http_port` and `https_port` are set (nats-server refuses that too).
+    #[error("can't specify both HTTP ({http}) and HTTPs ({https}) ports")]
+    BothMonitorPorts {
+        /// The HTTP port.
+        http: u16,
+        /// The HTTPS port.
+        https: u16,
+    },
+    /// `https_port` is set but there is no `tls { }` to serve it with.
+    #[error("https_port needs a tls {{ }} block (or --tls, --tlscert, --tlskey)")]
+    HttpsWithoutTls,
     /// JetStream (its store or its Raft groups) could not start.
     #[error("start jetstream: {reason}")]
     JetStream {
@@ -166,6 +180,22 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
     } else {
         None
     };
+    let client_tls = match &config.tls {
+        Some(t) => Some(conn::ClientTls {
+            acceptor: tokio_rustls::TlsAcceptor::from(crate::tls::server_config(t)?),
+            settings: t.clone(),
+            allow_non_tls: config.allow_non_tls,
+        }),
+        None => None,
+    };
+    if let (Some(http), Some(https)) = (config.http_port, config.https_port) {
+        return Err(StartError::BothMonitorPorts { http, https });
+    }
+    if config.https_port.is_some() && client_tls.is_none() {
+        return Err(StartError::HttpsWithoutTls);
+    }
+    let route_tls = cluster::security::server_tls(&config.cluster)?;
+    let link_security = cluster::security::link_security(&config.cluster)?;
     let (listener, client_addr) =
         bind("client", &format!("{}:{}", config.host, config.port)).await?;
     let node = Arc::new(NodeInfo::new(
@@ -209,16 +239,21 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         clients: Arc::new(Clients::new(
             cluster.as_deref().map(connect_urls).unwrap_or_default(),
         )),
-        auth: Arc::new(Authenticator::new(&config.auth)),
+        auth: Arc::new(Authenticator::with_cert_mapping(
+            &config.auth,
+            config.tls.as_ref().is_some_and(|t| t.verify_and_map),
+        )),
         config: config.clone(),
         node: node.clone(),
         tasks: tasks.clone(),
         shutdown: shutdown.clone(),
         lame_duck: CancellationToken::new(),
+        tls: client_tls.clone(),
     });
     let jetstream_slot = Arc::new(OnceLock::new());
     let mut listeners = ports_file::Listeners {
         client: Some(client_addr),
+        client_tls: client_tls.is_some(),
         ..ports_file::Listeners::default()
     };
     if let Some(port) = config.http_port {
@@ -237,6 +272,30 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         info!(addr = %bound, "starting http monitor");
         listeners.monitoring = Some(bound);
     }
+    if let (Some(port), Some(tls)) = (config.https_port, &client_tls) {
+        let host = config.http_host.as_deref().unwrap_or(&config.host);
+        let (https, bound) = bind("https monitoring", &format!("{host}:{port}")).await?;
+        let view = MonitorView {
+            node: node.clone(),
+            config: config.clone(),
+            bus: bus.clone(),
+            conns: conns.clone(),
+            jetstream: jetstream_slot.clone(),
+            http_addr: bound,
+            shutdown: shutdown.clone(),
+        };
+        let mut server_config = (*crate::tls::server_config(&tls.settings)?).clone();
+        server_config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server_config));
+        tasks.spawn(monitor::serve_tls(
+            Arc::new(view),
+            https,
+            acceptor,
+            tls.settings.timeout,
+        ));
+        info!(addr = %bound, "starting https monitor");
+        listeners.monitoring_tls = Some(bound);
+    }
     info!(
         version = NATS_VERSION,
         name = %node.server_name,
@@ -245,6 +304,13 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         env!("CARGO_PKG_VERSION")
     );
     info!(addr = %client_addr, "listening for client connections");
+    if let Some(tls) = &client_tls {
+        if tls.allow_non_tls {
+            info!("TLS available for client connections (allow_non_tls)");
+        } else {
+            info!("TLS required for client connections");
+        }
+    }
     let js = if js_enabled {
         let js = start_jetstream(JetStreamContext {
             bus: bus.clone(),
@@ -268,6 +334,7 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
             cluster: cluster.clone(),
             tasks: tasks.clone(),
             shutdown: shutdown.clone(),
+            security: link_security.clone(),
         };
         let mut routes = cluster::listener::routes(&ctx);
         if let Some(js) = &js {
@@ -276,7 +343,13 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
                 js.registry().groups().clone(),
             ));
         }
-        tasks.spawn(cluster::listener::serve(listener, routes, shutdown.clone()));
+        tasks.spawn(cluster::listener::serve(
+            listener,
+            routes,
+            route_tls.clone(),
+            cluster::security::RouteGate::new(config.cluster.auth.as_ref()),
+            shutdown.clone(),
+        ));
         for route in &config.cluster.routes {
             cluster::link::ensure_dialer(&ctx, route, None);
         }
@@ -359,7 +432,12 @@ async fn start_jetstream(ctx: JetStreamContext) -> Result<Arc<JetStream>, StartE
         Some(c) => c.node_id(),
         None => identity::load_or_create(&ctx.config.jetstream.store_dir)?,
     };
-    let transport = jetraft_raft::network::grpc::GrpcTransport::new(node).into();
+    let transport = jetraft_raft::network::grpc::GrpcTransport::with_security(
+        node,
+        jetraft_raft::network::grpc::GrpcSettings::default(),
+        cluster::security::link_security(&ctx.config.cluster)?,
+    )
+    .into();
     let cluster_addr = ctx
         .cluster
         .as_ref()

@@ -90,6 +90,8 @@ pub enum CloseReason {
     ServerShutdown,
     /// A read or write failed.
     IoError,
+    /// The TLS handshake failed or timed out.
+    TlsHandshakeError,
 }
 
 impl CloseReason {
@@ -107,6 +109,7 @@ impl CloseReason {
             Self::MaxConnections => "Maximum Connections Exceeded",
             Self::ServerShutdown => "Server Shutdown",
             Self::IoError => "Read Error",
+            Self::TlsHandshakeError => "TLS Handshake Failure",
         }
     }
 }
@@ -135,6 +138,10 @@ pub struct ClientMeta {
     pub version: String,
     /// Authenticated user, if any.
     pub user: String,
+    /// Negotiated TLS version (`1.3`), empty in plaintext.
+    pub tls_version: String,
+    /// Negotiated TLS cipher suite, empty in plaintext.
+    pub tls_cipher: String,
 }
 
 /// Outbound buffer state guarded by [`Client::out`].
@@ -193,6 +200,8 @@ pub struct Client {
     pub last_activity: Mutex<time::OffsetDateTime>,
     /// Outbound limit before slow-consumer close.
     pub max_pending: usize,
+    /// The nonce of this connection's INFO (set at accept when NKEY users are configured).
+    pub nonce: std::sync::OnceLock<String>,
 }
 
 impl Client {
@@ -222,6 +231,7 @@ impl Client {
             rtt: Mutex::new(None),
             last_activity: Mutex::new(now),
             max_pending: usize::try_from(max_pending).unwrap_or(usize::MAX),
+            nonce: std::sync::OnceLock::new(),
         }
     }
 

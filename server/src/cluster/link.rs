@@ -20,7 +20,6 @@ use jetraft_proto::cluster::{Frame, Hello, KnownPeer, frame::Kind};
 use jetraft_proto::node::NodeIdentity;
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Endpoint;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
@@ -143,18 +142,16 @@ async fn run_link(ctx: &ClusterContext, addr: &str) -> LinkEnd {
     if known.is_some_and(|n| cluster.has_outbound(n)) {
         return LinkEnd::Duplicate;
     }
-    let endpoint = match Endpoint::from_shared(format!("http://{addr}")) {
+    let endpoint = match ctx.security.endpoint(addr, HANDSHAKE_TIMEOUT) {
         Ok(e) => e,
-        Err(e) => return LinkEnd::Failed(e.to_string()),
+        Err(e) => return LinkEnd::Failed(e),
     };
     let endpoint = endpoint
-        .connect_timeout(HANDSHAKE_TIMEOUT)
-        .tcp_nodelay(true)
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
         .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
         .keep_alive_timeout(KEEPALIVE_TIMEOUT);
-    let channel = match endpoint.connect().await {
+    let channel = match ctx.security.connect(&endpoint).await {
         Ok(c) => c,
         Err(e) => return LinkEnd::Failed(e.to_string()),
     };
@@ -162,7 +159,8 @@ async fn run_link(ctx: &ClusterContext, addr: &str) -> LinkEnd {
     let sender = Arc::new(PeerSender::new(cluster.stats.dropped_msgs.clone()));
     let first = hello(cluster);
     let sent_meta = first.has_meta_state;
-    let request = sender.clone().frames(first);
+    let mut request = tonic::Request::new(sender.clone().frames(first));
+    ctx.security.stamp(&mut request);
     let mut inbound = match tokio::time::timeout(HANDSHAKE_TIMEOUT, client.link(request)).await {
         Ok(Ok(r)) => r.into_inner(),
         Ok(Err(status)) => return LinkEnd::Failed(status.to_string()),

@@ -8,12 +8,15 @@ use std::time::Duration;
 use jetraft_proto::cluster::node_link_server::NodeLinkServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tonic::service::InterceptorLayer;
 use tonic::service::{Routes, RoutesBuilder};
+use tonic::transport::ServerTlsConfig;
 use tonic::transport::server::TcpIncoming;
 use tracing::warn;
 
 use super::ClusterContext;
 use super::link::{LinkService, MAX_FRAME_BYTES};
+use super::security::RouteGate;
 
 /// HTTP/2 flow-control window per stream: large, so a forwarding stream is not throttled to
 /// 64 KiB per round trip.
@@ -37,15 +40,33 @@ pub fn routes(ctx: &ClusterContext) -> Routes {
 pub const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 
 /// Serves `routes` on `listener` until `shutdown` is cancelled (plus at most
-/// [`SHUTDOWN_GRACE`]).
-pub async fn serve(listener: TcpListener, routes: Routes, shutdown: CancellationToken) {
+/// [`SHUTDOWN_GRACE`]), with mutual TLS when `tls` is set and every call checked by `gate`
+/// (route credentials).
+pub async fn serve(
+    listener: TcpListener,
+    routes: Routes,
+    tls: Option<ServerTlsConfig>,
+    gate: RouteGate,
+    shutdown: CancellationToken,
+) {
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let server = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = match builder.tls_config(tls) {
+            Ok(b) => b,
+            Err(e) => {
+                warn!(error = %e, "cluster listener TLS setup failed");
+                return;
+            }
+        };
+    }
+    let server = builder
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
         .http2_keepalive_interval(Some(super::link::KEEPALIVE_INTERVAL))
         .http2_keepalive_timeout(Some(super::link::KEEPALIVE_TIMEOUT))
         .max_concurrent_streams(jetraft_raft::network::grpc::MAX_CONCURRENT_STREAMS)
+        .layer(InterceptorLayer::new(gate))
         .add_routes(routes)
         .serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned());
     let grace_over = async {

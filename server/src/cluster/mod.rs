@@ -27,6 +27,7 @@ pub mod link;
 pub mod listener;
 pub mod outbound;
 pub mod peers;
+pub mod security;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -95,6 +96,8 @@ pub struct ClusterContext {
     pub tasks: tokio_util::task::TaskTracker,
     /// Cancelled on shutdown.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// TLS and route credentials of the links this node dials.
+    pub security: jetraft_raft::network::grpc::LinkSecurity,
 }
 
 impl PeerLinks for ClusterState {

@@ -14,8 +14,8 @@ mod tests;
 
 use std::path::PathBuf;
 
-use super::Config;
 use super::file::{self, ConfigError, addr};
+use super::{Config, TlsConfig};
 
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +45,7 @@ Server Options:
     -n, --name
         --server_name <server_name>  Server name (default: auto)
     -m, --http_port <port>           Use port for http monitoring
+    -ms,--https_port <port>          Use port for https monitoring
     -c, --config <file>              Configuration file
         --no_console                 Do not serve the web console on the monitoring port
 
@@ -62,6 +63,13 @@ Authorization Options:
         --user <user>                User required for connections
         --pass <password>            Password required for connections
         --auth <token>               Authorization token required for connections
+
+TLS Options:
+        --tls                        Enable TLS, do not verify clients (default: false)
+        --tlscert <file>             Server certificate file
+        --tlskey <file>              Private key for server certificate
+        --tlsverify                  Enable TLS, verify client certificates
+        --tlscacert <file>           Client certificate CA for verification
 
 Cluster Options:
         --routes <rurl-1, rurl-2>    Routes to solicit and connect
@@ -86,6 +94,12 @@ enum Flag {
     Addr,
     Port,
     HttpPort,
+    HttpsPort,
+    Tls,
+    TlsCert,
+    TlsKey,
+    TlsVerify,
+    TlsCaCert,
     NoConsole,
     Name,
     JetStream,
@@ -117,6 +131,13 @@ const FLAGS: &[(&str, bool, Flag)] = &[
     ("port", false, Flag::Port),
     ("m", false, Flag::HttpPort),
     ("http_port", false, Flag::HttpPort),
+    ("ms", false, Flag::HttpsPort),
+    ("https_port", false, Flag::HttpsPort),
+    ("tls", true, Flag::Tls),
+    ("tlscert", false, Flag::TlsCert),
+    ("tlskey", false, Flag::TlsKey),
+    ("tlsverify", true, Flag::TlsVerify),
+    ("tlscacert", false, Flag::TlsCaCert),
     ("no_console", true, Flag::NoConsole),
     ("n", false, Flag::Name),
     ("name", false, Flag::Name),
@@ -204,6 +225,7 @@ pub fn parse(args: &[String]) -> Result<CliOutcome, ConfigError> {
     for g in &given {
         apply(g, &mut cfg)?;
     }
+    check_tls_flags(&given, &cfg)?;
     let signal = given.iter().rev().find_map(|g| match (&g.flag, &g.value) {
         (Flag::Signal, Setting::Text(s)) => Some(s.clone()),
         _ => None,
@@ -305,6 +327,19 @@ fn apply(g: &Given, cfg: &mut Config) -> Result<(), ConfigError> {
                 .and_then(addr::optional_port)
                 .map_err(bad)?
         }
+        Flag::HttpsPort => {
+            cfg.https_port = addr::port_number(text)
+                .and_then(addr::optional_port)
+                .map_err(bad)?
+        }
+        Flag::Tls | Flag::TlsVerify if !on => {}
+        Flag::Tls => {
+            tls_of(cfg);
+        }
+        Flag::TlsVerify => tls_of(cfg).verify = true,
+        Flag::TlsCert => tls_of(cfg).cert_file = PathBuf::from(text),
+        Flag::TlsKey => tls_of(cfg).key_file = PathBuf::from(text),
+        Flag::TlsCaCert => tls_of(cfg).ca_file = Some(PathBuf::from(text)),
         Flag::NoConsole => cfg.console = !on,
         Flag::Name => cfg.server_name = Some(without_spaces(text).map_err(bad)?),
         Flag::ClusterName => cfg.cluster.name = Some(without_spaces(text).map_err(bad)?),
@@ -333,6 +368,41 @@ fn apply(g: &Given, cfg: &mut Config) -> Result<(), ConfigError> {
         Flag::DebugAndTrace | Flag::Signal | Flag::ConfigFile | Flag::Version | Flag::Help => {}
     }
     Ok(())
+}
+
+/// The client TLS settings the `--tls*` flags change, created (nats-server's defaults) by the
+/// first of them.
+fn tls_of(cfg: &mut Config) -> &mut TlsConfig {
+    cfg.tls
+        .get_or_insert_with(|| TlsConfig::new(PathBuf::new(), PathBuf::new()))
+}
+
+/// After the flags: TLS turned on by a flag needs a certificate and a key, and `--tlsverify` a CA.
+fn check_tls_flags(given: &[Given], cfg: &Config) -> Result<(), ConfigError> {
+    let Some(g) = given.iter().find(|g| {
+        matches!(
+            g.flag,
+            Flag::Tls | Flag::TlsVerify | Flag::TlsCert | Flag::TlsKey | Flag::TlsCaCert
+        )
+    }) else {
+        return Ok(());
+    };
+    let Some(tls) = &cfg.tls else {
+        return Ok(());
+    };
+    let missing = if tls.cert_file.as_os_str().is_empty() {
+        Some("--tlscert")
+    } else if tls.key_file.as_os_str().is_empty() {
+        Some("--tlskey")
+    } else if tls.requires_client_cert() && tls.ca_file.is_none() {
+        Some("--tlscacert")
+    } else {
+        None
+    };
+    match missing {
+        Some(flag) => Err(invalid(&g.typed, "", format!("TLS needs {flag} as well"))),
+        None => Ok(()),
+    }
 }
 
 /// Server and cluster names may not contain spaces (nats-server's rule).

@@ -13,11 +13,14 @@
 pub(super) mod addr;
 mod error;
 mod mapping;
+mod security;
 mod syntax;
 mod value;
 
 #[cfg(test)]
 mod tests_mapping;
+#[cfg(test)]
+mod tests_security;
 #[cfg(test)]
 mod tests_syntax;
 

@@ -37,6 +37,13 @@ pub struct Config {
     pub http_host: Option<String>,
     /// Monitoring port (`-m`, `http_port`, `http`); `None` disables monitoring.
     pub http_port: Option<u16>,
+    /// HTTPS monitoring port (`-ms`, `https_port`), served with the client [`Config::tls`]
+    /// certificate; `None` disables it.
+    pub https_port: Option<u16>,
+    /// Client TLS (`tls { }`, `--tls*` flags); `None` means plaintext clients.
+    pub tls: Option<TlsConfig>,
+    /// With client TLS, also accept clients that do not upgrade (`allow_non_tls`).
+    pub allow_non_tls: bool,
     /// Whether the monitoring port serves the web console at `/` (`console`, `--no_console`).
     pub console: bool,
     /// Server name (`-n`, `server_name`); defaults to the server id when unset.
@@ -86,6 +93,9 @@ impl Default for Config {
             port: DEFAULT_PORT,
             http_host: None,
             http_port: None,
+            https_port: None,
+            tls: None,
+            allow_non_tls: false,
             console: true,
             server_name: None,
             server_tags: Vec::new(),
@@ -155,10 +165,90 @@ pub struct ClusterConfig {
     pub port: Option<u16>,
     /// Peers as `host:port` (scheme `nats://` or `nats-route://` stripped), possibly including self.
     pub routes: Vec<String>,
+    /// Mutual TLS on the cluster port (`cluster { tls { } }`): every link is encrypted and
+    /// both ends verify the other's certificate against the CA.
+    pub tls: Option<TlsConfig>,
+    /// Route credentials (`cluster { authorization { user, password } }`): required from every
+    /// peer that connects, and presented to every peer this node connects to.
+    pub auth: Option<RouteAuth>,
+}
+
+/// User and password every route must present (`cluster { authorization { } }`).
+#[derive(Clone, PartialEq, Default)]
+pub struct RouteAuth {
+    /// Route user.
+    pub user: String,
+    /// Route password (plain or bcrypt when checking; sent as configured when dialing).
+    pub password: String,
+}
+
+impl std::fmt::Debug for RouteAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RouteAuth")
+            .field("user", &self.user)
+            .field("password", &REDACTED)
+            .finish()
+    }
+}
+
+/// Default TLS handshake timeout (nats-server's `DEFAULT_TLS_TIMEOUT`).
+pub const DEFAULT_TLS_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A `tls { }` block (clients, or routes inside `cluster { }`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TlsConfig {
+    /// PEM certificate chain of this server (`cert_file`, `--tlscert`).
+    pub cert_file: PathBuf,
+    /// PEM private key (`key_file`, `--tlskey`).
+    pub key_file: PathBuf,
+    /// PEM CA certificates that client (or peer) certificates must chain to (`ca_file`,
+    /// `--tlscacert`).
+    pub ca_file: Option<PathBuf>,
+    /// Clients must present a certificate signed by the CA (`verify`, `--tlsverify`).
+    pub verify: bool,
+    /// As `verify`, and the certificate's subject names the user (`verify_and_map`).
+    pub verify_and_map: bool,
+    /// Longest a TLS handshake may take (`timeout`, seconds or a duration).
+    pub timeout: Duration,
+    /// The client starts TLS before the server sends INFO (`handshake_first`).
+    pub handshake_first: bool,
+    /// Lowest TLS version accepted (`min_version`: "1.2" or "1.3").
+    pub min_version: TlsVersion,
+}
+
+/// TLS protocol versions rustls speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TlsVersion {
+    /// TLS 1.2 (nats-server's default minimum).
+    #[default]
+    V1_2,
+    /// TLS 1.3.
+    V1_3,
+}
+
+impl TlsConfig {
+    /// A block with the certificate and key only; the rest as nats-server defaults them.
+    pub fn new(cert_file: PathBuf, key_file: PathBuf) -> Self {
+        Self {
+            cert_file,
+            key_file,
+            ca_file: None,
+            verify: false,
+            verify_and_map: false,
+            timeout: DEFAULT_TLS_TIMEOUT,
+            handshake_first: false,
+            min_version: TlsVersion::default(),
+        }
+    }
+
+    /// Whether clients must present a certificate.
+    pub fn requires_client_cert(&self) -> bool {
+        self.verify || self.verify_and_map
+    }
 }
 
 /// Authentication and authorization (`authorization { }`, `--user/--pass/--auth`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct AuthConfig {
     /// Single user name.
     pub user: Option<String>,
@@ -184,6 +274,32 @@ impl Default for AuthConfig {
     }
 }
 
+/// Shown instead of a secret in debug output.
+const REDACTED: &str = "[REDACTED]";
+
+impl std::fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthConfig")
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| REDACTED))
+            .field("token", &self.token.as_ref().map(|_| REDACTED))
+            .field("timeout", &self.timeout)
+            .field("users", &self.users)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for UserConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserConfig")
+            .field("user", &self.user)
+            .field("password", &REDACTED)
+            .field("nkey", &self.nkey)
+            .field("permissions", &self.permissions)
+            .finish()
+    }
+}
+
 impl AuthConfig {
     /// Whether clients must authenticate.
     pub fn required(&self) -> bool {
@@ -192,12 +308,14 @@ impl AuthConfig {
 }
 
 /// One entry of `authorization { users = [ ... ] }`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, PartialEq, Default)]
 pub struct UserConfig {
     /// User name.
     pub user: String,
     /// Password, plain or bcrypt.
     pub password: String,
+    /// Public NKEY (`U...`) identifying the user instead of a password.
+    pub nkey: Option<String>,
     /// Publish/subscribe permissions; `None` allows everything.
     pub permissions: Option<Permissions>,
 }

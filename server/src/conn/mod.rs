@@ -42,6 +42,28 @@ pub struct ConnContext {
     pub shutdown: CancellationToken,
     /// Cancelled when the node enters lame duck mode (it stops accepting clients).
     pub lame_duck: CancellationToken,
+    /// Client TLS, when configured.
+    pub tls: Option<ClientTls>,
+}
+
+/// Client TLS: the rustls configuration and the settings the accept path follows.
+#[derive(Clone)]
+pub struct ClientTls {
+    /// Certificates and client verification.
+    pub acceptor: tokio_rustls::TlsAcceptor,
+    /// The settings (`timeout`, `handshake_first`, `verify`).
+    pub settings: crate::config::TlsConfig,
+    /// `allow_non_tls`: clients may stay in plaintext.
+    pub allow_non_tls: bool,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("settings", &self.settings)
+            .field("allow_non_tls", &self.allow_non_tls)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ConnContext {
@@ -59,6 +81,13 @@ impl ConnContext {
             port: node.client_addr.port(),
             headers: true,
             auth_required: self.auth.required(),
+            tls_required: self.tls.as_ref().is_some_and(|t| !t.allow_non_tls),
+            tls_verify: self
+                .tls
+                .as_ref()
+                .is_some_and(|t| t.settings.requires_client_cert()),
+            tls_available: self.tls.as_ref().is_some_and(|t| t.allow_non_tls),
+            nonce: client.nonce.get().cloned(),
             max_payload: self.config.max_payload,
             jetstream: self.config.jetstream.enabled,
             client_id: client.cid,

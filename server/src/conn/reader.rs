@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::AsyncReadExt;
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tracing::{debug, trace};
 
 use super::ConnContext;
+use crate::auth::ConnProof;
 use crate::bus::{Client, CloseReason, FlushSet, Msg, Origin, Subscription};
 use crate::protocol::encode;
 use crate::protocol::{ClientOp, ConnectOptions, Parser, ProtocolError};
@@ -38,10 +38,18 @@ struct Session {
     /// Whether the post-CONNECT INFO (`connect_info`) was sent after the first PING.
     sent_connect_info: bool,
     flush: FlushSet,
+    /// Names of the verified client certificate (TLS with a client certificate).
+    cert_identities: Option<Vec<String>>,
 }
 
 /// Runs the reader until the connection closes, then unregisters the client.
-pub async fn run(ctx: Arc<ConnContext>, client: Arc<Client>, mut rd: OwnedReadHalf) {
+/// `cert_identities` are the names of the client's verified certificate, if any.
+pub async fn run<R: AsyncRead + Unpin>(
+    ctx: Arc<ConnContext>,
+    client: Arc<Client>,
+    mut rd: R,
+    cert_identities: Option<Vec<String>>,
+) {
     let cfg = ctx.config.clone();
     let auth_required = ctx.auth.required();
     let mut parser = Parser::new(cfg.max_payload, cfg.max_control_line);
@@ -60,6 +68,7 @@ pub async fn run(ctx: Arc<ConnContext>, client: Arc<Client>, mut rd: OwnedReadHa
         connected: false,
         sent_connect_info: false,
         flush: FlushSet::default(),
+        cert_identities,
     };
     let auth_timer = tokio::time::sleep(cfg.auth.timeout);
     tokio::pin!(auth_timer);
@@ -185,7 +194,13 @@ impl Session {
 
     /// Handles one op; `Err` closes the connection with that reason (any `-ERR` already sent).
     fn on_op(&mut self, op: ClientOp) -> Result<(), CloseReason> {
-        trace!(cid = self.client.cid, ?op, "<<-");
+        match &op {
+            ClientOp::Connect(json) => {
+                let connect = crate::protocol::connect::redacted(json);
+                trace!(cid = self.client.cid, %connect, "<<- CONNECT");
+            }
+            _ => trace!(cid = self.client.cid, ?op, "<<-"),
+        }
         if !self.connected && self.ctx.auth.required() && !matches!(op, ClientOp::Connect(_)) {
             self.client.send_err("Authorization Violation");
             return Err(CloseReason::AuthViolation);
@@ -255,7 +270,11 @@ impl Session {
                 .send_err("no responders requires headers support");
             return Err(CloseReason::ProtocolViolation);
         }
-        let Ok(authed) = self.ctx.auth.authenticate(&opts) else {
+        let proof = ConnProof {
+            nonce: self.client.nonce.get().map(String::as_str),
+            cert_identities: self.cert_identities.as_deref(),
+        };
+        let Ok(authed) = self.ctx.auth.authenticate_conn(&opts, proof) else {
             self.client.send_err("Authorization Violation");
             return Err(CloseReason::AuthViolation);
         };

@@ -9,8 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tracing::debug;
 
 use super::ConnContext;
@@ -24,7 +23,7 @@ const FIRST_PING: Duration = Duration::from_secs(2);
 const CLOSE_FLUSH: Duration = Duration::from_secs(1);
 
 /// Runs the writer until the connection closes.
-pub async fn run(ctx: Arc<ConnContext>, client: Arc<Client>, mut wr: OwnedWriteHalf) {
+pub async fn run<W: AsyncWrite + Unpin>(ctx: Arc<ConnContext>, client: Arc<Client>, mut wr: W) {
     let cfg = ctx.config.clone();
     let mut spare = BytesMut::with_capacity(64 * 1024);
     // No PINGs before CONNECT; the first one comes FIRST_PING after it (to measure RTT).
@@ -67,9 +66,9 @@ fn after(d: Duration) -> tokio::time::Instant {
 }
 
 /// Writes everything queued. `Err` carries the reason to close the connection.
-async fn flush(
+async fn flush<W: AsyncWrite + Unpin>(
     client: &Client,
-    wr: &mut OwnedWriteHalf,
+    wr: &mut W,
     spare: &mut BytesMut,
     deadline: Duration,
 ) -> Result<(), CloseReason> {
@@ -82,7 +81,12 @@ async fn flush(
         std::mem::swap(&mut out.buf, spare);
         out.inflight = spare.len();
     }
-    let res = tokio::time::timeout(deadline, wr.write_all(spare)).await;
+    let res = tokio::time::timeout(deadline, async {
+        wr.write_all(spare).await?;
+        // A TLS stream buffers records until flushed; a TCP stream's flush is free.
+        wr.flush().await
+    })
+    .await;
     spare.clear();
     if spare.capacity() > 4 * 1024 * 1024 {
         // Do not keep a burst-sized buffer around forever.

@@ -223,6 +223,10 @@ fn connection(r: &Row, with_subs: Subs) -> Value {
     if !meta.version.is_empty() {
         m.insert("version".into(), json!(meta.version));
     }
+    if !meta.tls_version.is_empty() {
+        m.insert("tls_version".into(), json!(meta.tls_version));
+        m.insert("tls_cipher_suite".into(), json!(meta.tls_cipher));
+    }
     if !meta.user.is_empty() {
         m.insert("authorized_user".into(), json!(meta.user));
     }

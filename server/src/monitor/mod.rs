@@ -14,6 +14,7 @@ mod console;
 mod drainz;
 mod format;
 mod healthz;
+mod https;
 mod jsz;
 pub mod metrics;
 mod query;
@@ -69,6 +70,31 @@ pub struct MonitorView {
 /// Serves the monitoring endpoints on `listener` until shutdown.
 pub async fn serve(view: Arc<MonitorView>, listener: TcpListener) {
     let shutdown = view.shutdown.clone();
+    let _ = axum::serve(listener, router(view))
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await;
+}
+
+/// Serves the monitoring endpoints over HTTPS on `listener` until shutdown.
+pub async fn serve_tls(
+    view: Arc<MonitorView>,
+    listener: TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    handshake_timeout: std::time::Duration,
+) {
+    let shutdown = view.shutdown.clone();
+    let Ok(listener) =
+        https::TlsListener::new(listener, acceptor, handshake_timeout, shutdown.clone())
+    else {
+        return;
+    };
+    let _ = axum::serve(listener, router(view))
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await;
+}
+
+/// Every monitoring route.
+fn router(view: Arc<MonitorView>) -> Router {
     let mut app = Router::new().route("/monitor", get(index));
     if !view.config.console {
         app = app.route("/", get(index));
@@ -93,14 +119,11 @@ pub async fn serve(view: Arc<MonitorView>, listener: TcpListener) {
         .route("/accountz", get(accountz))
         .route("/accstatz", get(accstatz))
         .with_state(view.clone());
-    let app = if view.config.console {
+    if view.config.console {
         app.merge(console::router(view))
     } else {
         app
-    };
-    let _ = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await;
+    }
 }
 
 /// A pretty-printed JSON response with nats-server's headers.

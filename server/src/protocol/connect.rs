@@ -42,6 +42,10 @@ pub struct ConnectOptions {
     pub auth_token: Option<String>,
     /// TLS was required by the client.
     pub tls_required: bool,
+    /// Public NKEY of the user.
+    pub nkey: Option<String>,
+    /// Signature of the INFO nonce by the NKEY (base64url).
+    pub sig: Option<String>,
 }
 
 impl Default for ConnectOptions {
@@ -60,6 +64,8 @@ impl Default for ConnectOptions {
             pass: None,
             auth_token: None,
             tls_required: false,
+            nkey: None,
+            sig: None,
         }
     }
 }
@@ -102,14 +108,26 @@ impl<'de> Deserialize<'de> for Entries {
 }
 
 /// Fields nats-server knows with a value type our options do not keep: checked, then ignored.
-const OTHER_STRING_FIELDS: [&str; 6] = [
-    "nkey",
-    "jwt",
-    "sig",
-    "account",
-    "remote_account",
-    "proxy_sig",
-];
+const OTHER_STRING_FIELDS: [&str; 4] = ["jwt", "account", "remote_account", "proxy_sig"];
+
+/// CONNECT fields that are secrets: never logged.
+const SECRET_FIELDS: [&str; 4] = ["pass", "auth_token", "sig", "jwt"];
+
+/// The CONNECT JSON for the trace log, with secrets replaced by `[REDACTED]` (as nats-server
+/// traces it); unparsable JSON is not echoed at all.
+pub fn redacted(json: &[u8]) -> String {
+    match serde_json::from_slice::<Value>(json) {
+        Ok(Value::Object(mut map)) => {
+            for (key, value) in map.iter_mut() {
+                if SECRET_FIELDS.iter().any(|s| key.eq_ignore_ascii_case(s)) && !value.is_null() {
+                    *value = Value::String("[REDACTED]".into());
+                }
+            }
+            Value::Object(map).to_string()
+        }
+        _ => format!("<{} bytes, not a JSON object>", json.len()),
+    }
+}
 
 impl ConnectOptions {
     /// Parses the JSON argument of `CONNECT` over the defaults.
@@ -178,6 +196,8 @@ impl ConnectOptions {
             ("user", &mut self.user),
             ("pass", &mut self.pass),
             ("auth_token", &mut self.auth_token),
+            ("nkey", &mut self.nkey),
+            ("sig", &mut self.sig),
         ]
         .into_iter()
         .find_map(|(name, field)| is(name).then_some(field))
@@ -279,5 +299,15 @@ mod tests {
         assert_eq!(c.name.as_deref(), Some("a"));
         c.apply_json(b"null").unwrap();
         assert!(!c.verbose && c.headers);
+    }
+
+    #[test]
+    fn redacted_hides_secrets_only() {
+        let out = redacted(
+            br#"{"user":"bob","pass":"hunter2","auth_token":"tok","sig":"abc","nkey":"UABC"}"#,
+        );
+        assert!(!out.contains("hunter2") && !out.contains("tok\"") && !out.contains("abc"));
+        assert!(out.contains("bob") && out.contains("UABC") && out.contains("[REDACTED]"));
+        assert!(!redacted(b"{\"pass\":\"x").contains('x'));
     }
 }

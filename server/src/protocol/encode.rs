@@ -34,6 +34,15 @@ pub struct ServerInfo {
     /// Clients must authenticate.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub auth_required: bool,
+    /// Clients must upgrade to TLS (or start with it, `handshake_first`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tls_required: bool,
+    /// Clients must present a certificate.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tls_verify: bool,
+    /// Clients may upgrade to TLS but need not (`allow_non_tls`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tls_available: bool,
     /// Largest message accepted.
     pub max_payload: u32,
     /// JetStream is available.
@@ -43,6 +52,9 @@ pub struct ServerInfo {
     pub client_id: u64,
     /// Peer address as seen by the server.
     pub client_ip: String,
+    /// Nonce NKEY users sign in CONNECT.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
     /// Cluster name, when clustered.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<String>,

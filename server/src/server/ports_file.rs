@@ -25,6 +25,10 @@ pub(super) struct Listeners {
     pub(super) monitoring: Option<SocketAddr>,
     /// The cluster (route) listener.
     pub(super) cluster: Option<SocketAddr>,
+    /// The HTTPS monitoring listener.
+    pub(super) monitoring_tls: Option<SocketAddr>,
+    /// Clients connect with TLS (`tls://` URLs).
+    pub(super) client_tls: bool,
 }
 
 /// The file's content, in nats-server's field order.
@@ -87,8 +91,15 @@ fn render(listeners: &Listeners, local: &[IpAddr]) -> String {
         .unwrap_or_default()
     };
     let ports = Ports {
-        nats: urls("nats", listeners.client),
-        monitoring: urls("http", listeners.monitoring),
+        nats: urls(
+            if listeners.client_tls { "tls" } else { "nats" },
+            listeners.client,
+        ),
+        monitoring: [
+            urls("http", listeners.monitoring),
+            urls("https", listeners.monitoring_tls),
+        ]
+        .concat(),
         cluster: urls("nats", listeners.cluster),
     };
     serde_json::to_string(&ports).expect("a struct of string lists serialises")
@@ -223,6 +234,7 @@ fd000000000000000000000000000002 04 40 00 82     eth0
             client: Some("0.0.0.0:4222".parse().unwrap()),
             monitoring: Some("127.0.0.1:8222".parse().unwrap()),
             cluster: None,
+            ..Listeners::default()
         };
         assert_eq!(
             render(&listeners, &local),
@@ -235,6 +247,7 @@ fd000000000000000000000000000002 04 40 00 82     eth0
             client: Some("[::]:4222".parse().unwrap()),
             monitoring: None,
             cluster: Some("[::1]:6222".parse().unwrap()),
+            ..Listeners::default()
         };
         assert_eq!(
             render(&v6, &local),

@@ -12,6 +12,9 @@
 //!
 //! Each run prints exactly one `RESULT ...` line on stdout (space-separated `key=value` pairs);
 //! everything else goes to stderr. Run `jetraft-bench --help` for the options.
+//!
+//! With `JETRAFT_BENCH_TLS_CA=<CA PEM file>` in the environment, every connection requires TLS
+//! and trusts that CA (`scripts/bench-tls.sh`).
 
 // The crate root is a file in `src/bin/`, so its modules are found relative to that directory.
 #[path = "jetraft_bench/args.rs"]
@@ -91,8 +94,13 @@ fn run(args: Args) -> Result<()> {
 /// connection events (disconnects, slow consumers, server errors) reported on stderr.
 pub(crate) fn connect_options(name: &str) -> ConnectOptions {
     let label = name.to_string();
-    ConnectOptions::new()
-        .name(name)
+    let mut opts = ConnectOptions::new();
+    if let Some(ca) = std::env::var_os("JETRAFT_BENCH_TLS_CA") {
+        opts = opts
+            .require_tls(true)
+            .add_root_certificates(std::path::PathBuf::from(ca));
+    }
+    opts.name(name)
         .connection_timeout(Duration::from_secs(5))
         .event_callback(move |event| {
             let label = label.clone();

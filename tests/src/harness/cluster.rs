@@ -182,6 +182,18 @@ impl Cluster {
         Ok(index)
     }
 
+    /// A cluster of nodes the test started itself (with settings of its own), once formed.
+    /// [`Cluster::add_node`] cannot add to it (its cluster name and ports are the test's).
+    pub async fn from_nodes(nodes: Vec<ServerProcess>) -> anyhow::Result<Cluster> {
+        Self::formed(Cluster {
+            nodes,
+            name: String::new(),
+            cluster_ports: Vec::new(),
+            config: None,
+        })
+        .await
+    }
+
     /// Waits until the members formed a cluster, printing their log tails if they did not.
     async fn formed(mut cluster: Cluster) -> anyhow::Result<Cluster> {
         if let Err(e) = cluster.wait_formed().await {

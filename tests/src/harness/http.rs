@@ -131,6 +131,46 @@ fn dechunk(mut data: &[u8]) -> anyhow::Result<Vec<u8>> {
     }
 }
 
+/// `GET path` over HTTPS on `127.0.0.1:port`, trusting only the CA in `ca_file`.
+pub async fn https_get(
+    port: u16,
+    path: &str,
+    ca_file: &std::path::Path,
+) -> anyhow::Result<HttpResponse> {
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_file_iter(ca_file)? {
+        roots.add(cert?)?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let fetch = async {
+        let tcp = TcpStream::connect(("127.0.0.1", port))
+            .await
+            .context("connect")?;
+        let name = rustls_pki_types::ServerName::try_from("127.0.0.1")?;
+        let mut stream = connector
+            .connect(name, tcp)
+            .await
+            .context("TLS handshake")?;
+        let req =
+            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+        stream.write_all(req.as_bytes()).await.context("send")?;
+        let mut raw = Vec::new();
+        // A server closing without close_notify is fine once the response is complete.
+        let _ = stream.read_to_end(&mut raw).await;
+        parse_response(&raw)
+    };
+    timeout(Duration::from_secs(5), fetch)
+        .await
+        .with_context(|| format!("GET {path} over https on port {port} timed out"))?
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

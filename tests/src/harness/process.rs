@@ -63,6 +63,11 @@ pub struct ServerOptions {
     /// Which server to run, whatever `JETRAFT_TEST_SERVER` says (tests that move data between
     /// jetraft and nats-server); default [`server_kind`].
     pub kind: Option<ServerKind>,
+    /// The client port starts with a TLS handshake (`handshake_first`): readiness is judged by
+    /// the monitoring port only, as no plaintext INFO comes.
+    pub tls_first: bool,
+    /// Monitoring over HTTPS (`-ms` instead of `-m`), checked for readiness trusting this CA.
+    pub https_ca: Option<PathBuf>,
 }
 
 impl ServerOptions {
@@ -101,6 +106,19 @@ impl ServerOptions {
         self.without_jetstream = true;
         self
     }
+
+    /// Monitoring over HTTPS, its certificate issued by the CA in `ca_file` (see
+    /// [`ServerOptions::https_ca`]).
+    pub fn https_monitoring(mut self, ca_file: PathBuf) -> Self {
+        self.https_ca = Some(ca_file);
+        self
+    }
+
+    /// The server's clients start with TLS (see [`ServerOptions::tls_first`]).
+    pub fn tls_first(mut self) -> Self {
+        self.tls_first = true;
+        self
+    }
 }
 
 /// A running (or stopped) server child process with its own temp directory.
@@ -128,6 +146,10 @@ pub struct ServerProcess {
     name: String,
     /// The child while it runs; `None` after stop/kill.
     child: Option<Child>,
+    /// No plaintext INFO on the client port (TLS first).
+    tls_first: bool,
+    /// Monitoring is HTTPS, certified by this CA.
+    https_ca: Option<PathBuf>,
 }
 
 /// How long `stop()` waits after SIGTERM before giving up (and SIGKILLing).
@@ -167,6 +189,8 @@ impl ServerProcess {
             startup_timeout: opts.startup_timeout.unwrap_or(Duration::from_secs(20)),
             name: opts.name.clone().unwrap_or_else(unique_name),
             child: None,
+            tls_first: opts.tls_first,
+            https_ca: opts.https_ca.clone(),
         };
         let mut last_err = None;
         for _ in 0..attempts {
@@ -177,7 +201,7 @@ impl ServerProcess {
                 "127.0.0.1".into(),
                 "-p".into(),
                 srv.port.to_string(),
-                "-m".into(),
+                if opts.https_ca.is_some() { "-ms" } else { "-m" }.into(),
                 srv.http_port.to_string(),
                 "-sd".into(),
                 store_dir.display().to_string(),
@@ -305,7 +329,7 @@ impl ServerProcess {
     async fn wait_ready(&mut self, deadline: Instant) -> anyhow::Result<()> {
         let addr = format!("127.0.0.1:{}", self.port);
         let mut last = String::from("no attempt yet");
-        loop {
+        while !self.tls_first {
             if let Some(status) = self.child_exit_status()? {
                 bail!("server exited during startup with {status}");
             }
@@ -356,7 +380,11 @@ impl ServerProcess {
                     self.startup_timeout
                 );
             }
-            match http::get(self.http_port, "/healthz").await {
+            let probe = match &self.https_ca {
+                Some(ca) => http::https_get(self.http_port, "/healthz", ca).await,
+                None => http::get(self.http_port, "/healthz").await,
+            };
+            match probe {
                 Ok(_) => return Ok(()),
                 Err(e) => last = format!("GET /healthz: {e:#}"),
             }

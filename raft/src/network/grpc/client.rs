@@ -31,6 +31,7 @@ use tonic::Code;
 use tonic::transport::Channel;
 
 use super::peers::{GrpcSettings, Peer, Peers};
+use super::security::LinkSecurity;
 use crate::convert::snapshot::CHUNK_SIZE;
 use crate::convert::{DecodeError, append, snapshot, transfer, vote};
 use crate::network::{AppendAnswer, AppendAnswers, AppendRequests, Transport};
@@ -70,6 +71,8 @@ struct Inner {
     /// This node: the `from` of every request.
     node: NodeId,
     settings: GrpcSettings,
+    /// TLS and route credentials of every link.
+    security: LinkSecurity,
     peers: Peers,
 }
 
@@ -87,10 +90,16 @@ impl GrpcTransport {
 
     /// A transport for `node` with `settings`.
     pub fn with_settings(node: NodeId, settings: GrpcSettings) -> Self {
+        Self::with_security(node, settings, LinkSecurity::default())
+    }
+
+    /// A transport for `node` with `settings` whose links use `security` (TLS, credentials).
+    pub fn with_security(node: NodeId, settings: GrpcSettings, security: LinkSecurity) -> Self {
         Self {
             inner: Arc::new(Inner {
                 node,
                 settings,
+                security,
                 peers: Peers::default(),
             }),
         }
@@ -100,7 +109,11 @@ impl GrpcTransport {
     /// same through [`Transport::note_peer`]; call this for peers known before any group runs.
     /// Must run inside a tokio runtime. Returns false if `addr` cannot be dialed.
     pub fn add_peer(&self, node: NodeId, addr: &str) -> bool {
-        match self.inner.peers.set(node.0, addr, &self.inner.settings) {
+        match self
+            .inner
+            .peers
+            .set(node.0, addr, &self.inner.settings, &self.inner.security)
+        {
             Ok(()) => true,
             Err(e) => {
                 tracing::warn!(peer = %node, error = %e, "peer address refused");
@@ -166,6 +179,7 @@ impl GrpcTransport {
         let mut request = tonic::Request::new(req);
         request.set_timeout(ttl);
         address_to(&mut request, target);
+        self.inner.security.stamp(&mut request);
         match tokio::time::timeout(ttl, call(peer.rpc.clone(), request)).await {
             Err(_elapsed) => Err(Failure::Timeout),
             Ok(Err(status)) => Err(self.status_failure(&peer, target, &status)),
@@ -278,6 +292,7 @@ impl GrpcTransport {
         let outbound = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
         let mut request = tonic::Request::new(outbound);
         address_to(&mut request, target);
+        self.inner.security.stamp(&mut request);
         let mut rpc = peer.rpc.clone();
         let opened = tokio::time::timeout(ttl, rpc.stream_append(request)).await;
         let answers = match opened {
@@ -554,6 +569,7 @@ impl GroupRouter<JetraftConfig, GroupId> for GrpcTransport {
         let mut request = tonic::Request::new(futures_util::stream::iter(chunks));
         request.set_timeout(ttl);
         address_to(&mut request, target);
+        self.inner.security.stamp(&mut request);
         let mut client = peer.snapshots.clone();
         let send = tokio::time::timeout(ttl, client.install_snapshot(request));
         let outcome = tokio::select! {

@@ -19,6 +19,7 @@
 mod client;
 mod peers;
 pub mod screen;
+mod security;
 mod server;
 
 /// HTTP/2 streams a peer may hold open on one connection. Every group this node follows keeps
@@ -33,6 +34,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 pub use client::GrpcTransport;
 pub use peers::GrpcSettings;
+pub use security::{LinkSecurity, ROUTE_AUTH_HEADER};
 pub use server::{
     MAX_SNAPSHOT_BYTES, REFUSAL_REPORT, RaftGrpcService, service, service_with_limit,
 };

@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use jetraft_proto::raft::raft_service_client::RaftServiceClient;
 use parking_lot::{Mutex, RwLock};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
+
+use super::security::LinkSecurity;
 
 /// Connection settings of a transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,15 +199,21 @@ impl Peers {
 
     /// Records that `id` is at `addr`, creating lazily connected channels if the address is new
     /// or changed. Must run inside a tokio runtime (channels spawn their worker there).
-    pub(crate) fn set(&self, id: u64, addr: &str, s: &GrpcSettings) -> Result<(), BadAddress> {
+    pub(crate) fn set(
+        &self,
+        id: u64,
+        addr: &str,
+        s: &GrpcSettings,
+        security: &LinkSecurity,
+    ) -> Result<(), BadAddress> {
         if self.map.read().get(&id).is_some_and(|p| p.addr == addr) {
             return Ok(());
         }
         let peer = Arc::new(Peer {
             id,
             addr: addr.to_string(),
-            rpc: client(channel(addr, s)?, s),
-            snapshots: client(channel(addr, s)?, s),
+            rpc: client(channel(addr, s, security)?, s),
+            snapshots: client(channel(addr, s, security)?, s),
             backoff: Mutex::new(Backoff::default()),
             lines: AtomicUsize::new(0),
         });
@@ -220,20 +228,14 @@ impl Peers {
     }
 }
 
-fn channel(addr: &str, s: &GrpcSettings) -> Result<Channel, BadAddress> {
-    let uri = if addr.contains("://") {
-        addr.to_string()
-    } else {
-        format!("http://{addr}")
-    };
-    let endpoint = Endpoint::from_shared(uri).map_err(|e| BadAddress {
-        addr: addr.to_string(),
-        reason: e.to_string(),
-    })?;
-    Ok(endpoint
-        .connect_timeout(s.connect_timeout)
-        .tcp_nodelay(true)
-        .connect_lazy())
+fn channel(addr: &str, s: &GrpcSettings, security: &LinkSecurity) -> Result<Channel, BadAddress> {
+    let endpoint = security
+        .endpoint(addr, s.connect_timeout)
+        .map_err(|reason| BadAddress {
+            addr: addr.to_string(),
+            reason,
+        })?;
+    Ok(security.connect_lazy(&endpoint))
 }
 
 fn client(ch: Channel, s: &GrpcSettings) -> RaftServiceClient<Channel> {
@@ -250,10 +252,16 @@ mod tests {
     async fn same_address_keeps_the_entry_and_a_new_one_replaces_it() {
         let peers = Peers::default();
         let s = GrpcSettings::default();
-        peers.set(2, "127.0.0.1:1", &s).unwrap();
-        peers.set(2, "127.0.0.1:1", &s).unwrap();
+        peers
+            .set(2, "127.0.0.1:1", &s, &LinkSecurity::default())
+            .unwrap();
+        peers
+            .set(2, "127.0.0.1:1", &s, &LinkSecurity::default())
+            .unwrap();
         assert_eq!(peers.created(), 1);
-        peers.set(2, "127.0.0.1:2", &s).unwrap();
+        peers
+            .set(2, "127.0.0.1:2", &s, &LinkSecurity::default())
+            .unwrap();
         assert_eq!(peers.created(), 2);
         assert_eq!(peers.get(2).unwrap().addr, "127.0.0.1:2");
         assert!(peers.get(3).is_none());
@@ -267,7 +275,9 @@ mod tests {
             backoff_max: Duration::from_millis(35),
             ..GrpcSettings::default()
         };
-        peers.set(2, "127.0.0.1:1", &s).unwrap();
+        peers
+            .set(2, "127.0.0.1:1", &s, &LinkSecurity::default())
+            .unwrap();
         let p = peers.get(2).unwrap();
         let t0 = Instant::now();
         assert_eq!(p.ready(t0, &s), Ok(()));
@@ -294,7 +304,9 @@ mod tests {
             report_interval: Duration::from_secs(30),
             ..GrpcSettings::default()
         };
-        peers.set(2, "127.0.0.1:1", &s).unwrap();
+        peers
+            .set(2, "127.0.0.1:1", &s, &LinkSecurity::default())
+            .unwrap();
         let p = peers.get(2).unwrap();
         let t0 = Instant::now();
         // 29 s of retries from many groups: refused calls and link failures alike.
@@ -331,6 +343,15 @@ mod tests {
     #[test]
     fn unparsable_address_is_refused() {
         let peers = Peers::default();
-        assert!(peers.set(2, "not a uri", &GrpcSettings::default()).is_err());
+        assert!(
+            peers
+                .set(
+                    2,
+                    "not a uri",
+                    &GrpcSettings::default(),
+                    &LinkSecurity::default()
+                )
+                .is_err()
+        );
     }
 }

@@ -85,7 +85,8 @@ fn url_authority<'a>(url: &'a str, kind: &str) -> Result<(&'a str, bool), String
 }
 
 /// One route URL (`nats://host:6222`, `nats-route://user:pass@host:6222`, `host:6222`) as
-/// `host:port`. The port is required. User info is dropped: jetraft routes do not authenticate.
+/// `host:port`. The port is required. User info is dropped: every node presents the
+/// credentials of its own `cluster { authorization }`.
 pub(crate) fn route(url: &str) -> Result<String, String> {
     let (authority, _) = url_authority(url, "route")?;
     let (host, port) = split_host_port(authority)

@@ -5,8 +5,10 @@
 //! - Unknown keys at the top level and in `jetstream { }` and `cluster { }` are ignored: a
 //!   nats-server config has many settings jetraft does not implement.
 //! - Settings that would grant access if ignored are refused instead: `accounts` and operator
-//!   (JWT) mode, `cluster { authorization }`, and any key inside `authorization { }`, a user, or
-//!   permissions that jetraft does not implement (nats-server also rejects unknown keys there).
+//!   (JWT) mode, and any key inside `authorization { }`, a user, permissions, `tls { }` or
+//!   `cluster { authorization { } }` that jetraft does not implement (nats-server also rejects
+//!   unknown keys there). Security settings of the protocols jetraft does not serve
+//!   (websocket, leafnodes, gateway, mqtt) and OCSP are refused too: see [`super::security`].
 //! - A known key with a value of the wrong type or out of range is an error at the value.
 
 use std::path::PathBuf;
@@ -14,6 +16,7 @@ use std::time::Duration;
 
 use super::addr;
 use super::error::ConfigError;
+use super::security::{refused_top_level, route_authorization, tls_block};
 use super::syntax::{Entry, Node, Value};
 use super::value::parse_bool;
 use crate::config::{
@@ -48,6 +51,19 @@ pub(super) fn apply_entries(entries: &[Entry], cfg: &mut Config) -> Result<(), C
                 cfg.http_port =
                     addr::optional_port(node.integer(key)?).map_err(|why| node.invalid(why))?;
             }
+            "https" => {
+                let (host, port) = listen(node, key)?;
+                if host.is_some() {
+                    cfg.http_host = host;
+                }
+                cfg.https_port = addr::optional_port(port).map_err(|why| node.invalid(why))?;
+            }
+            "https_port" => {
+                cfg.https_port =
+                    addr::optional_port(node.integer(key)?).map_err(|why| node.invalid(why))?;
+            }
+            "tls" => cfg.tls = Some(tls_block(node, key)?),
+            "allow_non_tls" => cfg.allow_non_tls = node.boolean(key)?,
             "server_name" => cfg.server_name = Some(name_without_spaces(node, key)?),
             "server_tags" => cfg.server_tags = server_tags(node, key)?,
             "jetstream" => jetstream(node, key, &mut cfg.jetstream)?,
@@ -91,7 +107,7 @@ pub(super) fn apply_entries(entries: &[Entry], cfg: &mut Config) -> Result<(), C
                     "use authorization { users = [...] } instead",
                 ));
             }
-            _ => {}
+            _ => refused_top_level(node, key)?,
         }
     }
     Ok(())
@@ -146,7 +162,7 @@ fn bounded<T: TryFrom<i64>>(node: &Node, key: &str, n: i64, max: i64) -> Result<
 }
 
 /// nats-server treats a zero interval as "use the default".
-fn or_default(d: Duration, default: Duration) -> Duration {
+pub(super) fn or_default(d: Duration, default: Duration) -> Duration {
     if d.is_zero() { default } else { d }
 }
 
@@ -160,7 +176,7 @@ fn name_without_spaces(node: &Node, key: &str) -> Result<String, ConfigError> {
 }
 
 /// A setting jetraft refuses rather than ignores.
-fn unsupported(node: &Node, key: &str, hint: &str) -> ConfigError {
+pub(super) fn unsupported(node: &Node, key: &str, hint: &str) -> ConfigError {
     node.invalid(format!("{key:?} is not supported by jetraft; {hint}"))
 }
 
@@ -238,9 +254,8 @@ fn cluster(node: &Node, key: &str, cluster: &mut ClusterConfig) -> Result<(), Co
                 }
                 cluster.routes = routes;
             }
-            "authorization" => {
-                return Err(unsupported(node, key, "jetraft routes do not authenticate"));
-            }
+            "authorization" => cluster.auth = Some(route_authorization(node, key)?),
+            "tls" => cluster.tls = Some(tls_block(node, key)?),
             _ => {}
         }
     }
@@ -311,6 +326,14 @@ fn user(node: &Node, key: &str) -> Result<UserConfig, ConfigError> {
                 named = true;
             }
             "pass" | "password" => user.password = node.string(key)?,
+            "nkey" => {
+                let nkey = node.string(key)?;
+                if !super::security::is_user_nkey(&nkey) {
+                    return Err(node.invalid(format!("not a valid public user nkey: {nkey:?}")));
+                }
+                user.nkey = Some(nkey);
+                named = true;
+            }
             "permission" | "permissions" | "authorization" => {
                 user.permissions = Some(permissions(node, key)?)
             }
@@ -319,7 +342,7 @@ fn user(node: &Node, key: &str) -> Result<UserConfig, ConfigError> {
         }
     }
     if !named {
-        return Err(node.invalid("user entry requires a \"user\""));
+        return Err(node.invalid("user entry requires a \"user\" or an \"nkey\""));
     }
     Ok(user)
 }

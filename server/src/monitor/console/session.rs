@@ -218,6 +218,7 @@ mod tests {
             users: vec![UserConfig {
                 user: "ro".into(),
                 password: "pw".into(),
+                nkey: None,
                 permissions: Some(Permissions {
                     publish: Some(SubjectPermission {
                         allow: vec!["orders.>".into()],
