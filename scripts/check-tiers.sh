@@ -15,8 +15,8 @@
 # fails if nextest and this evaluation disagree.
 #
 # It also reads tests/tests/<file>.rs and warns (without failing) when a test in the fast tier
-# starts a cluster (`Cluster::start`, `start_with` or `start_with_configs`, directly or through a
-# helper in the same file) or a test in the cluster or long tier starts none: the classification
+# starts a cluster (`Cluster::start`, `start_with`, `start_with_configs` or `from_nodes`, directly
+# or through a helper in the same file) or a test in the cluster or long tier starts none: the classification
 # rule is in .config/nextest.toml.
 #
 # Exit status: 0 all tests in exactly one tier, 1 otherwise, 2 usage or input errors.
@@ -395,7 +395,7 @@ def starts_cluster(bodies, name, seen):
         return False
     seen.add(name)
     body = bodies.get(name, "")
-    if any(f"Cluster::{f}(" in body for f in ("start", "start_with", "start_with_configs")):
+    if any(f"Cluster::{f}(" in body for f in ("start", "start_with", "start_with_configs", "from_nodes")):
         return True
     return any(
         callee != name and re.search(r"\b" + callee + r"\s*(::<[^>]*>)?\(", body) and starts_cluster(bodies, callee, seen)
