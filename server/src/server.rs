@@ -256,34 +256,27 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         client_tls: client_tls.is_some(),
         ..ports_file::Listeners::default()
     };
+    // What the monitoring endpoints (plain and HTTPS) read, for the address each is bound to.
+    let monitor_view = |http_addr| MonitorView {
+        node: node.clone(),
+        config: config.clone(),
+        bus: bus.clone(),
+        conns: conns.clone(),
+        jetstream: jetstream_slot.clone(),
+        http_addr,
+        shutdown: shutdown.clone(),
+    };
     if let Some(port) = config.http_port {
         let host = config.http_host.as_deref().unwrap_or(&config.host);
         let (http, bound) = bind("monitoring", &format!("{host}:{port}")).await?;
-        let view = MonitorView {
-            node: node.clone(),
-            config: config.clone(),
-            bus: bus.clone(),
-            conns: conns.clone(),
-            jetstream: jetstream_slot.clone(),
-            http_addr: bound,
-            shutdown: shutdown.clone(),
-        };
-        tasks.spawn(monitor::serve(Arc::new(view), http));
+        tasks.spawn(monitor::serve(Arc::new(monitor_view(bound)), http));
         info!(addr = %bound, "starting http monitor");
         listeners.monitoring = Some(bound);
     }
     if let (Some(port), Some(tls)) = (config.https_port, &client_tls) {
         let host = config.http_host.as_deref().unwrap_or(&config.host);
         let (https, bound) = bind("https monitoring", &format!("{host}:{port}")).await?;
-        let view = MonitorView {
-            node: node.clone(),
-            config: config.clone(),
-            bus: bus.clone(),
-            conns: conns.clone(),
-            jetstream: jetstream_slot.clone(),
-            http_addr: bound,
-            shutdown: shutdown.clone(),
-        };
+        let view = monitor_view(bound);
         let mut server_config = (*crate::tls::server_config(&tls.settings)?).clone();
         server_config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server_config));
