@@ -130,17 +130,21 @@ impl JetStream {
 
     /// Whether this node must keep its replica of a stream it is no longer assigned (the
     /// `assigned` nodes): it is still one of the group's voters as far as it knows, and it
-    /// leads the group, or heard from its leader less than [`LEAVE_GRACE`] ago (its vote may be
-    /// needed to commit the new voter set: an R3 stream going to R1 cannot without one of the
-    /// followers), or some assigned node is not a voter in its view yet and it has not heard
-    /// from a leader for less than [`LEAVE_LONG`] (a move still in progress whose leader may
-    /// need it after a failover). A removed follower is not told so (the leader stops
-    /// replicating to it), hence the silence as the signal; `leaving` records since when.
+    /// leads the group, or led it or heard from its leader less than [`LEAVE_GRACE`] ago (its
+    /// vote may be needed to commit the new voter set: an R3 stream going to R1 cannot without
+    /// one of the followers, and a leader that handed off to the only other voter is needed to
+    /// elect the successor and to commit its own removal), or some assigned node is not a voter
+    /// in its view yet and that was less than [`LEAVE_LONG`] ago (a move still in progress
+    /// whose leader may need it after a failover). A removed follower is not told so (the
+    /// leader stops replicating to it), hence the silence as the signal. `led` records, per
+    /// replica, when this node last led it since it was unassigned (or, if it never did, when
+    /// it was found unassigned): a leader that just handed off has never heard from the new
+    /// leader, and the hand-off itself must not read as silence.
     pub(super) fn still_needed_here(
         &self,
         ls: &LocalStream,
         assigned: &[u64],
-        leaving: &mut HashMap<StreamUid, Instant>,
+        led: &mut HashMap<StreamUid, Instant>,
     ) -> bool {
         let Ok(raft) = self.registry.raft(ls.group()) else {
             return false;
@@ -153,15 +157,15 @@ impl JetStream {
             .registry
             .leader(ls.group())
             .is_ok_and(|info| info.is_self);
-        let heard = (self.registry.groups().since_leader_contact(ls.group()))
-            .is_some_and(|d| d < LEAVE_GRACE);
-        if leads || heard {
-            leaving.remove(&ls.uid);
+        if leads {
+            led.insert(ls.uid, Instant::now());
             return true;
         }
-        let silent = leaving.entry(ls.uid).or_insert_with(Instant::now).elapsed();
+        let since_led = led.entry(ls.uid).or_insert_with(Instant::now).elapsed();
+        let quiet = (self.registry.groups().since_leader_contact(ls.group()))
+            .map_or(since_led, |heard| heard.min(since_led));
         let settled = assigned.iter().all(|a| voters.contains(a));
-        !settled && silent < LEAVE_LONG
+        quiet < LEAVE_GRACE || (!settled && quiet < LEAVE_LONG)
     }
 
     /// On the stream's leader: makes the group's voters the assigned replicas (adding the new

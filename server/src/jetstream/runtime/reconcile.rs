@@ -41,8 +41,8 @@ pub(super) struct MetaOwned {
     captures: Captures,
     /// Replica moves this node drives as a stream leader (`peer_remove`), one per stream group.
     pub(super) moving: HashMap<StreamUid, tokio::task::JoinHandle<()>>,
-    /// When each replica that is no longer assigned here was first found so
-    /// (`JetStream::still_needed_here`).
+    /// For each replica that is no longer assigned here: when this node last led it, or, if
+    /// it did not, when it was first found so (`JetStream::still_needed_here`).
     pub(super) leaving: HashMap<StreamUid, std::time::Instant>,
 }
 
