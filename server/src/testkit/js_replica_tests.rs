@@ -93,19 +93,35 @@ async fn wait_info(c: &JsCluster, via: NodeId, replicas: u64) -> Value {
     }
 }
 
+/// Most publishes one test publisher makes, and how long it publishes at most: bounds far
+/// above what the replica changes take (a removed follower drops its replica only after its
+/// leader fell silent for `LEAVE_GRACE`, so shrinking takes seconds): a publisher that ends
+/// early would read as stalled publishes.
+const PUBLISH_MAX: usize = 100_000;
+const PUBLISH_FOR: Duration = Duration::from_secs(120);
+/// Pause between two publishes, so the messages checked afterwards stay a few thousand.
+const PUBLISH_PACE: Duration = Duration::from_millis(1);
+
 /// Publishes through the nodes in turn until `stop` is set, counting acknowledgements in
-/// `count`; returns `(sequence, id)` of every acknowledged publish.
-async fn publish_until(c: &JsCluster, stop: &AtomicBool, count: &AtomicU64) -> Vec<(u64, String)> {
+/// `count`; ids start at `m{first}`. Returns `(sequence, id)` of every acknowledged publish.
+async fn publish_until(
+    c: &JsCluster,
+    stop: &AtomicBool,
+    count: &AtomicU64,
+    first: usize,
+) -> Vec<(u64, String)> {
     let ids = c.ids();
+    let deadline = tokio::time::Instant::now() + PUBLISH_FOR;
     let mut acked = Vec::new();
-    for i in 0..5000usize {
-        if stop.load(Ordering::SeqCst) {
+    for i in first..PUBLISH_MAX {
+        if stop.load(Ordering::SeqCst) || tokio::time::Instant::now() >= deadline {
             break;
         }
         let id = format!("m{i}");
         let via = ids[i % ids.len()];
         acked.push((must_publish(c, via, "s.a", &id, &id).await, id));
         count.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(PUBLISH_PACE).await;
     }
     acked
 }
@@ -166,15 +182,7 @@ async fn r1_to_r3_and_back_to_r1_under_publishes_keeps_every_acknowledged_messag
     let count = AtomicU64::new(3);
     let publisher = async {
         let mut acked: Vec<(u64, String)> = (0..3).map(|i| (i + 1, format!("m{i}"))).collect();
-        let ids = c.ids();
-        for i in 3..5000usize {
-            if stop.load(Ordering::SeqCst) {
-                break;
-            }
-            let id = format!("m{i}");
-            acked.push((must_publish(&c, ids[i % 3], "s.a", &id, &id).await, id));
-            count.fetch_add(1, Ordering::SeqCst);
-        }
+        acked.extend(publish_until(&c, &stop, &count, 3).await);
         acked
     };
     let changes = async {
@@ -238,7 +246,7 @@ async fn r3_to_r5_on_five_nodes_under_publishes() {
         wait_more(&count, 5).await;
         stop.store(true, Ordering::SeqCst);
     };
-    let (acked, ()) = tokio::join!(publish_until(&c, &stop, &count), changes);
+    let (acked, ()) = tokio::join!(publish_until(&c, &stop, &count, 0), changes);
     assert_every_ack_stored_once(&c, n(2), &acked).await;
     eventually("every replica holds every message", || {
         let held: Vec<u64> = c.ids().into_iter().map(|id| stored_on(&c, id)).collect();

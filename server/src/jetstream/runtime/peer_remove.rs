@@ -43,6 +43,46 @@ const LEAVE_GRACE: Duration = Duration::from_secs(4);
 /// The same while the move is not finished in the follower's view.
 const LEAVE_LONG: Duration = Duration::from_secs(60);
 
+/// A replica that is no longer assigned here but still runs (see
+/// [`JetStream::still_needed_here`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Leaving {
+    /// When this node last led the group, or, when `led` is false, when the replica was first
+    /// found unassigned.
+    pub(super) since: Instant,
+    /// Whether this node led the group since the replica was unassigned here.
+    pub(super) led: bool,
+}
+
+/// Whether a replica no longer assigned here, on a node that is still one of the group's
+/// voters in its own view but does not lead it, must keep running. `since` and `led` are its
+/// [`Leaving`] record's, `heard` the time since a leader last replicated to it, and `settled`
+/// whether every assigned node is a voter in its view.
+///
+/// - A leader that handed its leadership off (a leader that is not wanted does so before the
+///   change, `change_members`) has heard from no leader since: its vote may be needed to elect
+///   the successor (a group of two voters, e.g. an R1 stream moving off a removed server) and
+///   to commit its own removal, so it stays until a leader contacts it, for up to
+///   [`LEAVE_LONG`].
+/// - Otherwise the signal is silence, as a removed follower is not told so (the leader stops
+///   replicating to it): it stays while it heard from a leader (or was found unassigned) less
+///   than [`LEAVE_GRACE`] ago (an R3 stream going to R1 cannot commit without one of the
+///   followers), or less than [`LEAVE_LONG`] ago while some assigned node is not a voter in
+///   its view yet (a move still in progress whose leader may need it after a failover).
+pub(super) fn keeps_leaving_replica(
+    since: Duration,
+    led: bool,
+    heard: Option<Duration>,
+    settled: bool,
+) -> bool {
+    let heard_since = heard.filter(|h| *h < since);
+    if led && heard_since.is_none() {
+        return since < LEAVE_LONG;
+    }
+    let quiet = heard.map_or(since, |h| h.min(since));
+    quiet < LEAVE_GRACE || (!settled && quiet < LEAVE_LONG)
+}
+
 /// `$JS.API.STREAM.PEER.REMOVE` request body.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub(super) struct PeerRemoveRequest {
@@ -130,17 +170,14 @@ impl JetStream {
 
     /// Whether this node must keep its replica of a stream it is no longer assigned (the
     /// `assigned` nodes): it is still one of the group's voters as far as it knows, and it
-    /// leads the group, or heard from its leader less than [`LEAVE_GRACE`] ago (its vote may be
-    /// needed to commit the new voter set: an R3 stream going to R1 cannot without one of the
-    /// followers), or some assigned node is not a voter in its view yet and it has not heard
-    /// from a leader for less than [`LEAVE_LONG`] (a move still in progress whose leader may
-    /// need it after a failover). A removed follower is not told so (the leader stops
-    /// replicating to it), hence the silence as the signal; `leaving` records since when.
+    /// leads the group or [`keeps_leaving_replica`] says its vote may still be needed.
+    /// `leaving` records, per replica, since when it is unassigned here and whether this node
+    /// led it since.
     pub(super) fn still_needed_here(
         &self,
         ls: &LocalStream,
         assigned: &[u64],
-        leaving: &mut HashMap<StreamUid, Instant>,
+        leaving: &mut HashMap<StreamUid, Leaving>,
     ) -> bool {
         let Ok(raft) = self.registry.raft(ls.group()) else {
             return false;
@@ -153,15 +190,26 @@ impl JetStream {
             .registry
             .leader(ls.group())
             .is_ok_and(|info| info.is_self);
-        let heard = (self.registry.groups().since_leader_contact(ls.group()))
-            .is_some_and(|d| d < LEAVE_GRACE);
-        if leads || heard {
-            leaving.remove(&ls.uid);
+        if leads {
+            leaving.insert(
+                ls.uid,
+                Leaving {
+                    since: Instant::now(),
+                    led: true,
+                },
+            );
             return true;
         }
-        let silent = leaving.entry(ls.uid).or_insert_with(Instant::now).elapsed();
-        let settled = assigned.iter().all(|a| voters.contains(a));
-        !settled && silent < LEAVE_LONG
+        let entry = leaving.entry(ls.uid).or_insert_with(|| Leaving {
+            since: Instant::now(),
+            led: false,
+        });
+        keeps_leaving_replica(
+            entry.since.elapsed(),
+            entry.led,
+            self.registry.groups().since_leader_contact(ls.group()),
+            assigned.iter().all(|a| voters.contains(a)),
+        )
     }
 
     /// On the stream's leader: makes the group's voters the assigned replicas (adding the new
@@ -244,5 +292,37 @@ impl JetStream {
             .transfer_leadership(ls.group(), NodeId(to))
             .await
             .map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn a_leader_that_handed_off_stays_until_the_successor_contacts_it() {
+        assert!(keeps_leaving_replica(10 * S, true, None, true));
+        assert!(keeps_leaving_replica(10 * S, true, Some(100 * S), true));
+        assert!(!keeps_leaving_replica(61 * S, true, None, true));
+        // Contacted by the successor, then removed: silence counts from the contact.
+        assert!(keeps_leaving_replica(10 * S, true, Some(S), true));
+        assert!(!keeps_leaving_replica(10 * S, true, Some(5 * S), true));
+    }
+
+    #[test]
+    fn a_removed_follower_leaves_once_its_leader_is_silent() {
+        assert!(keeps_leaving_replica(10 * S, false, Some(S), true));
+        assert!(!keeps_leaving_replica(10 * S, false, Some(5 * S), true));
+        // Found unassigned only now, after a long silence: a short grace still.
+        assert!(keeps_leaving_replica(S, false, Some(100 * S), true));
+        assert!(!keeps_leaving_replica(5 * S, false, None, true));
+    }
+
+    #[test]
+    fn an_unfinished_move_keeps_a_silent_follower_longer() {
+        assert!(keeps_leaving_replica(30 * S, false, Some(20 * S), false));
+        assert!(!keeps_leaving_replica(90 * S, false, Some(61 * S), false));
     }
 }

@@ -41,9 +41,9 @@ pub(super) struct MetaOwned {
     captures: Captures,
     /// Replica moves this node drives as a stream leader (`peer_remove`), one per stream group.
     pub(super) moving: HashMap<StreamUid, tokio::task::JoinHandle<()>>,
-    /// When each replica that is no longer assigned here was first found so
+    /// The replicas that are no longer assigned here but still run
     /// (`JetStream::still_needed_here`).
-    pub(super) leaving: HashMap<StreamUid, std::time::Instant>,
+    pub(super) leaving: HashMap<StreamUid, super::peer_remove::Leaving>,
 }
 
 /// What the request paths route by, as of the meta task's last pass: published on a watch

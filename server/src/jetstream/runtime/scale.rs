@@ -55,8 +55,8 @@ impl JetStream {
         records
     }
 
-    /// `count` least loaded voters that fit `cfg`'s placement and hold no replica in
-    /// `existing`, or nats-server's no-placement error.
+    /// `count` least loaded voters that fit `cfg`'s placement, hold no replica in `existing`
+    /// and are not retired, or nats-server's no-placement error.
     pub(crate) fn pick_new(
         &self,
         cfg: &StreamConfig,
@@ -66,11 +66,14 @@ impl JetStream {
         if count == 0 {
             return Ok(Vec::new());
         }
-        let candidates: Vec<u64> = self
-            .voters()
-            .into_iter()
-            .filter(|v| !existing.contains(v))
-            .collect();
+        // A removed server (SERVER.REMOVE) stays a voter until its replicas moved off: it
+        // takes no new ones.
+        let voters = self.voters();
+        let candidates: Vec<u64> = self.meta.read(|m| {
+            (voters.into_iter())
+                .filter(|v| !existing.contains(v) && !m.is_retired(*v))
+                .collect()
+        });
         let fit = self.fitting(cfg, &candidates);
         self.meta
             .read(|m| m.place(count, &fit.nodes))
