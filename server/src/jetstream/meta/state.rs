@@ -139,11 +139,17 @@ impl MetaState {
         if existing.uid != sa.uid {
             return stream_not_found();
         }
+        // Made from an older revision: another writer (a client's update, a replica move,
+        // an evacuation) changed the assignment since; the writer reads it again and retries.
+        if existing.revision != sa.revision {
+            return api_error(503, 10008, "JetStream system temporarily unavailable");
+        }
         if self.overlaps(&sa.name, &sa.subjects) {
             return api_error(400, 10065, "subjects overlap with an existing stream");
         }
         let updated = StreamAssignment {
             created_ns: existing.created_ns,
+            revision: existing.revision + 1,
             ..sa
         };
         self.streams.insert(updated.name.clone(), updated.clone());
@@ -251,6 +257,7 @@ mod tests {
                 created_ns: 1,
                 subjects: subjects.iter().map(|s| s.to_string()).collect(),
                 joining: Vec::new(),
+                revision: 0,
             })),
         }
     }
@@ -305,6 +312,45 @@ mod tests {
             Some(10065)
         );
         assert_eq!(err_code(&m.apply(create("D", &["orders"], "{}"))), None);
+    }
+
+    #[test]
+    fn an_update_made_from_an_older_revision_is_refused() {
+        let mut m = MetaState::default();
+        let Some(meta_result::Result::Stream(base)) = m.apply(create("A", &["a"], "{}")).result
+        else {
+            panic!("not created");
+        };
+        let update = |sa: StreamAssignment| MetaCommand {
+            op: Some(meta_command::Op::UpdateStream(sa)),
+        };
+        // Two writers read revision 0: a client's config change and a replica move.
+        let config_change = StreamAssignment {
+            config_json: b"{\"max_msgs\":5}".to_vec().into(),
+            ..base.clone()
+        };
+        let replica_move = StreamAssignment {
+            replicas: vec![8],
+            ..base
+        };
+        let Some(meta_result::Result::Stream(after)) = m.apply(update(config_change)).result else {
+            panic!("first update refused");
+        };
+        assert_eq!(after.revision, 1);
+        // The second would silently undo the first: refused, the writer reads again.
+        assert_eq!(
+            err_code(&m.apply(update(replica_move.clone()))),
+            Some(10008)
+        );
+        let again = StreamAssignment {
+            replicas: vec![8],
+            ..after
+        };
+        let Some(meta_result::Result::Stream(last)) = m.apply(update(again)).result else {
+            panic!("retry refused");
+        };
+        assert_eq!((last.revision, last.replicas.as_slice()), (2, &[8][..]));
+        assert_eq!(&last.config_json[..], b"{\"max_msgs\":5}");
     }
 
     #[test]

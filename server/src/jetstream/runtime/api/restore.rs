@@ -192,6 +192,7 @@ impl JetStream {
             created_ns: i64::try_from(now_ns()).unwrap_or(i64::MAX),
             subjects: Vec::new(),
             joining: Vec::new(),
+            revision: 0,
         };
         let created = meta_answer(
             self.propose_meta(meta_command::Op::CreateStream(sa))

@@ -99,6 +99,7 @@ impl JetStream {
             created_ns: i64::try_from(now_ns()).unwrap_or(i64::MAX),
             subjects: cfg.subjects.clone(),
             joining: Vec::new(),
+            revision: 0,
         };
         meta_answer(
             self.propose_meta(meta_command::Op::CreateStream(sa))
