@@ -13,7 +13,7 @@ use futures_util::StreamExt as _;
 use jetraft_tests::harness::certs::{CertFiles, CertSpec, TestCa, tls_block};
 use jetraft_tests::harness::cluster::read_info;
 use jetraft_tests::harness::http::https_get;
-use jetraft_tests::harness::{ServerOptions, ServerProcess, wait_for, within};
+use jetraft_tests::harness::{ServerOptions, ServerProcess, round_trip, wait_for, within};
 use rcgen::DnType;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -281,7 +281,9 @@ async fn allow_non_tls_takes_both_kinds_of_client() {
         .expect("plaintext client");
     let secure = try_connect(&srv, tls_opts(&ca)).await.expect("TLS client");
     let mut sub = secure.subscribe("mixed").await.expect("subscribe");
-    secure.flush().await.expect("flush");
+    // A round trip, not `flush` (which only writes): the server has the subscription before
+    // the plaintext client publishes (the flake: the message came before the SUB).
+    round_trip(&secure).await;
     plain.publish("mixed", "hi".into()).await.expect("publish");
     plain.flush().await.expect("flush");
     let msg = within(OP, "message across", sub.next()).await.expect("msg");
