@@ -475,6 +475,7 @@ impl<T: Transport> GroupRegistry<T> {
             return;
         }
         if reachable {
+            self.transport.peer_link_up(peer.0);
             self.wake_groups_led_with(peer);
         } else {
             self.wake_groups_of(peer);

@@ -58,6 +58,12 @@ pub trait Transport: GroupRouter<JetraftConfig, GroupId, SnapshotData = Snapshot
         let _ = (target, node);
     }
 
+    /// `target`'s node link (the cluster layer's message link) came up: it is listening again,
+    /// so a transport that backs off after failures may try it at once. The default ignores it.
+    fn peer_link_up(&self, target: u64) {
+        let _ = target;
+    }
+
     /// Asks `target` to quiesce its replica of `req.group` ([`crate::quiesce`]) within `ttl`;
     /// `Ok(true)` when it agreed, `Err` with the reason when the call failed.
     fn quiesce(

@@ -76,6 +76,13 @@ impl Transport for NodeTransport {
         }
     }
 
+    fn peer_link_up(&self, target: u64) {
+        match self {
+            Self::Grpc(t) => t.peer_link_up(target),
+            Self::Mem(t) => t.peer_link_up(target),
+        }
+    }
+
     async fn quiesce(
         &self,
         target: u64,

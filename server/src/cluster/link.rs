@@ -46,8 +46,11 @@ pub(crate) const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(1);
 pub(crate) const KEEPALIVE_TIMEOUT: Duration = Duration::from_millis(1500);
 /// First reconnect delay.
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
-/// Longest reconnect delay.
-const BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// Longest reconnect delay (plus up to half of it as jitter). It bounds how long a healed
+/// partition waits for the first redial (the side that gets through first makes the other
+/// redial at once, see `ClusterState::redial`); a dial to a peer that is down costs one refused
+/// connect, so a short cap is cheap.
+const BACKOFF_MAX: Duration = Duration::from_millis(750);
 
 /// How one attempt at an outbound link ended.
 #[derive(Debug)]

@@ -425,6 +425,13 @@ fn address_to<T>(request: &mut tonic::Request<T>, target: u64) {
 }
 
 impl Transport for GrpcTransport {
+    /// Calls to `target` stop backing off ([`Peer::link_up`](super::peers::Peer)).
+    fn peer_link_up(&self, target: u64) {
+        if let Some(peer) = self.inner.peers.get(target) {
+            peer.link_up();
+        }
+    }
+
     fn note_peer(&self, target: u64, node: &PeerNode) {
         self.add_peer(NodeId(target), &node.addr);
     }

@@ -37,6 +37,13 @@ pub struct GrpcSettings {
     /// How often a peer that stays unreachable is reported in the log (with the number of
     /// calls that failed meanwhile).
     pub report_interval: Duration,
+    /// HTTP/2 ping interval on the channels, also while no call is in flight: a connection
+    /// that went silent (a partition, a peer that hangs) is found dead within
+    /// `keepalive_interval + keepalive_timeout` and the next call dials a new one, instead of
+    /// waiting on the dead one for TCP's retransmission backoff after the network healed.
+    pub keepalive_interval: Duration,
+    /// How long a ping may go unanswered before the connection is dropped.
+    pub keepalive_timeout: Duration,
 }
 
 impl Default for GrpcSettings {
@@ -47,6 +54,8 @@ impl Default for GrpcSettings {
             backoff_max: Duration::from_secs(1),
             max_message_size: 64 << 20,
             report_interval: Duration::from_secs(30),
+            keepalive_interval: Duration::from_secs(1),
+            keepalive_timeout: Duration::from_millis(1500),
         }
     }
 }
@@ -150,6 +159,15 @@ impl Peer {
         );
     }
 
+    /// The peer's node link (the cluster layer's) just came up: it is listening, so the next
+    /// call dials at once instead of waiting out the rest of the backoff. The spell stays
+    /// open until a call gets through (and is reported then).
+    pub(crate) fn link_up(&self) {
+        let mut b = self.backoff.lock();
+        b.failures = 0;
+        b.retry_at = None;
+    }
+
     /// Records a successful call; logs the end of a spell of failures.
     pub(crate) fn succeeded(&self) {
         let mut b = self.backoff.lock();
@@ -234,7 +252,10 @@ fn channel(addr: &str, s: &GrpcSettings, security: &LinkSecurity) -> Result<Chan
         .map_err(|reason| BadAddress {
             addr: addr.to_string(),
             reason,
-        })?;
+        })?
+        .http2_keep_alive_interval(s.keepalive_interval)
+        .keep_alive_timeout(s.keepalive_timeout)
+        .keep_alive_while_idle(true);
     Ok(security.connect_lazy(&endpoint))
 }
 
@@ -293,6 +314,30 @@ mod tests {
         p.succeeded();
         p.failed(t0, &s, &"refused");
         assert_eq!(p.ready(t0, &s).unwrap_err(), Duration::from_millis(10));
+    }
+
+    #[tokio::test]
+    async fn a_link_up_ends_the_backoff_but_not_the_spell() {
+        let peers = Peers::default();
+        let s = GrpcSettings::default();
+        peers
+            .set(2, "127.0.0.1:1", &s, &LinkSecurity::default())
+            .unwrap();
+        let p = peers.get(2).unwrap();
+        let t0 = Instant::now();
+        for _ in 0..5 {
+            p.failed(t0, &s, &"refused");
+        }
+        assert!(p.ready(t0, &s).is_err());
+        p.link_up();
+        assert_eq!(p.ready(t0, &s), Ok(()));
+        // The next failure starts again from the shortest wait.
+        p.failed(t0, &s, &"refused");
+        assert_eq!(p.ready(t0, &s).unwrap_err(), s.backoff_min);
+        assert!(
+            p.backoff.lock().down_since.is_some(),
+            "the spell is still open"
+        );
     }
 
     #[tokio::test]

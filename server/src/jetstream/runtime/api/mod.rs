@@ -186,6 +186,7 @@ impl JetStream {
                 route => break route,
             }
         };
+        debug!(subject = %msg.subject, hops, ?route, "API request routed");
         let name = op.stream().unwrap_or_default();
         match route {
             Route::AsLeader(group) => self.answer_as_leader(&op, &msg, hops, group).await,
@@ -264,6 +265,7 @@ impl JetStream {
         hops: u32,
         group: GroupId,
     ) {
+        let arrived = tokio::time::Instant::now();
         self.wait_leader_caught_up(group, LEADER_CATCH_UP_WAIT)
             .await;
         if op.reads_messages()
@@ -276,9 +278,17 @@ impl JetStream {
             self.unconfirmed_read(op, msg, hops, group);
             return;
         }
+        let started = tokio::time::Instant::now();
         let Some(result) = self.api_answer(op, msg).await else {
             return;
         };
+        debug!(
+            subject = %msg.subject,
+            catching_up = ?started.duration_since(arrived),
+            took = ?started.elapsed(),
+            ok = result.is_ok(),
+            "API request answered as leader"
+        );
         if let Err(e) = &result
             && e.err_code == ApiError::new(ErrorKind::ClusterNotAvail).err_code
             && let Some(now) = self.registry.leader(group).ok().and_then(|l| l.leader)
