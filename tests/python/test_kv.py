@@ -311,8 +311,18 @@ async def test_r3_bucket_across_nodes(server_factory, connect):
     except BaseException:
         # Rare (seen twice in full runs, never alone): say what the create answered and what
         # each node's /jsz says about the meta group, for the next look at it.
-        metas = [n.http_get_json("/jsz").get("meta_cluster") for n in nodes]
-        pytest.fail(f"no R3 bucket in 30 s; {len(errors)} failed creates, last {errors[-1:]}; meta: {metas}")
+        jsz = [n.http_get_json("/jsz") for n in nodes]
+        metas = [j.get("meta_cluster") for j in jsz]
+        apis = [j.get("api") for j in jsz]
+        # Did the requests reach n1 at all (the client connection's counters and subscriptions)?
+        conns_n1 = [
+            {k: c.get(k) for k in ("cid", "in_msgs", "out_msgs", "pending_bytes", "subscriptions_list")}
+            for c in nodes[0].http_get_json("/connz?subs=1").get("connections", [])
+        ]
+        pytest.fail(
+            f"no R3 bucket in 30 s; {len(errors)} failed creates, last {errors[-1:]}; meta: {metas}; "
+            f"api per node: {apis}; n1 connections: {conns_n1}"
+        )
 
     async def leader():
         try:

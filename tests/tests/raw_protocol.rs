@@ -156,6 +156,55 @@ async fn first_ping_of_a_protocol_1_client_gets_pong_then_async_info() {
     assert_clean_log(&srv);
 }
 
+/// An async INFO (here: lame duck mode's `ldm`) never reaches a client before the PONG to its
+/// first PING: a client that sent CONNECT and waits for that PONG reads the next line as its
+/// answer (nats.py then stays "connecting" and never flushes a publish). As nats-server, such a
+/// client gets the INFO that follows its first PONG (with the `connect_urls` of that moment).
+#[tokio::test]
+async fn async_info_waits_for_the_first_pong() {
+    let srv = start(ServerOptions::with_config(
+        "lame_duck_grace_period: 30s\nlame_duck_duration: 60s\n",
+    ))
+    .await;
+    // A client that completed its handshake, to see when the async INFO went out.
+    let mut ready = RawClient::connect_to(&srv).await;
+    ready.read_info().await;
+    ready
+        .send("CONNECT {\"verbose\":false,\"protocol\":1}\r\nPING\r\n")
+        .await;
+    ready.expect_bytes(b"PONG\r\n").await;
+    ready
+        .read_until_contains(b"\r\n", Duration::from_secs(5))
+        .await; // the INFO after the first PONG
+    // A client between its CONNECT and its first PING.
+    let mut pending = RawClient::connect_to(&srv).await;
+    pending.read_info().await;
+    pending
+        .send("CONNECT {\"verbose\":false,\"protocol\":1}\r\n")
+        .await;
+    ready.ping_pong().await; // the server has read the CONNECT too (same node, same order)
+    srv.signal(rustix::process::Signal::USR2).expect("SIGUSR2");
+    let line = ready
+        .read_until_contains(b"\r\n", Duration::from_secs(5))
+        .await;
+    let ldm: Value = serde_json::from_slice(&line[5..line.len() - 3]).expect("INFO JSON");
+    assert_eq!(
+        ldm["ldm"], true,
+        "the handshaken client got the lame duck INFO"
+    );
+    pending.expect_silence(Duration::from_millis(300)).await;
+    pending.send("PING\r\n").await;
+    pending.expect_bytes(b"PONG\r\n").await;
+    let line = pending
+        .read_until_contains(b"\r\n", Duration::from_secs(5))
+        .await;
+    let info: Value = serde_json::from_slice(&line[5..line.len() - 3]).expect("INFO JSON");
+    assert_eq!(
+        info["connect_info"], true,
+        "the INFO that follows the first PONG"
+    );
+}
+
 #[tokio::test]
 async fn protocol_0_client_gets_no_async_info() {
     let srv = start_default().await;

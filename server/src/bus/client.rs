@@ -182,7 +182,8 @@ pub struct Client {
     pub meta: Mutex<ClientMeta>,
     /// The client negotiated headers (HMSG).
     pub headers: AtomicBool,
-    /// CONNECT said `protocol >= 1`: the client takes async INFO (cluster `connect_urls` changes).
+    /// CONNECT said `protocol >= 1` and the PONG to the first PING was sent: the client takes
+    /// async INFO (cluster `connect_urls` changes, lame duck mode).
     pub async_info: AtomicBool,
     /// CONNECT was accepted (server PINGs start only then).
     pub connected: AtomicBool,

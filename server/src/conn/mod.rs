@@ -105,7 +105,7 @@ impl ConnContext {
     /// lame duck mode began).
     pub fn send_async_info(&self) {
         for c in self.clients.live() {
-            if c.async_info.load(std::sync::atomic::Ordering::Relaxed) {
+            if c.async_info.load(std::sync::atomic::Ordering::Acquire) {
                 let info = self.info_for(&c, false);
                 encode::info(&mut c.out.lock().buf, &info);
                 c.wake_writer();

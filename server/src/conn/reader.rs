@@ -237,7 +237,12 @@ impl Session {
                 self.client.send_proto(encode::PONG);
                 if self.connected && !self.sent_connect_info && self.opts.protocol.unwrap_or(0) >= 1
                 {
+                    // Async INFO only from now on, after this first PONG (nats-server's rule): a
+                    // client that sent CONNECT reads the next line as the answer to its PING,
+                    // and an INFO there leaves nats.py "connecting" for good. What changed
+                    // before is in this INFO, built after the flag is up.
                     self.sent_connect_info = true;
+                    self.client.async_info.store(true, Ordering::Release);
                     let mut out = self.client.out.lock();
                     encode::info(&mut out.buf, &self.ctx.info_for(&self.client, true));
                 }
@@ -289,9 +294,6 @@ impl Session {
         self.client.headers.store(opts.headers, Ordering::Relaxed);
         self.parser.set_headers(opts.headers);
         self.parser.set_awaiting_auth(false);
-        self.client
-            .async_info
-            .store(opts.protocol.unwrap_or(0) >= 1, Ordering::Relaxed);
         self.opts = opts;
         self.connected = true;
         self.ok();
