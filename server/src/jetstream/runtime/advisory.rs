@@ -96,6 +96,12 @@ pub(crate) struct Advisory<'a> {
     /// Stream backups: why a snapshot failed (`snapshot_complete`).
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    /// Priority groups: the group pinned or unpinned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group: Option<&'a str>,
+    /// Priority groups: the new pin id (`consumer_group_pinned`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pinned_id: Option<&'a str>,
 }
 
 impl<'a> Advisory<'a> {
@@ -121,6 +127,8 @@ impl<'a> Advisory<'a> {
             end: None,
             bytes: None,
             error: None,
+            group: None,
+            pinned_id: None,
         }
     }
 
@@ -282,6 +290,32 @@ impl JetStream {
         a.deliveries = Some(deliveries);
         a.reason = Some(reason);
         a.send(self, "CONSUMER.MSG_TERMINATED");
+    }
+
+    /// `CONSUMER.PINNED.<stream>.<consumer>` (`consumer_group_pinned`): `group` was pinned to
+    /// a new client.
+    pub(crate) fn advise_pinned(&self, stream: &str, consumer: &str, group: &str, id: &str) {
+        let mut a = Advisory::consumer(
+            "io.nats.jetstream.advisory.v1.consumer_group_pinned",
+            stream,
+            consumer,
+        );
+        a.group = Some(group);
+        a.pinned_id = Some(id);
+        a.send(self, "CONSUMER.PINNED");
+    }
+
+    /// `CONSUMER.UNPINNED.<stream>.<consumer>` (`consumer_group_unpinned`): `group` lost its
+    /// pin (`admin`: CONSUMER.UNPIN, `timeout`: no request for `priority_timeout`).
+    pub(crate) fn advise_unpinned(&self, stream: &str, consumer: &str, group: &str, why: &str) {
+        let mut a = Advisory::consumer(
+            "io.nats.jetstream.advisory.v1.consumer_group_unpinned",
+            stream,
+            consumer,
+        );
+        a.group = Some(group);
+        a.reason = Some(why);
+        a.send(self, "CONSUMER.UNPINNED");
     }
 
     /// `CONSUMER.MSG_NAKED.<stream>.<consumer>` (`nak`).

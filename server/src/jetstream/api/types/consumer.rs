@@ -360,6 +360,22 @@ pub struct ConsumerInfo {
     /// Time left paused, ns.
     #[serde(default, skip_serializing_if = "is_zero_i64")]
     pub pause_remaining: i64,
+    /// Priority groups and their pins (consumers with `priority_groups`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub priority_groups: Vec<PriorityGroupState>,
     /// Gathered at (RFC 3339).
     pub ts: String,
+}
+
+/// One priority group in `CONSUMER.INFO`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PriorityGroupState {
+    /// The group.
+    pub group: String,
+    /// The pinned client's pin id (`pinned_client`), if pinned.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub pinned_client_id: String,
+    /// When it was pinned (RFC 3339; Go's zero time when not pinned, as nats-server shows it).
+    #[serde(default)]
+    pub pinned_ts: String,
 }

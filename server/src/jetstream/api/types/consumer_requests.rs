@@ -248,8 +248,23 @@ impl ConsumerPauseResponse {
     }
 }
 
+/// The priority-group fields of a JSON pull request (nats-server's embedded `PriorityGroup`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PriorityRequest {
+    /// The priority group the request pulls for.
+    pub group: String,
+    /// `overflow`: served only while the consumer has at least this many messages pending.
+    pub min_pending: i64,
+    /// `overflow`: served only while at least this many messages wait for their ack.
+    pub min_ack_pending: i64,
+    /// `pinned_client`: the pin id the client was given (`Nats-Pin-Id`).
+    pub id: String,
+    /// `prioritized`: 0 (served first) to 9.
+    pub priority: i64,
+}
+
 /// A pull request (`$JS.API.CONSUMER.MSG.NEXT.<S>.<C>`), normalised.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NextRequest {
     /// Messages wanted; at least 1 (a zero or negative batch behaves as 1).
     pub batch: u64,
@@ -262,6 +277,9 @@ pub struct NextRequest {
     pub no_wait: bool,
     /// Send `100 Idle Heartbeat` after this long without activity, ns; 0 = never.
     pub idle_heartbeat_ns: u64,
+    /// The priority-group fields: present for every JSON request (zero values when absent),
+    /// none for an empty or numeric body, as in nats-server.
+    pub priority: Option<PriorityRequest>,
 }
 
 impl Default for NextRequest {
@@ -272,6 +290,7 @@ impl Default for NextRequest {
             max_bytes: 0,
             no_wait: false,
             idle_heartbeat_ns: 0,
+            priority: None,
         }
     }
 }
@@ -335,8 +354,9 @@ pub fn parse_next_request(body: &[u8]) -> Result<NextRequest, String> {
         // Unreachable for a body starting with `{`, kept total.
         return Err(bad_request("unexpected end of JSON input"));
     };
-    let mut ints = [0i64; 5];
+    let mut ints = [0i64; 4];
     let mut no_wait = false;
+    let mut priority = PriorityRequest::default();
     for (key, v) in &map {
         // Go matches field names case-insensitively (exact match preferred).
         let Some(&(name, ty)) = NEXT_FIELDS.iter().find(|(n, _)| n == key).or_else(|| {
@@ -359,22 +379,27 @@ pub fn parse_next_request(body: &[u8]) -> Result<NextRequest, String> {
         match ty {
             GoType::Bool => no_wait = v.as_bool().ok_or_else(type_err)?,
             GoType::String => {
-                v.as_str().ok_or_else(type_err)?;
+                let text = v.as_str().ok_or_else(type_err)?.to_string();
+                match name {
+                    "group" => priority.group = text,
+                    _ => priority.id = text,
+                }
             }
             GoType::Int | GoType::Int64 | GoType::Duration => {
                 let n = v.as_i64().ok_or_else(type_err)?;
-                let slot = match name {
-                    "expires" => 0,
-                    "batch" => 1,
-                    "max_bytes" => 2,
-                    "idle_heartbeat" => 3,
-                    _ => 4,
-                };
-                ints[slot] = n;
+                match name {
+                    "expires" => ints[0] = n,
+                    "batch" => ints[1] = n,
+                    "max_bytes" => ints[2] = n,
+                    "idle_heartbeat" => ints[3] = n,
+                    "min_pending" => priority.min_pending = n,
+                    "min_ack_pending" => priority.min_ack_pending = n,
+                    _ => priority.priority = n,
+                }
             }
         }
     }
-    let [expires, batch, max_bytes, heartbeat, _] = ints;
+    let [expires, batch, max_bytes, heartbeat] = ints;
     if heartbeat > 0 && heartbeat.wrapping_mul(2) > expires {
         return Err(bad_request("heartbeat value too large"));
     }
@@ -387,6 +412,7 @@ pub fn parse_next_request(body: &[u8]) -> Result<NextRequest, String> {
         max_bytes: u64::try_from(max_bytes).unwrap_or(0),
         no_wait,
         idle_heartbeat_ns: u64::try_from(heartbeat).unwrap_or(0),
+        priority: Some(priority),
     })
 }
 
@@ -648,14 +674,31 @@ mod tests {
     #[test]
     fn next_request_forms() {
         let one = NextRequest::default();
-        assert_eq!(next(""), Ok(one));
-        assert_eq!(next(" \r\n"), Ok(one));
-        assert_eq!(next("5"), Ok(NextRequest { batch: 5, ..one }));
-        assert_eq!(next(" 7 "), Ok(NextRequest { batch: 7, ..one }));
-        assert_eq!(next("-2"), Ok(one));
+        // A JSON request carries its (empty) priority-group fields.
+        let json = NextRequest {
+            priority: Some(PriorityRequest::default()),
+            ..NextRequest::default()
+        };
+        assert_eq!(next(""), Ok(one.clone()));
+        assert_eq!(next(" \r\n"), Ok(one.clone()));
+        assert_eq!(
+            next("5"),
+            Ok(NextRequest {
+                batch: 5,
+                ..one.clone()
+            })
+        );
+        assert_eq!(
+            next(" 7 "),
+            Ok(NextRequest {
+                batch: 7,
+                ..one.clone()
+            })
+        );
+        assert_eq!(next("-2"), Ok(one.clone()));
         // Not JSON and not an integer: batch 1, no error (observed: no reply, request waits).
-        assert_eq!(next("bad"), Ok(one));
-        assert_eq!(next("[]"), Ok(one));
+        assert_eq!(next("bad"), Ok(one.clone()));
+        assert_eq!(next("[]"), Ok(one.clone()));
         assert_eq!(
             next(
                 r#"{"batch":200,"expires":30000000000,"max_bytes":0,"idle_heartbeat":15000000000,"min_pending":null,"min_ack_pending":null,"group":null,"priority":null}"#
@@ -664,7 +707,7 @@ mod tests {
                 batch: 200,
                 expires_ns: 30_000_000_000,
                 idle_heartbeat_ns: 15_000_000_000,
-                ..one
+                ..json.clone()
             })
         );
         assert_eq!(
@@ -673,7 +716,7 @@ mod tests {
                 batch: 3,
                 expires_ns: 999_900_000,
                 no_wait: true,
-                ..one
+                ..json.clone()
             })
         );
         // Unknown fields and nulls are ignored; names match case-insensitively as in Go.
@@ -681,23 +724,29 @@ mod tests {
             next(r#"{"batch":1,"no_wait":true,"foo":1,"max_bytes":null}"#),
             Ok(NextRequest {
                 no_wait: true,
-                ..one
+                ..json.clone()
             })
         );
-        assert_eq!(next(r#"{"BATCH":4}"#), Ok(NextRequest { batch: 4, ..one }));
-        assert_eq!(next(r#"{"batch":0}"#), Ok(one));
+        assert_eq!(
+            next(r#"{"BATCH":4}"#),
+            Ok(NextRequest {
+                batch: 4,
+                ..json.clone()
+            })
+        );
+        assert_eq!(next(r#"{"batch":0}"#), Ok(json.clone()));
         assert_eq!(
             next(r#"{"batch":-1,"no_wait":true}"#),
             Ok(NextRequest {
                 no_wait: true,
-                ..one
+                ..json.clone()
             })
         );
         assert_eq!(
             next(r#"{"expires":-5,"max_bytes":-1}"#),
             Ok(NextRequest {
                 expires_ns: 1,
-                ..one
+                ..json.clone()
             })
         );
     }

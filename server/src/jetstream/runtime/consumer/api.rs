@@ -12,11 +12,11 @@ use super::engine::{EngineView, Event};
 use crate::bus::Msg;
 use crate::bus::internal::InternalMsg;
 use crate::jetstream::api::consumer_validate::{
-    ConsumerContext, CreateForm, CreateOutcome, check_create, check_pedantic, random_name,
-    resolve_create, with_response_metadata,
+    ConsumerContext, CreateForm, CreateOutcome, check_create, check_pedantic, is_valid_group_name,
+    random_name, resolve_create, with_response_metadata,
 };
-use crate::jetstream::api::types::consumer::ConsumerInfo;
 use crate::jetstream::api::types::consumer::SequenceInfo;
+use crate::jetstream::api::types::consumer::{ConsumerInfo, PriorityGroupState};
 use crate::jetstream::api::types::consumer_requests::{
     ConsumerListRequest, ConsumerNamesRequest, ConsumerPauseRequest, ConsumerPauseResponse,
     CreateConsumerRequest, consumer_list_page, consumer_names_page,
@@ -195,6 +195,13 @@ impl JetStream {
             } else {
                 0
             },
+            priority_groups: (view.priority_groups.iter())
+                .map(|g| PriorityGroupState {
+                    group: g.group.clone(),
+                    pinned_client_id: g.pinned_id.clone(),
+                    pinned_ts: go_time::format(g.pinned_ns),
+                })
+                .collect(),
             ts: go_time::format(now),
         }
     }
@@ -344,6 +351,60 @@ impl JetStream {
     }
 }
 
+impl JetStream {
+    /// `CONSUMER.UNPIN.<S>.<C>` with `{"group":"..."}`: the consumer's pinned client loses its
+    /// pin (the next request without a pin id gets a new one). nats-server's checks, in its
+    /// order.
+    pub(crate) fn consumer_unpin_api(
+        &self,
+        stream: &str,
+        name: &str,
+        msg: &InternalMsg,
+    ) -> Result<String, ApiError> {
+        let ls = self.leader_stream(stream)?;
+        let group = unpin_group(&msg.payload)?;
+        if group.is_empty() {
+            return Err(ApiError::invalid_json("consumer group not specified"));
+        }
+        if !is_valid_group_name(&group) {
+            return Err(ApiError::new(ErrorKind::ConsumerInvalidGroupName));
+        }
+        let groups = {
+            let sm = ls.sm.lock();
+            let rec = sm.consumer(name).ok_or_else(consumer_not_found)?;
+            rec.config.priority_groups.clone()
+        };
+        if !groups.contains(&group) {
+            return Err(ApiError::new(ErrorKind::ConsumerInvalidPriorityGroup));
+        }
+        ls.engines
+            .send(name, Event::Core(ConsumerEvent::Unpin { group }));
+        Ok(format!(
+            "{{\"type\":\"{}\"}}",
+            response_type::CONSUMER_UNPIN
+        ))
+    }
+}
+
+/// The `group` of an unpin request (Go's `json.Unmarshal` into `{group string}`).
+fn unpin_group(body: &[u8]) -> Result<String, ApiError> {
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
+        let text = if body.trim_ascii().is_empty() {
+            "unexpected end of JSON input".to_string()
+        } else {
+            e.to_string()
+        };
+        ApiError::invalid_json(&text)
+    })?;
+    match value.get("group") {
+        None | Some(serde_json::Value::Null) => Ok(String::new()),
+        Some(serde_json::Value::String(g)) => Ok(g.clone()),
+        Some(_) => Err(ApiError::invalid_json(
+            "json: cannot unmarshal value into Go struct field JSApiConsumerUnpinRequest.group of type string",
+        )),
+    }
+}
+
 /// A view of a consumer from the replicated record (no engine here).
 fn view_from_record(
     rec: &ConsumerRecord,
@@ -356,6 +417,7 @@ fn view_from_record(
         num_pending: pending_of(rec, store),
         num_waiting: 0,
         push_bound: false,
+        priority_groups: Vec::new(),
     }
 }
 

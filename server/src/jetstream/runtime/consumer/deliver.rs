@@ -99,6 +99,16 @@ pub(crate) enum PullStatus {
     ConsumerDeleted,
     /// `409 Leadership Change`.
     LeadershipChange,
+    /// `423 Nats-Pin-Id mismatch`: a pull request with another pin id than the group's.
+    PinMismatch,
+    /// `423 Nats-Wrong-Pin-Id` with what was left of a waiting request whose pin id is no
+    /// longer the group's (the pin moved on while it waited).
+    WrongPinId {
+        /// Messages not delivered.
+        pending_msgs: u64,
+        /// Bytes not used.
+        pending_bytes: u64,
+    },
 }
 
 /// The v1 ack reply subject. Built by hand: it is made once per delivered message, and
@@ -131,21 +141,30 @@ pub(crate) fn body(msg: &StoredMsg, headers_only: bool) -> (Option<Vec<u8>>, Byt
         let hdrs = (!msg.headers.is_empty()).then(|| msg.headers.to_vec());
         return (hdrs, msg.payload.clone());
     }
-    let mut h = if msg.headers.is_empty() {
+    let h = add_header(
+        &msg.headers,
+        "Nats-Msg-Size",
+        &msg.payload.len().to_string(),
+    );
+    (Some(h), Bytes::new())
+}
+
+/// The header block `hdrs` (empty: none) with `name: value` added at its end.
+pub(crate) fn add_header(hdrs: &[u8], name: &str, value: &str) -> Vec<u8> {
+    let mut h = if hdrs.is_empty() {
         b"NATS/1.0\r\n".to_vec()
     } else {
         // Drop the terminating blank line, then append.
-        let raw = &msg.headers[..];
-        let end = if raw.ends_with(b"\r\n\r\n") {
-            raw.len() - 2
+        let end = if hdrs.ends_with(b"\r\n\r\n") {
+            hdrs.len() - 2
         } else {
-            raw.len()
+            hdrs.len()
         };
-        raw[..end].to_vec()
+        hdrs[..end].to_vec()
     };
-    push_header(&mut h, "Nats-Msg-Size", &msg.payload.len().to_string());
+    push_header(&mut h, name, value);
     h.extend_from_slice(b"\r\n");
-    (Some(h), Bytes::new())
+    h
 }
 
 /// The size a message counts for against a pull request's `max_bytes`.
@@ -194,6 +213,15 @@ pub(crate) fn status_msg(reply: &str, status: &PullStatus) -> OutMsg {
         PullStatus::PushBased => (409, "Consumer is push based".into(), Vec::new()),
         PullStatus::ConsumerDeleted => (409, "Consumer Deleted".into(), Vec::new()),
         PullStatus::LeadershipChange => (409, "Leadership Change".into(), Vec::new()),
+        PullStatus::PinMismatch => (423, "Nats-Pin-Id mismatch".into(), Vec::new()),
+        PullStatus::WrongPinId {
+            pending_msgs,
+            pending_bytes,
+        } => (
+            423,
+            "Nats-Wrong-Pin-Id".into(),
+            pending(*pending_msgs, *pending_bytes),
+        ),
     };
     let extra: Vec<(&str, &str)> = extra
         .iter()

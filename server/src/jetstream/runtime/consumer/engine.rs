@@ -84,6 +84,8 @@ pub(crate) struct EngineView {
     pub num_waiting: u64,
     /// Push consumer with interest.
     pub push_bound: bool,
+    /// `pinned_client` groups and their pins.
+    pub priority_groups: Vec<super::core::PinnedGroup>,
 }
 
 /// A proposal's commit, as `registry.submit` returns it.
@@ -420,6 +422,10 @@ impl Engine {
                 *deliveries,
                 reason,
             ),
+            Advisory::Pinned { group, pinned_id } => {
+                js.advise_pinned(stream, name, group, pinned_id)
+            }
+            Advisory::Unpinned { group, reason } => js.advise_unpinned(stream, name, group, reason),
         }
     }
 }

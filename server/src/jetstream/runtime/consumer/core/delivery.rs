@@ -180,6 +180,16 @@ impl<V: ConsumerView> ConsumerCore<V> {
                 self.paced_until = None;
             }
             if !push {
+                // Which request takes it (priority groups), chosen once there is a message, as
+                // nats-server does: a pin is given, or a stale one refused, only then.
+                if !self.select_request() {
+                    if redelivery {
+                        self.due.insert(msg.seq);
+                    } else {
+                        self.ahead.push_front(msg);
+                    }
+                    return;
+                }
                 let size = deliver::pull_size(&msg, &self.stream, &self.name);
                 let Some(req) = self.waiting.front_mut() else {
                     return;
@@ -191,6 +201,7 @@ impl<V: ConsumerView> ConsumerCore<V> {
                     } else {
                         self.ahead.push_front(msg);
                     }
+                    self.release_fresh_pin();
                     if let Some(req) = self.waiting.pop_front() {
                         self.out.push(Action::Status {
                             to: req.reply,
@@ -203,6 +214,7 @@ impl<V: ConsumerView> ConsumerCore<V> {
                     continue;
                 }
             }
+            self.settle_pin();
             self.deliver(msg, redelivery);
         }
     }
@@ -229,7 +241,11 @@ impl<V: ConsumerView> ConsumerCore<V> {
             msg.timestamp_ns,
             self.num_pending,
         );
-        let (hdrs, payload) = deliver::body(&msg, self.cfg.headers_only);
+        let (mut hdrs, payload) = deliver::body(&msg, self.cfg.headers_only);
+        if let Some(pin) = self.pin_id() {
+            let block = hdrs.as_deref().unwrap_or_default();
+            hdrs = Some(deliver::add_header(block, "Nats-Pin-Id", pin));
+        }
         let timestamp_ns = msg.timestamp_ns;
         let size;
         if self.cfg.is_push() {
@@ -281,8 +297,8 @@ impl<V: ConsumerView> ConsumerCore<V> {
             if let Some(req) = self.waiting.pop_front()
                 && !done
             {
-                // Round robin between waiting requests.
-                self.waiting.push_back(req);
+                // Round robin between waiting requests (within one priority: `enqueue`).
+                self.enqueue(req);
             }
         } else {
             return;
@@ -314,9 +330,15 @@ impl<V: ConsumerView> ConsumerCore<V> {
 
     /// A fresh flow-control reply subject: `$JS.FC.<stream>.<consumer>.<4 random chars>`.
     pub(super) fn fc_subject(&mut self) -> String {
+        let token = self.token(4);
+        format!("$JS.FC.{}.{}.{token}", self.stream, self.name)
+    }
+
+    /// `len` random letters and digits (flow-control subjects, pin ids).
+    pub(super) fn token(&mut self, len: usize) -> String {
         const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-        let mut token = String::with_capacity(4);
-        for _ in 0..4 {
+        let mut token = String::with_capacity(len);
+        for _ in 0..len {
             // xorshift64
             let mut x = self.token_state;
             x ^= x << 13;
@@ -326,7 +348,7 @@ impl<V: ConsumerView> ConsumerCore<V> {
             let i = usize::try_from(x % ALPHABET.len() as u64).unwrap_or(0);
             token.push(ALPHABET[i] as char);
         }
-        format!("$JS.FC.{}.{}.{token}", self.stream, self.name)
+        token
     }
 
     /// Idle heartbeats for pull requests and push consumers.

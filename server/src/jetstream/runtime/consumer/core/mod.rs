@@ -53,6 +53,7 @@ use super::engine::EngineView;
 use super::pacing::Pacer;
 use crate::jetstream::ack::AckKind;
 use crate::jetstream::api::types::consumer::{AckPolicy, ConsumerConfig};
+use crate::jetstream::api::types::consumer_requests::PriorityRequest;
 use crate::jetstream::api::types::go_time;
 
 /// Flow control window start and cap (bytes outstanding since the last FC reply).
@@ -146,6 +147,11 @@ pub(crate) enum ConsumerEvent {
     ProposeFailed,
     /// The last [`Action::DeleteInactive`] failed: the consumer stays, inactivity restarts.
     DeleteFailed,
+    /// `CONSUMER.UNPIN`: the group's pinned client loses its pin (`pinned_client`).
+    Unpin {
+        /// The priority group.
+        group: String,
+    },
     /// Stop: the consumer was deleted (true) or leadership moved (false). Waiting requests
     /// get their status; nothing else happens afterwards.
     Stop {
@@ -183,6 +189,20 @@ pub(crate) enum Advisory {
         deliveries: u64,
         /// The `+TERM` reason.
         reason: String,
+    },
+    /// `PINNED`: a priority group was pinned to a new client.
+    Pinned {
+        /// The priority group.
+        group: String,
+        /// The new pin id.
+        pinned_id: String,
+    },
+    /// `UNPINNED`: a priority group lost its pin (`admin` or `timeout`).
+    Unpinned {
+        /// The priority group.
+        group: String,
+        /// Why.
+        reason: &'static str,
     },
 }
 
@@ -295,6 +315,8 @@ struct PullRequest {
     last_sent: u64,
     /// Messages delivered to this request so far.
     delivered: u64,
+    /// Its priority-group fields (JSON requests), see `priority.rs`.
+    priority: Option<PriorityRequest>,
 }
 
 /// Flow control of a push consumer.
@@ -368,6 +390,8 @@ pub(crate) struct ConsumerCore<V> {
     stopped: bool,
     /// State of the generator of flow-control subject tokens (xorshift; seeded by the owner).
     token_state: u64,
+    /// The client a `pinned_client` group is pinned to.
+    pin: Option<priority::Pin>,
 }
 
 impl<V: ConsumerView> ConsumerCore<V> {
@@ -427,6 +451,7 @@ impl<V: ConsumerView> ConsumerCore<V> {
             } else {
                 seed
             },
+            pin: None,
         };
         let pending: Vec<(u64, u64, u64)> = (core.state.pending.iter())
             .map(|(s, p)| (*s, p.deliveries, p.last_delivered_ns))
@@ -493,6 +518,7 @@ impl<V: ConsumerView> ConsumerCore<V> {
                 self.last_active = self.now.mono_ns;
                 return;
             }
+            ConsumerEvent::Unpin { group } => self.unpin(&group, "admin"),
             ConsumerEvent::Stop { deleted } => {
                 self.stop(deleted);
                 return;
@@ -538,6 +564,9 @@ impl<V: ConsumerView> ConsumerCore<V> {
         if let Some(at) = self.paced_until {
             wake = wake.min(at);
         }
+        if let Some(at) = self.pin_deadline() {
+            wake = wake.min(at);
+        }
         wake.max(now.mono_ns + MIN_WAKE_NS)
     }
 
@@ -561,6 +590,7 @@ impl<V: ConsumerView> ConsumerCore<V> {
             num_pending: self.num_pending,
             num_waiting: self.waiting.len() as u64,
             push_bound: self.cfg.is_push() && self.push_interest(),
+            priority_groups: self.pinned_groups(),
         }
     }
 
@@ -572,6 +602,7 @@ impl<V: ConsumerView> ConsumerCore<V> {
 
     /// One round: redeliveries, deliveries, no-wait answers, heartbeats, inactivity, batch.
     fn round(&mut self) {
+        self.lapse_pin();
         self.expire_and_redeliver();
         self.pump();
         self.finish_no_wait();
@@ -710,10 +741,16 @@ impl<V: ConsumerView> ConsumerCore<V> {
 
 mod acks;
 mod delivery;
+mod priority;
 mod pull;
+
+pub(crate) use priority::PinnedGroup;
 
 #[cfg(test)]
 mod tests;
 
 #[cfg(test)]
 mod model_tests;
+
+#[cfg(test)]
+mod priority_tests;

@@ -33,6 +33,10 @@ impl<V: ConsumerView> ConsumerCore<V> {
             });
             return;
         }
+        if let Err(status) = self.admit_priority(req.priority.as_ref()) {
+            self.out.push(Action::Status { to: reply, status });
+            return;
+        }
         let max_waiting = u64::try_from(self.cfg.max_waiting).unwrap_or(0);
         if max_waiting > 0 && self.waiting.len() as u64 >= max_waiting {
             self.out.push(Action::Status {
@@ -42,7 +46,7 @@ impl<V: ConsumerView> ConsumerCore<V> {
             return;
         }
         let now = self.now.mono_ns;
-        self.waiting.push_back(PullRequest {
+        self.enqueue(PullRequest {
             reply,
             batch: req.batch.max(1),
             max_bytes: req.max_bytes,
@@ -52,6 +56,7 @@ impl<V: ConsumerView> ConsumerCore<V> {
             heartbeat: (req.idle_heartbeat_ns > 0).then_some(req.idle_heartbeat_ns),
             last_sent: now,
             delivered: 0,
+            priority: req.priority,
         });
     }
 

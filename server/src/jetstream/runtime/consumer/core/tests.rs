@@ -211,6 +211,11 @@ pub(super) fn render(a: &Action) -> String {
             PullStatus::PushBased => format!("409 push -> {to}"),
             PullStatus::ConsumerDeleted => format!("409 deleted -> {to}"),
             PullStatus::LeadershipChange => format!("409 leadership -> {to}"),
+            PullStatus::PinMismatch => format!("423 pin mismatch -> {to}"),
+            PullStatus::WrongPinId {
+                pending_msgs,
+                pending_bytes,
+            } => format!("423 wrong pin {pending_msgs}/{pending_bytes} -> {to}"),
         },
         Action::Heartbeat {
             to,
@@ -249,6 +254,10 @@ pub(super) fn render(a: &Action) -> String {
             reason,
             ..
         }) => format!("advisory terminated {stream_seq} x{deliveries} {reason}"),
+        Action::Advisory(Advisory::Pinned { group, .. }) => format!("advisory pinned {group}"),
+        Action::Advisory(Advisory::Unpinned { group, reason }) => {
+            format!("advisory unpinned {group} {reason}")
+        }
         Action::DeadLetter {
             subject,
             msg,
