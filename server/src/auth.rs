@@ -221,6 +221,21 @@ impl ConnCredentials {
 }
 
 impl Authenticator {
+    /// Whether the user or NKEY `creds` name is no longer configured (nats-server closes
+    /// such clients on reload without an `-ERR`). Credentials naming nobody (a token, a
+    /// mapped certificate, none) are never gone.
+    pub fn user_removed(&self, creds: &ConnCredentials) -> bool {
+        if let Some(nkey) = &creds.opts.nkey {
+            return !self.nkeys.contains_key(nkey);
+        }
+        match &creds.opts.user {
+            Some(user) => {
+                !self.users.contains_key(user) && self.config.user.as_deref() != Some(user)
+            }
+            None => false,
+        }
+    }
+
     /// Checks credentials kept from an earlier CONNECT (after a reload), with the nonce of
     /// their connection's INFO.
     pub fn recheck(

@@ -1,7 +1,8 @@
 //! What a config reload does to the connections already open, as nats-server does it:
-//! every authenticated client is checked again against the new users; a client whose
-//! credentials no longer pass (user removed, password changed, auth newly required) gets
-//! `-ERR 'Authorization Violation'` and is closed; the others get their user's new
+//! every authenticated client is checked again against the new users; a client whose user
+//! was removed is closed (without an `-ERR`, as nats-server); one whose credentials no longer
+//! pass (password changed, auth newly required) gets `-ERR 'Authorization Violation'` and is
+//! closed; the others get their user's new
 //! permissions, and lose (with `-ERR 'Permissions Violation for Subscription to ...'`) the
 //! subscriptions those no longer allow. A lowered `max_connections` closes the newest
 //! connections above it with `-ERR 'maximum connections exceeded'`.
@@ -38,6 +39,16 @@ impl ConnContext {
             };
             done.checked += 1;
             let auth = self.auth();
+            if auth.user_removed(creds) {
+                drop(held);
+                info!(
+                    cid = client.cid,
+                    "closing connection: its user was removed by a config reload"
+                );
+                client.close(CloseReason::ClientClosed);
+                done.closed += 1;
+                continue;
+            }
             let nonce = client.nonce.get().map(String::as_str);
             match auth.recheck(creds, nonce) {
                 Ok(authed) => {
