@@ -94,6 +94,14 @@ async fn reload_with(srv: &ServerProcess, body: &str, ask: Ask) -> Result<(), St
     .await
 }
 
+/// Connects an async-nats client with `opts`, within a bounded time.
+async fn connect_with(
+    opts: ConnectOptions,
+    url: String,
+) -> Result<async_nats::Client, async_nats::ConnectError> {
+    within(OP * 2, "connect", Box::pin(opts.connect(url))).await
+}
+
 async fn must_reload(srv: &ServerProcess, body: &str) {
     reload_with(srv, body, Ask::Hangup)
         .await
@@ -267,12 +275,10 @@ async fn a_permission_change_under_load_loses_nothing_for_other_users() {
     let connect = |user: &'static str, pass: &'static str| {
         let url = srv.client_url();
         async move {
-            within(
-                OP,
-                "connect",
+            connect_with(
                 ConnectOptions::with_user_and_password(user.into(), pass.into())
-                    .subscription_capacity(1 << 20)
-                    .connect(url),
+                    .subscription_capacity(1 << 20),
+                url,
             )
             .await
             .expect("connect")
@@ -401,30 +407,17 @@ async fn a_new_certificate_is_used_for_new_tls_clients_and_old_ones_stay() {
             .connection_timeout(OP)
             .max_reconnects(Some(1))
     };
-    let old = within(
-        OP * 2,
-        "connect",
-        trusting(&first_ca).connect(srv.client_url()),
-    )
-    .await
-    .expect("TLS connect with the first certificate");
+    let old = connect_with(trusting(&first_ca), srv.client_url())
+        .await
+        .expect("TLS connect with the first certificate");
 
     must_reload(&srv, &tls_block(&second, "")).await;
 
-    let new = within(
-        OP * 2,
-        "connect",
-        trusting(&second_ca).connect(srv.client_url()),
-    )
-    .await
-    .expect("TLS connect with the second certificate");
+    let new = connect_with(trusting(&second_ca), srv.client_url())
+        .await
+        .expect("TLS connect with the second certificate");
     round_trip(&new).await;
-    let refused = within(
-        OP * 2,
-        "connect",
-        trusting(&first_ca).connect(srv.client_url()),
-    )
-    .await;
+    let refused = connect_with(trusting(&first_ca), srv.client_url()).await;
     assert!(
         refused.is_err(),
         "a client trusting only the old CA still connected"

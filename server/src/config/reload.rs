@@ -395,8 +395,10 @@ mod tests {
 
     #[test]
     fn tls_is_read_again_but_verify_and_map_is_fixed() {
-        let mut old = Config::default();
-        old.tls = Some(TlsConfig::new("a.pem".into(), "a.key".into()));
+        let old = Config {
+            tls: Some(TlsConfig::new("a.pem".into(), "a.key".into())),
+            ..Config::default()
+        };
         let mut new = old.clone();
         assert_eq!(changes(&old, &new), Ok(vec![Change::Tls(true)]));
         if let Some(t) = new.tls.as_mut() {
