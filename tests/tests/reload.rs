@@ -411,6 +411,19 @@ async fn a_new_certificate_is_used_for_new_tls_clients_and_old_ones_stay() {
         .await
         .expect("TLS connect with the first certificate");
 
+    // A certificate that cannot be read refuses the reload; new clients still get the first.
+    let missing = jetraft_tests::harness::certs::CertFiles {
+        cert: srv.dir().join("missing.pem"),
+        key: srv.dir().join("missing.key"),
+    };
+    reload_with(&srv, &tls_block(&missing, ""), Ask::Hangup)
+        .await
+        .expect_err("a missing certificate is refused");
+    let again = connect_with(trusting(&first_ca), srv.client_url())
+        .await
+        .expect("TLS connect with the first certificate after the refused reload");
+    round_trip(&again).await;
+
     must_reload(&srv, &tls_block(&second, "")).await;
 
     let new = connect_with(trusting(&second_ca), srv.client_url())
