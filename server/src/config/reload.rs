@@ -38,6 +38,8 @@ pub enum Change {
     AuthUsers,
     /// NKEY users and their permissions.
     AuthNkeyUsers,
+    /// Any other `authorization` setting (one added to [`AuthConfig`] later, e.g. accounts).
+    AuthOther,
     /// `max_connections`.
     MaxConnections(u32),
     /// `max_control_line`.
@@ -62,6 +64,7 @@ impl Change {
                 | Self::AuthToken
                 | Self::AuthUsers
                 | Self::AuthNkeyUsers
+                | Self::AuthOther
         )
     }
 
@@ -93,6 +96,7 @@ impl fmt::Display for Change {
             }
             Self::AuthUsers => f.write_str("Reloaded: authorization users"),
             Self::AuthNkeyUsers => f.write_str("Reloaded: authorization nkey users"),
+            Self::AuthOther => f.write_str("Reloaded: authorization"),
             Self::MaxConnections(v) => write!(f, "Reloaded: max_connections = {v}"),
             Self::MaxControlLine(v) => write!(f, "Reloaded: max_control_line = {v}"),
             Self::MaxPayload(v) => write!(f, "Reloaded: max_payload = {v}"),
@@ -300,6 +304,20 @@ fn auth_changes(old: &AuthConfig, new: &AuthConfig, out: &mut Vec<Change>) {
     }
     if by_kind(&old.users, true) != by_kind(&new.users, true) {
         out.push(Change::AuthNkeyUsers);
+    }
+    // Whatever else `AuthConfig` holds (or will hold) is compared as a whole, so a setting
+    // added to it later still leads to the clients being authorized again.
+    let rest = |a: &AuthConfig| {
+        let mut r = a.clone();
+        r.user = None;
+        r.password = None;
+        r.token = None;
+        r.timeout = Duration::ZERO;
+        r.users = Vec::new();
+        r
+    };
+    if rest(old) != rest(new) {
+        out.push(Change::AuthOther);
     }
 }
 
