@@ -183,6 +183,76 @@ impl Authenticator {
     }
 }
 
+/// What a connection proved at CONNECT, kept on the connection so a config reload can check
+/// it against the new users (nats-server re-authorizes every client on reload).
+#[derive(Clone)]
+pub struct ConnCredentials {
+    /// CONNECT's credential fields only (user, pass, auth_token, nkey, sig).
+    opts: ConnectOptions,
+    /// Names of the verified client certificate, if any.
+    cert_identities: Option<Vec<String>>,
+}
+
+impl std::fmt::Debug for ConnCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Secrets stay out of debug output.
+        f.debug_struct("ConnCredentials")
+            .field("user", &self.opts.user)
+            .field("nkey", &self.opts.nkey)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConnCredentials {
+    /// Keeps the credential fields of `opts` and the certificate names.
+    pub fn new(opts: &ConnectOptions, cert_identities: Option<Vec<String>>) -> Self {
+        Self {
+            opts: ConnectOptions {
+                user: opts.user.clone(),
+                pass: opts.pass.clone(),
+                auth_token: opts.auth_token.clone(),
+                nkey: opts.nkey.clone(),
+                sig: opts.sig.clone(),
+                ..ConnectOptions::default()
+            },
+            cert_identities,
+        }
+    }
+}
+
+impl Authenticator {
+    /// Whether the user or NKEY `creds` name is no longer configured (nats-server closes
+    /// such clients on reload without an `-ERR`). Credentials naming nobody (a token, a
+    /// mapped certificate, none) are never gone.
+    pub fn user_removed(&self, creds: &ConnCredentials) -> bool {
+        if let Some(nkey) = &creds.opts.nkey {
+            return !self.nkeys.contains_key(nkey);
+        }
+        match &creds.opts.user {
+            Some(user) => {
+                !self.users.contains_key(user) && self.config.user.as_deref() != Some(user)
+            }
+            None => false,
+        }
+    }
+
+    /// Checks credentials kept from an earlier CONNECT (after a reload), with the nonce of
+    /// their connection's INFO.
+    pub fn recheck(
+        &self,
+        creds: &ConnCredentials,
+        nonce: Option<&str>,
+    ) -> Result<Authenticated, AuthError> {
+        self.authenticate_conn(
+            &creds.opts,
+            ConnProof {
+                nonce,
+                cert_identities: creds.cert_identities.as_deref(),
+            },
+        )
+    }
+}
+
 /// Whether `sig` (base64url without padding, or standard base64) is `nkey`'s signature of
 /// `nonce`.
 fn nkey_signed(nkey: &str, nonce: &str, sig: &str) -> bool {

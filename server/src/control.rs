@@ -9,7 +9,7 @@
 //! | `quit`   | SIGINT  | shuts down gracefully                                   |
 //! | `stop`   | SIGKILL | is killed                                               |
 //! | `reopen` | SIGUSR1 | (log reopening; logged and ignored by jetraft)          |
-//! | `reload` | SIGHUP  | (config reload; logged and ignored by jetraft)          |
+//! | `reload` | SIGHUP  | reloads its configuration (`-c` file, same flags)       |
 
 use std::path::{Path, PathBuf};
 

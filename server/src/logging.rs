@@ -8,11 +8,12 @@
 use std::fmt;
 use std::fs::OpenOptions;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
@@ -81,32 +82,58 @@ pub struct LogError {
 pub const QUIET_OPENRAFT: &str = "openraft=warn,openraft::replication=error,\
      openraft::core::heartbeat=error,openraft::engine::handler::replication_handler=error";
 
-/// Installs the global subscriber. Call once, from `main`.
-pub fn init(cfg: &LogConfig) -> Result<(), LogError> {
+/// Replaces the installed subscriber's filter (set by [`init`]).
+type FilterReload = Box<dyn Fn(EnvFilter) -> Result<(), String> + Send + Sync>;
+
+/// How [`reload`] reaches the filter of the subscriber [`init`] installed.
+static FILTER: OnceLock<FilterReload> = OnceLock::new();
+
+/// The default filter for `cfg`'s levels (`RUST_LOG` replaces it).
+fn default_filter(cfg: &LogConfig) -> EnvFilter {
     let level = match (cfg.debug, cfg.trace) {
         (_, true) => "trace",
         (true, false) => "debug",
         _ => "info",
     };
-    let default = format!("{level},{QUIET_OPENRAFT},h2=warn,hyper=warn,tower=warn");
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    EnvFilter::new(format!(
+        "{level},{QUIET_OPENRAFT},h2=warn,hyper=warn,tower=warn"
+    ))
+}
+
+/// Installs the global subscriber. Call once, from `main`.
+pub fn init(cfg: &LogConfig) -> Result<(), LogError> {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter(cfg));
     let fmt = NatsFormat {
         pid: std::process::id(),
     };
+    let writer = match &cfg.file {
+        Some(path) => BoxMakeWriter::new(Mutex::new(open_log(path)?)),
+        None => BoxMakeWriter::new(std::io::stderr),
+    };
     let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_writer(writer)
         .with_ansi(false)
-        .event_format(fmt);
-    match &cfg.file {
-        Some(path) => {
-            let file = open_log(path)?;
-            let _ = builder.with_writer(Mutex::new(file)).try_init();
-        }
-        None => {
-            let _ = builder.with_writer(std::io::stderr).try_init();
-        }
+        .event_format(fmt)
+        .with_env_filter(filter)
+        .with_filter_reloading();
+    let handle = builder.reload_handle();
+    if builder.try_init().is_ok() {
+        let _ = FILTER.set(Box::new(move |f| {
+            handle.reload(f).map_err(|e| e.to_string())
+        }));
     }
     Ok(())
+}
+
+/// Applies new `debug`/`trace` levels (a config reload). A `RUST_LOG` filter stays as it is.
+pub fn reload(cfg: &LogConfig) -> Result<(), String> {
+    if std::env::var_os("RUST_LOG").is_some() {
+        return Ok(());
+    }
+    match FILTER.get() {
+        Some(set) => set(default_filter(cfg)),
+        None => Ok(()),
+    }
 }
 
 fn open_log(path: &Path) -> Result<std::fs::File, LogError> {

@@ -1,5 +1,6 @@
 //! The `jetraft` binary: parse nats-server compatible flags and config, start the server, run
-//! until SIGINT/SIGTERM (graceful shutdown) or SIGUSR2 (lame duck mode, then exit).
+//! until SIGINT/SIGTERM (graceful shutdown) or SIGUSR2 (lame duck mode, then exit); SIGHUP
+//! reloads the configuration (the `-c` file again, the same flags over it).
 //! `jetraft --signal <command>[=<pid>]` signals a running server instead.
 
 use anyhow::Context;
@@ -41,7 +42,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(1);
         }
     };
-    match run(config) {
+    match run(config, args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("jetraft: {e:#}");
@@ -50,7 +51,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-fn run(config: jetraft_server::config::Config) -> anyhow::Result<()> {
+fn run(config: jetraft_server::config::Config, args: Vec<String>) -> anyhow::Result<()> {
     jetraft_server::logging::init(&config.log).context("set up logging")?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -66,7 +67,19 @@ fn run(config: jetraft_server::config::Config) -> anyhow::Result<()> {
             .await
             .context("start server")?;
         let mut signals = Signals::install().context("install signal handlers")?;
-        match signals.next_stop().await {
+        let reload = |handle: &jetraft_server::ServerHandle| {
+            if let Err(e) = handle.reload_from_args(&args) {
+                let e = anyhow::Error::from(e);
+                tracing::error!("Failed to reload server configuration: {e:#}");
+            }
+        };
+        let stop = loop {
+            match signals.next().await {
+                Event::Stop(stop) => break stop,
+                Event::Reload => reload(&handle),
+            }
+        };
+        match stop {
             Stop::Shutdown => handle.shutdown().await,
             Stop::LameDuck => {
                 // Kubernetes sends SIGTERM right after the preStop hook (`--signal ldm`)
@@ -76,8 +89,11 @@ fn run(config: jetraft_server::config::Config) -> anyhow::Result<()> {
                 loop {
                     tokio::select! {
                         () = &mut ldm => break,
-                        _ = signals.next_stop() => {
-                            tracing::info!("in lame duck mode: signal ignored, draining continues");
+                        event = signals.next() => match event {
+                            Event::Reload => reload(&handle),
+                            Event::Stop(_) => {
+                                tracing::info!("in lame duck mode: signal ignored, draining continues");
+                            }
                         }
                     }
                 }
@@ -96,6 +112,14 @@ enum Stop {
     Shutdown,
     /// SIGUSR2 (`--signal ldm`): lame duck mode, then shutdown.
     LameDuck,
+}
+
+/// What a signal asks of the process.
+enum Event {
+    /// End (gracefully, or after lame duck mode).
+    Stop(Stop),
+    /// SIGHUP (`--signal reload`): reload the configuration.
+    Reload,
 }
 
 /// The signals the server reacts to.
@@ -119,24 +143,28 @@ impl Signals {
         })
     }
 
-    /// Waits for the next signal that asks the process to end (others are logged).
-    async fn next_stop(&mut self) -> Stop {
+    /// Waits for the next signal that asks the process to end or to reload (others are
+    /// logged).
+    async fn next(&mut self) -> Event {
         loop {
             tokio::select! {
                 _ = self.term.recv() => {
                     tracing::info!("trapped \"terminated\" signal");
-                    return Stop::Shutdown;
+                    return Event::Stop(Stop::Shutdown);
                 }
                 _ = self.int.recv() => {
                     tracing::info!("trapped \"interrupt\" signal");
-                    return Stop::Shutdown;
+                    return Event::Stop(Stop::Shutdown);
                 }
                 _ = self.usr2.recv() => {
                     tracing::info!("trapped \"user defined signal 2\" signal: entering lame duck mode");
-                    return Stop::LameDuck;
+                    return Event::Stop(Stop::LameDuck);
                 }
                 _ = self.usr1.recv() => tracing::info!("trapped \"user defined signal 1\" signal: log reopening is not supported, ignored"),
-                _ = self.hup.recv() => tracing::info!("trapped \"hangup\" signal: config reload is not supported, ignored"),
+                _ = self.hup.recv() => {
+                    tracing::info!("Trapped \"hangup\" signal");
+                    return Event::Reload;
+                }
             }
         }
     }

@@ -6,6 +6,7 @@
 
 mod lame_duck;
 mod ports_file;
+mod reload;
 mod store_lock;
 
 use std::net::SocketAddr;
@@ -25,6 +26,8 @@ use crate::conn::{self, Clients, ConnContext};
 use crate::jetstream::runtime::{JetStream, JetStreamContext};
 use crate::monitor::{self, MonitorView};
 use crate::node::{NATS_VERSION, NodeInfo};
+
+pub use reload::ReloadError;
 
 /// A Raft group (stream or meta) that logged nothing for this long stops its timers on every
 /// replica until the next write ([`jetraft_raft::quiesce`]): idle streams cost no CPU.
@@ -180,14 +183,7 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
     } else {
         None
     };
-    let client_tls = match &config.tls {
-        Some(t) => Some(conn::ClientTls {
-            acceptor: tokio_rustls::TlsAcceptor::from(crate::tls::server_config(t)?),
-            settings: t.clone(),
-            allow_non_tls: config.allow_non_tls,
-        }),
-        None => None,
-    };
+    let client_tls = client_tls(&config)?;
     if let (Some(http), Some(https)) = (config.http_port, config.https_port) {
         return Err(StartError::BothMonitorPorts { http, https });
     }
@@ -239,16 +235,15 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         clients: Arc::new(Clients::new(
             cluster.as_deref().map(connect_urls).unwrap_or_default(),
         )),
-        auth: Arc::new(Authenticator::with_cert_mapping(
-            &config.auth,
-            config.tls.as_ref().is_some_and(|t| t.verify_and_map),
+        settings: conn::LiveSettings::new(conn::ConnSettings::new(
+            config.clone(),
+            Arc::new(authenticator(&config)),
+            client_tls.clone(),
         )),
-        config: config.clone(),
         node: node.clone(),
         tasks: tasks.clone(),
         shutdown: shutdown.clone(),
         lame_duck: CancellationToken::new(),
-        tls: client_tls.clone(),
     });
     let jetstream_slot = Arc::new(OnceLock::new());
     let mut listeners = ports_file::Listeners {
@@ -371,6 +366,26 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         ports_file,
         _store_lock: store_lock,
     })
+}
+
+/// The client TLS `config` asks for (certificates and CA read now).
+fn client_tls(config: &Config) -> Result<Option<conn::ClientTls>, crate::tls::TlsError> {
+    Ok(match &config.tls {
+        Some(t) => Some(conn::ClientTls {
+            acceptor: tokio_rustls::TlsAcceptor::from(crate::tls::server_config(t)?),
+            settings: t.clone(),
+            allow_non_tls: config.allow_non_tls,
+        }),
+        None => None,
+    })
+}
+
+/// The credential checks `config` asks for.
+fn authenticator(config: &Config) -> Authenticator {
+    Authenticator::with_cert_mapping(
+        &config.auth,
+        config.tls.as_ref().is_some_and(|t| t.verify_and_map),
+    )
 }
 
 /// Keeps INFO's `connect_urls` in step with the cluster's links: when a link goes up or down

@@ -24,7 +24,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::UserPermissions;
+use crate::auth::{ConnCredentials, UserPermissions};
 use crate::protocol::encode;
 use jetraft_raft::NodeId;
 
@@ -203,6 +203,10 @@ pub struct Client {
     pub max_pending: usize,
     /// The nonce of this connection's INFO (set at accept when NKEY users are configured).
     pub nonce: std::sync::OnceLock<String>,
+    /// What the client proved at CONNECT (`None` before), checked again on config reload.
+    /// Authentication and the permissions it yields are set under this lock, so a reload
+    /// and a CONNECT racing each other end with the newer users.
+    pub credentials: Mutex<Option<ConnCredentials>>,
 }
 
 impl Client {
@@ -233,6 +237,7 @@ impl Client {
             last_activity: Mutex::new(now),
             max_pending: usize::try_from(max_pending).unwrap_or(usize::MAX),
             nonce: std::sync::OnceLock::new(),
+            credentials: Mutex::new(None),
         }
     }
 

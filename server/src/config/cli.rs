@@ -215,11 +215,7 @@ pub fn parse(args: &[String]) -> Result<CliOutcome, ConfigError> {
     }
 
     let mut cfg = Config::default();
-    let config_file = given.iter().rev().find_map(|g| match (&g.flag, &g.value) {
-        (Flag::ConfigFile, Setting::Text(path)) => Some(PathBuf::from(path)),
-        _ => None,
-    });
-    if let Some(path) = config_file {
+    if let Some(path) = config_file(args) {
         file::load_into(&path, &mut cfg)?;
     }
     for g in &given {
@@ -239,6 +235,15 @@ pub fn parse(args: &[String]) -> Result<CliOutcome, ConfigError> {
         return Ok(CliOutcome::Signal { command, target });
     }
     Ok(CliOutcome::Run(Box::new(cfg)))
+}
+
+/// The config file (`-c`) `args` name, if any (a config reload needs one).
+pub fn config_file(args: &[String]) -> Option<PathBuf> {
+    let (given, _) = scan(args).ok()?;
+    given.iter().rev().find_map(|g| match (&g.flag, &g.value) {
+        (Flag::ConfigFile, Setting::Text(path)) => Some(PathBuf::from(path)),
+        _ => None,
+    })
 }
 
 /// Splits `args` into flags (with values, checked for syntax) and positional arguments, the way

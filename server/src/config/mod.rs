@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod file;
+pub mod reload;
 
 pub use file::ConfigError;
 

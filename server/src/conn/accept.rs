@@ -44,8 +44,9 @@ pub async fn run(ctx: Arc<ConnContext>, listener: TcpListener) {
 
 fn on_accept(ctx: &Arc<ConnContext>, sock: TcpStream, addr: SocketAddr) {
     let _ = sock.set_nodelay(true);
+    let settings = ctx.settings.load();
     let client = new_client(ctx, addr);
-    match ctx.tls.clone() {
+    match settings.tls.clone() {
         None => {
             queue_info(ctx, &client);
             let (rd, wr) = sock.into_split();
@@ -70,10 +71,10 @@ fn new_client(ctx: &ConnContext, addr: SocketAddr) -> Arc<Client> {
     let client = Arc::new(Client::new(
         cid,
         addr,
-        ctx.config.max_pending,
+        ctx.config().max_pending,
         &ctx.shutdown,
     ));
-    if ctx.auth.wants_nonce() {
+    if ctx.auth().wants_nonce() {
         let _ = client.nonce.set(new_nonce());
     }
     debug!(cid, %addr, "client connection created");
@@ -164,7 +165,7 @@ fn start<R, W>(
     W: AsyncWrite + Unpin + Send + 'static,
 {
     client.wake_writer();
-    let max = usize::try_from(ctx.config.max_connections).unwrap_or(usize::MAX);
+    let max = usize::try_from(ctx.config().max_connections).unwrap_or(usize::MAX);
     let too_many = !ctx.clients.register(&client, max);
     if too_many {
         client.send_err("maximum connections exceeded");

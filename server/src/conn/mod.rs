@@ -7,7 +7,9 @@
 
 pub mod accept;
 pub mod reader;
+mod reauth;
 mod registry;
+pub mod settings;
 pub mod writer;
 
 use std::sync::Arc;
@@ -16,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use registry::{Clients, ClosedConn, ConnStats};
+pub use settings::{ConnSettings, LiveSettings};
 
 use crate::auth::Authenticator;
 use crate::bus::{Bus, Client};
@@ -30,10 +33,9 @@ pub struct ConnContext {
     pub bus: Bus,
     /// Open and recently closed connections.
     pub clients: Arc<Clients>,
-    /// Credential checks.
-    pub auth: Arc<Authenticator>,
-    /// Limits and timeouts (max_payload, max_pending, ping interval, ...).
-    pub config: Arc<Config>,
+    /// The reloadable settings: configuration (limits, timeouts, ...), credential checks and
+    /// client TLS, swapped whole by a config reload.
+    pub settings: LiveSettings,
     /// What INFO says about the node.
     pub node: Arc<NodeInfo>,
     /// Connection tasks, awaited at shutdown.
@@ -42,8 +44,6 @@ pub struct ConnContext {
     pub shutdown: CancellationToken,
     /// Cancelled when the node enters lame duck mode (it stops accepting clients).
     pub lame_duck: CancellationToken,
-    /// Client TLS, when configured.
-    pub tls: Option<ClientTls>,
 }
 
 /// Client TLS: the rustls configuration and the settings the accept path follows.
@@ -67,9 +67,21 @@ impl std::fmt::Debug for ClientTls {
 }
 
 impl ConnContext {
+    /// The credential checks in force.
+    pub fn auth(&self) -> Arc<Authenticator> {
+        self.settings.load().auth.clone()
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> Arc<Config> {
+        self.settings.load().config.clone()
+    }
+
     /// The INFO a client sees; `connect_info` marks the one sent after the first PONG.
     pub fn info_for(&self, client: &Client, connect_info: bool) -> ServerInfo {
         let node = &self.node;
+        let settings = self.settings.load();
+        let tls = settings.tls.as_ref();
         ServerInfo {
             server_id: node.server_id.clone(),
             server_name: node.server_name.clone(),
@@ -80,16 +92,13 @@ impl ConnContext {
             host: node.host.clone(),
             port: node.client_addr.port(),
             headers: true,
-            auth_required: self.auth.required(),
-            tls_required: self.tls.as_ref().is_some_and(|t| !t.allow_non_tls),
-            tls_verify: self
-                .tls
-                .as_ref()
-                .is_some_and(|t| t.settings.requires_client_cert()),
-            tls_available: self.tls.as_ref().is_some_and(|t| t.allow_non_tls),
+            auth_required: settings.auth.required(),
+            tls_required: tls.is_some_and(|t| !t.allow_non_tls),
+            tls_verify: tls.is_some_and(|t| t.settings.requires_client_cert()),
+            tls_available: tls.is_some_and(|t| t.allow_non_tls),
             nonce: client.nonce.get().cloned(),
-            max_payload: self.config.max_payload,
-            jetstream: self.config.jetstream.enabled,
+            max_payload: settings.config.max_payload,
+            jetstream: settings.config.jetstream.enabled,
             client_id: client.cid,
             client_ip: client.addr.ip().to_string(),
             connect_urls: self.clients.connect_urls(),

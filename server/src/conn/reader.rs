@@ -11,8 +11,9 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tracing::{debug, trace};
 
 use super::ConnContext;
-use crate::auth::ConnProof;
+use crate::auth::{ConnCredentials, ConnProof};
 use crate::bus::{Client, CloseReason, FlushSet, Msg, Origin, Subscription};
+use crate::config::Config;
 use crate::protocol::encode;
 use crate::protocol::{ClientOp, ConnectOptions, Parser, ProtocolError};
 use crate::router::subject;
@@ -40,6 +41,10 @@ struct Session {
     flush: FlushSet,
     /// Names of the verified client certificate (TLS with a client certificate).
     cert_identities: Option<Vec<String>>,
+    /// The configuration in force, refreshed after a reload.
+    cfg: Arc<Config>,
+    /// The version of the settings `cfg` came from ([`super::LiveSettings::version`]).
+    settings_version: u64,
 }
 
 /// Runs the reader until the connection closes, then unregisters the client.
@@ -50,8 +55,10 @@ pub async fn run<R: AsyncRead + Unpin>(
     mut rd: R,
     cert_identities: Option<Vec<String>>,
 ) {
-    let cfg = ctx.config.clone();
-    let auth_required = ctx.auth.required();
+    let (settings, settings_version) = ctx.settings.load_versioned();
+    let cfg = settings.config.clone();
+    let auth_required = settings.auth.required();
+    drop(settings);
     let mut parser = Parser::new(cfg.max_payload, cfg.max_control_line);
     parser.set_awaiting_auth(auth_required);
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
@@ -69,6 +76,8 @@ pub async fn run<R: AsyncRead + Unpin>(
         sent_connect_info: false,
         flush: FlushSet::default(),
         cert_identities,
+        cfg: cfg.clone(),
+        settings_version,
     };
     let auth_timer = tokio::time::sleep(cfg.auth.timeout);
     tokio::pin!(auth_timer);
@@ -90,6 +99,7 @@ pub async fn run<R: AsyncRead + Unpin>(
                 }
                 Ok(_) => {
                     *client.last_activity.lock() = time::OffsetDateTime::now_utc();
+                    s.follow_reload();
                     loop {
                         match s.parser.parse(&mut buf) {
                             Ok(Some(op)) => {
@@ -122,6 +132,18 @@ pub async fn run<R: AsyncRead + Unpin>(
 }
 
 impl Session {
+    /// Takes the new limits after a config reload (one atomic load when nothing changed).
+    fn follow_reload(&mut self) {
+        if self.ctx.settings.version() == self.settings_version {
+            return;
+        }
+        let (settings, version) = self.ctx.settings.load_versioned();
+        self.cfg = settings.config.clone();
+        self.settings_version = version;
+        self.parser
+            .set_limits(self.cfg.max_payload, self.cfg.max_control_line);
+    }
+
     fn wake_receivers(&mut self) {
         for c in self.flush.wake.drain(..) {
             c.notify.notify_one();
@@ -201,7 +223,7 @@ impl Session {
             }
             _ => trace!(cid = self.client.cid, ?op, "<<-"),
         }
-        if !self.connected && self.ctx.auth.required() && !matches!(op, ClientOp::Connect(_)) {
+        if !self.connected && self.ctx.auth().required() && !matches!(op, ClientOp::Connect(_)) {
             self.client.send_err("Authorization Violation");
             return Err(CloseReason::AuthViolation);
         }
@@ -279,11 +301,19 @@ impl Session {
             nonce: self.client.nonce.get().map(String::as_str),
             cert_identities: self.cert_identities.as_deref(),
         };
-        let Ok(authed) = self.ctx.auth.authenticate_conn(&opts, proof) else {
-            self.client.send_err("Authorization Violation");
-            return Err(CloseReason::AuthViolation);
+        let authed = {
+            // Under the credentials lock, with the users loaded inside it: a reload that
+            // swapped them before checks this client after (see `conn::reauth`).
+            let mut held = self.client.credentials.lock();
+            let Ok(authed) = self.ctx.auth().authenticate_conn(&opts, proof) else {
+                drop(held);
+                self.client.send_err("Authorization Violation");
+                return Err(CloseReason::AuthViolation);
+            };
+            *held = Some(ConnCredentials::new(&opts, self.cert_identities.clone()));
+            self.client.set_permissions(authed.perms.clone());
+            authed
         };
-        self.client.set_permissions(authed.perms);
         {
             let mut meta = self.client.meta.lock();
             meta.name = opts.name.clone().unwrap_or_default();
@@ -375,9 +405,13 @@ impl Session {
                 return;
             }
         };
+        // Checked under the subscriptions lock: a reload that changes the permissions
+        // meanwhile sees this subscription when it looks for the ones to remove.
+        let mut subs = c.subs.lock();
         if let Some(p) = c.permissions()
             && !p.can_subscribe(subj)
         {
+            drop(subs);
             let text = match queue {
                 Some(q) => format!(
                     "Permissions Violation for Subscription to \"{subj}\" using queue \"{q}\""
@@ -387,13 +421,12 @@ impl Session {
             c.send_err(&text);
             return;
         }
-        let mut subs = c.subs.lock();
         if subs.contains_key(&sid) {
             drop(subs);
             self.ok();
             return;
         }
-        let max_subs = self.ctx.config.max_subscriptions as usize;
+        let max_subs = self.cfg.max_subscriptions as usize;
         if max_subs > 0 && subs.len() >= max_subs {
             drop(subs);
             c.send_err("maximum subscriptions exceeded");

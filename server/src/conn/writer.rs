@@ -24,7 +24,9 @@ const CLOSE_FLUSH: Duration = Duration::from_secs(1);
 
 /// Runs the writer until the connection closes.
 pub async fn run<W: AsyncWrite + Unpin>(ctx: Arc<ConnContext>, client: Arc<Client>, mut wr: W) {
-    let cfg = ctx.config.clone();
+    let (settings, mut settings_version) = ctx.settings.load_versioned();
+    let mut cfg = settings.config.clone();
+    drop(settings);
     let mut spare = BytesMut::with_capacity(64 * 1024);
     // No PINGs before CONNECT; the first one comes FIRST_PING after it (to measure RTT).
     let far = || after(Duration::from_secs(86400));
@@ -37,6 +39,12 @@ pub async fn run<W: AsyncWrite + Unpin>(ctx: Arc<ConnContext>, client: Arc<Clien
             () = client.notify.notified() => {}
             () = tokio::time::sleep_until(next_ping) => {}
             () = client.closing.cancelled() => break,
+        }
+        if ctx.settings.version() != settings_version {
+            // A config reload: new ping interval, ping_max and write deadline from now on.
+            let (settings, version) = ctx.settings.load_versioned();
+            cfg = settings.config.clone();
+            settings_version = version;
         }
         if !connected && client.connected.load(Ordering::Acquire) {
             connected = true;

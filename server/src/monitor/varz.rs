@@ -19,7 +19,9 @@ pub(super) async fn handler(State(s): State<Arc<MonitorView>>, _q: Params) -> Re
 
 /// Builds the `/varz` document.
 pub(crate) fn varz(s: &MonitorView) -> Value {
-    let c = &s.config;
+    // The configuration in force (a reload may have changed limits since start).
+    let settings = s.conns.settings.load();
+    let c = &*settings.config;
     let traffic = s.bus.stats();
     let st = &s.conns.clients.stats;
     let http_port = s.http_addr.port();
@@ -35,7 +37,7 @@ pub(crate) fn varz(s: &MonitorView) -> Value {
         "go": format!("jetraft {}", env!("CARGO_PKG_VERSION")),
         "host": c.host,
         "port": s.node.client_addr.port(),
-        "auth_required": s.conns.auth.required(),
+        "auth_required": settings.auth.required(),
         "max_connections": c.max_connections,
         "ping_interval": c.ping_interval.as_nanos() as u64,
         "ping_max": c.ping_max,
@@ -76,7 +78,7 @@ pub(crate) fn varz(s: &MonitorView) -> Value {
         "stalled_clients": 0,
         "subscriptions": subscriptions,
         "http_req_stats": {},
-        "config_load_time": rfc3339(s.node.start),
+        "config_load_time": rfc3339(settings.loaded_at),
         "system_account": "$SYS",
         "slow_consumer_stats": {"clients": st.slow_consumers.load(Ordering::Relaxed), "routes": 0, "gateways": 0, "leafs": 0},
         "stale_connection_stats": {"clients": st.stale_connections.load(Ordering::Relaxed), "routes": 0, "gateways": 0, "leafs": 0},

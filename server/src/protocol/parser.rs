@@ -161,6 +161,13 @@ impl Parser {
         }
     }
 
+    /// Changes the limits (a config reload changed `max_payload` or `max_control_line`);
+    /// an operation already being read keeps the limit it was checked against.
+    pub fn set_limits(&mut self, max_payload: u32, max_control_line: u32) {
+        self.max_payload = max_payload as usize;
+        self.max_control_line = max_control_line as usize;
+    }
+
     /// Allows or refuses `HPUB` (from the client's CONNECT `headers` option).
     pub fn set_headers(&mut self, on: bool) {
         self.headers = on;

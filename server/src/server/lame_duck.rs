@@ -37,8 +37,9 @@ impl ServerHandle {
         }
         let clients = conns.clients.live();
         if !clients.is_empty() {
-            let grace = conns.config.lame_duck_grace_period;
-            let window = conns.config.lame_duck_duration.saturating_sub(grace);
+            let config = conns.config();
+            let grace = config.lame_duck_grace_period;
+            let window = config.lame_duck_duration.saturating_sub(grace);
             info!(
                 clients = clients.len(),
                 ?grace,

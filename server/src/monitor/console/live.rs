@@ -139,7 +139,7 @@ impl Live {
                 "cluster": view.node.cluster_name,
                 "uptime": varz["uptime"],
                 "start": varz["start"],
-                "auth_required": view.conns.auth.required(),
+                "auth_required": view.conns.auth().required(),
             },
             "varz": {
                 "connections": varz["connections"],

@@ -42,7 +42,7 @@ pub(crate) fn router(view: Arc<MonitorView>) -> Router {
         view.shutdown.clone(),
     );
     let console = Arc::new(Console {
-        sessions: session::Sessions::new(view.conns.auth.clone()),
+        sessions: session::Sessions::new(view.conns.settings.clone()),
         live: live::Live::new(view.clone(), client.clone()),
         client,
         view,

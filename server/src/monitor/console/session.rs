@@ -19,7 +19,8 @@ use axum::http::{HeaderMap, header};
 use parking_lot::Mutex;
 use rand::Rng;
 
-use crate::auth::{Authenticator, UserPermissions};
+use crate::auth::UserPermissions;
+use crate::conn::LiveSettings;
 use crate::protocol::ConnectOptions;
 
 /// The header a state-changing console request must carry.
@@ -71,22 +72,23 @@ impl User {
 /// The console's sessions.
 #[derive(Debug)]
 pub(crate) struct Sessions {
-    auth: Arc<Authenticator>,
+    /// The node's reloadable settings: logins are checked against the users in force.
+    settings: LiveSettings,
     live: Mutex<HashMap<String, (User, Instant)>>,
 }
 
 impl Sessions {
     /// Sessions checked against `auth`.
-    pub(crate) fn new(auth: Arc<Authenticator>) -> Self {
+    pub(crate) fn new(settings: LiveSettings) -> Self {
         Self {
-            auth,
+            settings,
             live: Mutex::default(),
         }
     }
 
     /// Whether the console asks for credentials.
     pub(crate) fn required(&self) -> bool {
-        self.auth.required()
+        self.settings.load().auth.required()
     }
 
     /// Checks credentials; on success a new session token.
@@ -102,7 +104,7 @@ impl Sessions {
             auth_token: token,
             ..ConnectOptions::default()
         };
-        let authed = self.auth.authenticate(&opts).ok()?;
+        let authed = self.settings.load().auth.authenticate(&opts).ok()?;
         let user = User {
             name: authed.user,
             perms: authed.perms,
@@ -213,7 +215,9 @@ mod tests {
 
     #[test]
     fn sessions_check_credentials_and_permissions() {
+        use crate::auth::Authenticator;
         use crate::config::{AuthConfig, Permissions, SubjectPermission, UserConfig};
+        use crate::conn::ConnSettings;
         let auth = Authenticator::new(&AuthConfig {
             users: vec![UserConfig {
                 user: "ro".into(),
@@ -229,7 +233,12 @@ mod tests {
             }],
             ..AuthConfig::default()
         });
-        let s = Sessions::new(Arc::new(auth));
+        let cfg = Arc::new(crate::config::Config::default());
+        let s = Sessions::new(LiveSettings::new(ConnSettings::new(
+            cfg,
+            Arc::new(auth),
+            None,
+        )));
         assert!(s.required());
         assert!(s.user(&HeaderMap::new()).is_none());
         assert!(
