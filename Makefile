@@ -6,7 +6,7 @@ SHELL := /bin/bash
 # CARGO_TARGET_DIR from the environment). Exported, so every cargo and script below uses it.
 export CARGO_TARGET_DIR := $(shell ./scripts/target-dir.sh)
 
-.PHONY: bench-tls bench-ab help run test test-fast test-cluster test-long check-tiers check bench bench-js bench-consume bench-kv bench-cluster bench-idle bench-failover bench-rolling chaos fuzz setup clean-data
+.PHONY: bench-tls bench-memory bench-ab help run test test-fast test-cluster test-long check-tiers check bench bench-js bench-consume bench-kv bench-cluster bench-idle bench-failover bench-rolling chaos fuzz setup clean-data
 
 help:
 	@echo "make run    - build (release) and run one node: clients :4222, monitoring :8222, data ./data"
@@ -16,7 +16,7 @@ help:
 	@echo "make test-long    - build, then the long leader-kill failover tests (nextest profile long)"
 	@echo "make check-tiers  - check that fast + cluster + long hold every test exactly once"
 	@echo "make bench  - jetraft vs the real nats-server side by side (release): core, cross-node, JetStream; then the storage engine"
-	@echo "make bench-js / bench-consume / bench-kv / bench-cluster / bench-idle / bench-tls - one benchmark family only"
+	@echo "make bench-js / bench-consume / bench-kv / bench-cluster / bench-idle / bench-tls / bench-memory - one benchmark family only"
 	@echo "make bench-ab REF_BIN=... - this build against a reference jetraft build, same run (regression check)"
 	@echo "make bench-failover - JetStream failover time after kill -9 of the stream leader (p50/p90/p99 of 20 kills)"
 	@echo "make bench-rolling  - longest publish gap during a simulated Kubernetes rolling restart (3 runs per server)"
@@ -47,7 +47,7 @@ check-tiers:
 
 bench:
 	./scripts/bench.sh
-	$(MAKE) bench-cluster bench-js bench-consume bench-kv bench-tls
+	$(MAKE) bench-cluster bench-js bench-consume bench-kv bench-tls bench-memory
 	./scripts/bench-storage.sh
 
 bench-cluster:
@@ -74,6 +74,10 @@ bench-consume:
 bench-kv:
 	cargo build --release -p jetraft-server --bin jetraft -p jetraft-tests --bin jetraft-bench
 	./scripts/bench-kv.sh
+
+bench-memory:
+	cargo build --release -p jetraft-server --bin jetraft
+	.venv/bin/python scripts/bench-memory.py --bin "$(CARGO_TARGET_DIR)/release/jetraft" --nats-bin .venv/bin/nats-server
 
 bench-idle:
 	cargo build --release -p jetraft-server --bin jetraft

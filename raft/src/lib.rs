@@ -196,6 +196,10 @@ impl RaftTiming {
             // A node cut off from its majority asks before it campaigns (Pre-Vote), so its term
             // does not climb while it is away and it rejoins without deposing the leader.
             enable_pre_vote: Some(true),
+            // openraft keeps a ring of per-entry stage timestamps per group for its runtime
+            // stats (1,024 entries x 6 stages by default, allocated up front); jetraft never
+            // reads them, and a node may host thousands of groups.
+            log_stage_capacity: Some(8),
             ..openraft::Config::default()
         };
         config.validate().map_err(|e| RaftError::Config {
