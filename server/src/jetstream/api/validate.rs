@@ -205,7 +205,6 @@ fn check_reserved_subject(subj: &str, no_ack: bool) -> Result<(), ApiError> {
 fn check_supported(cfg: &StreamConfig) -> Result<(), ApiError> {
     let unsupported = [
         (cfg.allow_msg_counter, "message counters"),
-        (cfg.allow_atomic, "atomic publish"),
         (cfg.allow_msg_schedules, "message schedules"),
         (cfg.allow_batched, "batch publish"),
         (
@@ -230,6 +229,12 @@ fn check_sources(cfg: &StreamConfig) -> Result<(), ApiError> {
         if cfg.first_seq > 0 {
             return Err(ApiError::new(ErrorKind::MirrorWithFirstSeq));
         }
+        if cfg.allow_atomic {
+            return Err(ApiError::new(ErrorKind::MirrorWithAtomicPublish));
+        }
+        if cfg.allow_msg_schedules {
+            return Err(ApiError::new(ErrorKind::MirrorWithMsgSchedules));
+        }
         if !is_valid_stream_name(&m.name) {
             return Err(ApiError::new(ErrorKind::MirrorInvalidStreamName));
         }
@@ -239,6 +244,9 @@ fn check_sources(cfg: &StreamConfig) -> Result<(), ApiError> {
         check_source_filters(m, true)?;
     } else if cfg.mirror_direct {
         return Err(invalid("stream has no mirror but does have mirror direct"));
+    }
+    if !cfg.sources.is_empty() && cfg.allow_msg_schedules {
+        return Err(ApiError::new(ErrorKind::SourceWithMsgSchedules));
     }
     for (i, src) in cfg.sources.iter().enumerate() {
         if !is_valid_stream_name(&src.name) {

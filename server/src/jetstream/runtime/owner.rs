@@ -52,6 +52,9 @@ impl JetStream {
                 if ready_term == Some(now.term) || !now.is_self {
                     self.sync_consumers(&ls);
                 }
+                if !now.is_self {
+                    ls.batches.lock().clear();
+                }
                 if now.is_self {
                     self.hand_off_if_drained(ls.group()).await;
                     self.expire_if_due(&ls).await;

@@ -39,11 +39,11 @@ enum Rollup {
 
 /// A publish that was applied: stored at `seq`, or a duplicate of the message at `seq`.
 #[derive(Debug, Clone)]
-struct Applied {
+pub(super) struct Applied {
     seq: u64,
     duplicate: bool,
     /// The stored message, when the stream republishes it.
-    republish: Option<Box<republish::Pending>>,
+    pub(super) republish: Option<Box<republish::Pending>>,
 }
 
 impl Applied {
@@ -129,7 +129,10 @@ impl StreamStateMachine {
     }
 
     /// Applies one publish or copy; what it did, or why it was refused.
-    fn append_outcome(&mut self, a: Append) -> Result<Result<Applied, ApiError>, StorageError> {
+    pub(super) fn append_outcome(
+        &mut self,
+        a: Append,
+    ) -> Result<Result<Applied, ApiError>, StorageError> {
         self.advance_clock(a.timestamp_ns);
         if a.origin_seq > 0 {
             self.try_copy(a)
@@ -139,7 +142,7 @@ impl StreamStateMachine {
     }
 
     /// The PubAck for an applied or refused publish.
-    fn pub_ack(&self, outcome: Result<Applied, ApiError>) -> PubAck {
+    pub(super) fn pub_ack(&self, outcome: Result<Applied, ApiError>) -> PubAck {
         let name = &self.config.name;
         let mut ack = match outcome {
             Ok(Applied {
@@ -224,11 +227,18 @@ impl StreamStateMachine {
         Ok(Ok(Applied::stored(seq)))
     }
 
+    /// `subject` after the stream's input `subject_transform`, when it maps it.
+    pub(super) fn transformed_subject(&self, subject: &str) -> String {
+        self.config
+            .subject_transform
+            .as_ref()
+            .and_then(|t| transform_subject(t, subject))
+            .unwrap_or_else(|| subject.to_string())
+    }
+
     fn try_append(&mut self, mut a: Append) -> Result<Result<Applied, ApiError>, StorageError> {
-        if let Some(t) = &self.config.subject_transform
-            && let Some(subject) = transform_subject(t, &a.subject)
-        {
-            a.subject = subject;
+        if self.config.subject_transform.is_some() {
+            a.subject = self.transformed_subject(&a.subject);
         }
         let name = &self.config.name;
         let hdrs: &[u8] = &a.headers;
@@ -380,7 +390,7 @@ fn header_value(hdrs: &[u8], key: &str) -> Option<String> {
 /// The sequence after `last`, if a stream may store it. The last storable sequence is 2^64-2:
 /// the stores keep `first_seq = last_seq + 1` for an empty stream and use 2^64-1 as "no upper
 /// bound" in purges, so 2^64-1 itself is never stored.
-fn next_seq(last: u64) -> Option<u64> {
+pub(super) fn next_seq(last: u64) -> Option<u64> {
     last.checked_add(1).filter(|seq| *seq < u64::MAX)
 }
 
@@ -388,6 +398,6 @@ fn next_seq(last: u64) -> Option<u64> {
 /// `first_seq` near 2^64): refused like any store failure, so every replica applies the entry
 /// the same way and the group goes on (nats-server wraps around to 0, which a store ordered by
 /// sequence cannot hold).
-fn sequence_space_exhausted() -> ApiError {
+pub(super) fn sequence_space_exhausted() -> ApiError {
     ApiError::store_failed("stream sequence space exhausted")
 }

@@ -31,6 +31,24 @@ pub fn append_batch<'a>(
     publishes: impl IntoIterator<Item = Publish<'a>>,
     timestamp_ns: u64,
 ) -> Bytes {
+    batch_of(publishes, timestamp_ns, String::new())
+}
+
+/// An `AppendBatch` holding one atomic batch (`Nats-Batch-Id` `batch_id`): its publishes are
+/// checked together at apply and stored all or none.
+pub fn atomic_batch<'a>(
+    publishes: impl IntoIterator<Item = Publish<'a>>,
+    timestamp_ns: u64,
+    batch_id: &str,
+) -> Bytes {
+    batch_of(publishes, timestamp_ns, batch_id.to_string())
+}
+
+fn batch_of<'a>(
+    publishes: impl IntoIterator<Item = Publish<'a>>,
+    timestamp_ns: u64,
+    atomic_batch_id: String,
+) -> Bytes {
     let appends = publishes
         .into_iter()
         .map(|(subject, headers, payload)| Append {
@@ -41,7 +59,10 @@ pub fn append_batch<'a>(
             ..Append::default()
         })
         .collect();
-    encode(Cmd::AppendBatch(AppendBatch { appends }))
+    encode(Cmd::AppendBatch(AppendBatch {
+        appends,
+        atomic_batch_id,
+    }))
 }
 
 /// Appends one publish's answer (PubAck JSON, or empty when it has none) to the answer of an

@@ -42,6 +42,7 @@
 //! [`clock_ns`]: StreamStateMachine::clock_ns
 
 mod append;
+mod atomic;
 pub mod command;
 pub mod consumers;
 #[cfg(test)]
@@ -455,9 +456,13 @@ impl ReplicatedStateMachine for StreamStateMachine {
         let answer = match cmd.cmd {
             Some(Cmd::Append(a)) => self.apply_append(a).map_err(&err)?,
             Some(Cmd::AppendBatch(b)) => {
-                let answers = self
-                    .apply_append_batch(index.0, b.appends, resume, answer_wanted)
-                    .map_err(&err)?;
+                // A batch resumed after a crash passed its checks before it.
+                let answers = if b.atomic_batch_id.is_empty() || resume.is_some() {
+                    self.apply_append_batch(index.0, b.appends, resume, answer_wanted)
+                } else {
+                    self.apply_atomic_batch(index.0, b.appends, &b.atomic_batch_id, answer_wanted)
+                }
+                .map_err(&err)?;
                 self.count_removals(&before, consumer_cmd);
                 return Ok(answers);
             }
