@@ -5,87 +5,12 @@
 //!
 //! Runs against the real nats-server too (`JETRAFT_TEST_SERVER=nats-server`).
 
-use std::time::Duration;
-
 use async_nats::HeaderMap;
 use bytes::Bytes;
+use jetraft_tests::harness::batch::{Part, headers, json_of, part, publish_batch, request};
 use jetraft_tests::harness::jsapi::api;
-use jetraft_tests::harness::{connect, start_server, within};
+use jetraft_tests::harness::{connect, start_server};
 use serde_json::{Value, json};
-
-const OP: Duration = Duration::from_secs(10);
-
-/// One batch message: its subject, body and extra headers.
-struct Part<'a> {
-    subject: &'a str,
-    body: &'a str,
-    headers: Vec<(&'a str, &'a str)>,
-}
-
-fn part<'a>(subject: &'a str, body: &'a str) -> Part<'a> {
-    Part {
-        subject,
-        body,
-        headers: Vec::new(),
-    }
-}
-
-fn headers(id: &str, seq: usize, extra: &[(&str, &str)]) -> HeaderMap {
-    let mut h = HeaderMap::new();
-    h.insert("Nats-Batch-Id", id);
-    h.insert("Nats-Batch-Sequence", seq.to_string().as_str());
-    for (k, v) in extra {
-        h.insert(*k, *v);
-    }
-    h
-}
-
-/// A request with headers; the answer's payload (empty for a staged message).
-async fn request(nc: &async_nats::Client, subject: &str, h: HeaderMap, body: &str) -> Bytes {
-    let req = nc.request_with_headers(subject.to_string(), h, Bytes::from(body.to_string()));
-    within(OP, "batch request", req)
-        .await
-        .expect("request")
-        .payload
-}
-
-fn json_of(payload: &Bytes) -> Value {
-    serde_json::from_slice(payload)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(payload)))
-}
-
-/// Publishes `parts` as batch `id` the way clients do (the first as a request, which the
-/// server answers with an empty message once it holds it; the middle ones without a reply);
-/// the last carries `Nats-Batch-Commit: commit`. Returns the commit's answer.
-async fn publish_batch(
-    nc: &async_nats::Client,
-    id: &str,
-    parts: &[Part<'_>],
-    commit: &str,
-) -> Value {
-    let n = parts.len();
-    for (i, p) in parts.iter().enumerate() {
-        let seq = i + 1;
-        let mut extra = p.headers.clone();
-        if seq == n {
-            extra.push(("Nats-Batch-Commit", commit));
-            return json_of(&request(nc, p.subject, headers(id, seq, &extra), p.body).await);
-        }
-        if seq == 1 {
-            let first = request(nc, p.subject, headers(id, seq, &extra), p.body).await;
-            assert!(first.is_empty(), "first message answered {first:?}");
-        } else {
-            nc.publish_with_headers(
-                p.subject.to_string(),
-                headers(id, seq, &extra),
-                Bytes::from(p.body.to_string()),
-            )
-            .await
-            .expect("publish");
-        }
-    }
-    unreachable!("a batch has at least one message")
-}
 
 async fn create(nc: &async_nats::Client, config: Value) -> Value {
     let name = config["name"].as_str().expect("name").to_string();

@@ -14,6 +14,7 @@
 //! only `127.0.0.1`, and every wait is bounded.
 
 pub mod backup;
+pub mod batch;
 pub mod certs;
 pub mod cluster;
 pub mod http;

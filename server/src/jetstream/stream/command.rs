@@ -198,6 +198,26 @@ mod tests {
     }
 
     #[test]
+    fn an_append_batch_written_before_atomic_batches_decodes_as_an_ordinary_batch() {
+        // StreamCommand { append_batch: AppendBatch { appends: [Append { subject: "a" }] } } as
+        // written before `atomic_batch_id` existed.
+        let old = [0x32, 0x05, 0x0a, 0x03, 0x0a, 0x01, b'a'];
+        let Some(Cmd::AppendBatch(b)) = StreamCommand::decode(&old[..]).unwrap().cmd else {
+            panic!("not a batch");
+        };
+        assert_eq!(b.appends[0].subject, "a");
+        assert!(b.atomic_batch_id.is_empty());
+        let Some(Cmd::AppendBatch(b)) =
+            StreamCommand::decode(atomic_batch([("a", Bytes::new(), Bytes::new())], 1, "id"))
+                .unwrap()
+                .cmd
+        else {
+            panic!("not a batch");
+        };
+        assert_eq!(b.atomic_batch_id, "id");
+    }
+
+    #[test]
     fn a_batch_decodes_into_appends_in_order_with_one_timestamp() {
         let bytes = append_batch(
             [
