@@ -24,6 +24,7 @@ mod ports;
 mod process;
 pub mod pull;
 mod raw;
+pub mod schedule;
 
 pub use cluster::Cluster;
 pub use log::{assert_clean_log, assert_clean_log_allowing};

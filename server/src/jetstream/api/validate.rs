@@ -98,6 +98,11 @@ pub fn normalize(cfg: &mut StreamConfig) {
         cfg.allow_msg_ttl = true;
         cfg.allow_rollup_hdrs = true;
     }
+    // A schedule message replaces the previous one on its subject (a rollup).
+    if cfg.allow_msg_schedules && !cfg.pedantic && cfg.discard != DiscardPolicy::New {
+        cfg.allow_rollup_hdrs = true;
+        cfg.deny_purge = false;
+    }
     if let Some(r) = cfg.republish.as_mut() {
         if r.src.is_empty() {
             r.src = ">".to_string();
@@ -205,7 +210,6 @@ fn check_reserved_subject(subj: &str, no_ack: bool) -> Result<(), ApiError> {
 fn check_supported(cfg: &StreamConfig) -> Result<(), ApiError> {
     let unsupported = [
         (cfg.allow_msg_counter, "message counters"),
-        (cfg.allow_msg_schedules, "message schedules"),
         (cfg.allow_batched, "batch publish"),
         (
             cfg.persist_mode.as_deref().is_some_and(|m| m != "default"),
@@ -448,6 +452,16 @@ pub fn check(cfg: &StreamConfig) -> Result<(), ApiError> {
             ));
         }
     }
+    if cfg.allow_msg_schedules {
+        if cfg.discard == DiscardPolicy::New {
+            return Err(invalid("message scheduling cannot use discard new"));
+        }
+        if !cfg.allow_rollup_hdrs {
+            return Err(invalid(
+                "message scheduling cannot be set if roll-ups are disabled",
+            ));
+        }
+    }
     if cfg.discard_new_per_subject {
         if cfg.discard != DiscardPolicy::New {
             return Err(invalid(
@@ -572,6 +586,9 @@ pub fn check_update(
     }
     if old.deny_purge && !cfg.deny_purge {
         return Err(update_err("cancel deny purge"));
+    }
+    if old.allow_msg_schedules && !cfg.allow_msg_schedules {
+        return Err(invalid("message schedules can not be disabled"));
     }
     if old.allow_msg_ttl && !cfg.allow_msg_ttl {
         return Err(invalid("message TTL status can not be disabled"));

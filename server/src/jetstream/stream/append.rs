@@ -286,7 +286,20 @@ impl StreamStateMachine {
         {
             return Ok(Err(ApiError::wrong_last_msg_id(&self.last_msg_id)));
         }
-        let rollup = match header(headers::ROLLUP) {
+        // A schedule gets `Nats-Rollup: sub` added (see `schedule`).
+        let scheduled = if mentions_schedules(hdrs) {
+            match self.check_schedule(&a.subject, &a.headers) {
+                Ok(block) => Some(block),
+                Err(e) => return Ok(Err(e)),
+            }
+        } else {
+            None
+        };
+        let rollup_value = match &scheduled {
+            Some(block) => headers::get(block, headers::ROLLUP),
+            None => header(headers::ROLLUP),
+        };
+        let rollup = match rollup_value {
             None => None,
             Some(_) if !self.config.allow_rollup_hdrs => {
                 return Ok(Err(ApiError::with_err(
@@ -321,7 +334,7 @@ impl StreamStateMachine {
         let msg = StoredMsg {
             seq,
             subject: a.subject,
-            headers: self.ttl_floor(&a.headers),
+            headers: self.ttl_floor(scheduled.as_ref().unwrap_or(&a.headers)),
             payload: a.payload,
             timestamp_ns: a.timestamp_ns,
         };
@@ -357,6 +370,9 @@ impl StreamStateMachine {
             }
             None => {}
         }
+        if self.config.allow_msg_schedules {
+            self.after_store_schedule(&msg)?;
+        }
         if self.config.retention == RetentionPolicy::Interest && !self.has_interest(&msg.subject) {
             // Acknowledged with a sequence, but no consumer is interested in its subject, so
             // not kept (as nats-server does, with no consumers or only filtered ones).
@@ -378,6 +394,13 @@ fn transform_subject(
     crate::jetstream::transform::Transform::new(src, &t.dest)
         .ok()?
         .apply(subject)
+}
+
+/// Whether a header block may hold schedule headers (`Nats-Schedule*`, `Nats-Scheduler`): a
+/// cheap test before the real checks.
+pub(super) fn mentions_schedules(hdrs: &[u8]) -> bool {
+    const NAME: &[u8] = b"Nats-Schedul";
+    hdrs.windows(NAME.len()).any(|w| w == NAME)
 }
 
 /// A header's value, owned (the copy path mutates `self` while holding it).

@@ -159,6 +159,11 @@ impl StreamStateMachine {
             )? {
                 return Ok(Err(e));
             }
+            if super::append::mentions_schedules(hdrs)
+                && let Err(e) = self.check_schedule(&subject, &a.headers)
+            {
+                return Ok(Err(e));
+            }
             if let Some(rollup) = header(headers::ROLLUP) {
                 let refused =
                     |err: &str| Ok(Err(ApiError::with_err(ErrorKind::StreamRollupFailed, err)));
