@@ -203,3 +203,29 @@ async fn bad_schedules_and_configs_get_nats_server_codes() {
         "message schedules can not be disabled"
     );
 }
+
+#[tokio::test]
+async fn a_pending_schedule_survives_a_restart() {
+    let mut srv = start_server().await;
+    let nc = connect(&srv).await;
+    api(
+        &nc,
+        "$JS.API.STREAM.CREATE.RS",
+        json!({"name": "RS", "subjects": ["rs.>"], "allow_msg_schedules": true}),
+    )
+    .await;
+    let mut h = HeaderMap::new();
+    h.insert(
+        "Nats-Schedule",
+        format!("@at {}", at_in(Duration::from_secs(3)).0).as_str(),
+    );
+    h.insert("Nats-Schedule-Target", "rs.out");
+    publish(&nc, "rs.plan", h, "later").await;
+    drop(nc);
+    srv.restart().await.expect("restart");
+    let nc = connect(&srv).await;
+    let msg = fired(&nc, "RS", "rs.out").await;
+    assert_eq!(msg["message"]["seq"], 2, "{msg}");
+    let info = api(&nc, "$JS.API.STREAM.INFO.RS", Value::Null).await;
+    assert_eq!(info["state"]["messages"], 1, "{info}");
+}
