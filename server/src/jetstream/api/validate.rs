@@ -15,7 +15,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::jetstream::api::types::{DiscardPolicy, RetentionPolicy, StreamConfig, StreamSource};
+use crate::jetstream::api::types::{
+    DiscardPolicy, RetentionPolicy, StorageType, StreamConfig, StreamSource,
+};
 use crate::jetstream::api::{ApiError, ErrorKind};
 use crate::jetstream::transform::Transform;
 use crate::router::subject;
@@ -211,10 +213,6 @@ fn check_supported(cfg: &StreamConfig) -> Result<(), ApiError> {
     let unsupported = [
         (cfg.allow_msg_counter, "message counters"),
         (cfg.allow_batched, "batch publish"),
-        (
-            cfg.persist_mode.as_deref().is_some_and(|m| m != "default"),
-            "async persist mode",
-        ),
     ];
     match unsupported.iter().find(|(set, _)| *set) {
         Some((_, what)) => Err(invalid(&format!("{what} are not supported by this server"))),
@@ -462,6 +460,23 @@ pub fn check(cfg: &StreamConfig) -> Result<(), ApiError> {
             ));
         }
     }
+    if cfg.persist_mode.is_some() {
+        if cfg.storage != StorageType::File {
+            return Err(invalid(
+                "async persist mode is only supported on file storage",
+            ));
+        }
+        if cfg.num_replicas > 1 {
+            return Err(invalid(
+                "async persist mode is not supported on replicated streams",
+            ));
+        }
+        if cfg.allow_atomic {
+            return Err(invalid(
+                "async persist mode is not supported with atomic batch publish",
+            ));
+        }
+    }
     if cfg.discard_new_per_subject {
         if cfg.discard != DiscardPolicy::New {
             return Err(invalid(
@@ -586,6 +601,9 @@ pub fn check_update(
     }
     if old.deny_purge && !cfg.deny_purge {
         return Err(update_err("cancel deny purge"));
+    }
+    if old.persist_mode != cfg.persist_mode {
+        return Err(update_err("change persist mode"));
     }
     if old.allow_msg_schedules && !cfg.allow_msg_schedules {
         return Err(invalid("message schedules can not be disabled"));
