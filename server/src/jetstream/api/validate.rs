@@ -128,9 +128,19 @@ pub fn normalize(cfg: &mut StreamConfig) {
     cfg.pedantic = false;
 }
 
-/// The API level a config's features need (`_nats.req.level`): 1 for per-message TTLs.
+/// The API level a config's features need (`_nats.req.level`), as nats-server 2.12 sets it:
+/// 2 for counters, atomic batches, message schedules and async persist mode (2.12), 1 for
+/// per-message TTLs (2.11), else 0.
 pub fn required_level(cfg: &StreamConfig) -> u32 {
-    u32::from(cfg.allow_msg_ttl || cfg.subject_delete_marker_ttl > 0)
+    if cfg.allow_msg_counter
+        || cfg.allow_atomic
+        || cfg.allow_msg_schedules
+        || cfg.persist_mode.is_some()
+    {
+        2
+    } else {
+        u32::from(cfg.allow_msg_ttl || cfg.subject_delete_marker_ttl > 0)
+    }
 }
 
 /// The config as responses show it: the stored one plus `_nats.ver` and `_nats.level`.
