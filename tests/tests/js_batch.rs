@@ -272,3 +272,26 @@ fn base64_decode(s: &str) -> String {
         .expect("base64");
     String::from_utf8_lossy(&bytes).into_owned()
 }
+
+#[tokio::test]
+async fn a_batch_may_span_every_subject_filter_of_its_stream() {
+    let srv = start_server().await;
+    let nc = connect(&srv).await;
+    create(
+        &nc,
+        json!({"name": "MULTI", "subjects": ["orders.*", "stock.*", "audit"],
+               "allow_atomic": true}),
+    )
+    .await;
+    // Messages alternate between the stream's three subject filters, sent back to back.
+    for b in 0..20 {
+        let id = format!("multi-{b}");
+        let parts: Vec<Part<'_>> = ["orders.new", "stock.taken", "audit", "orders.paid", "audit"]
+            .into_iter()
+            .map(|s| part(s, "x"))
+            .collect();
+        let ack = publish_batch(&nc, &id, &parts, "1").await;
+        assert_eq!(ack["count"], 5, "{id}: {ack}");
+    }
+    assert_eq!(msgs(&nc, "MULTI").await, 100);
+}

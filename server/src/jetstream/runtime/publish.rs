@@ -96,7 +96,7 @@ pub(super) struct Capture {
     pub(super) subjects: Vec<String>,
     /// Stops the capture tasks.
     cancel: CancellationToken,
-    /// The subscriptions: dropping the capture unsubscribes at once, so a node that no longer
+    /// The subscription (one for all subjects): dropping the capture unsubscribes at once, so a node that no longer
     /// captures a stream (deleted, subjects changed) takes no more publishes for it.
     _subs: Vec<crate::bus::internal::InternalSub>,
 }
@@ -126,9 +126,13 @@ impl JetStream {
                 continue;
             }
             let cancel = self.cancel.child_token();
-            let mut subs = Vec::with_capacity(subjects.len());
-            for subject in subjects {
-                match self.bus.internal().subscribe(subject) {
+            // One subscription for all of the stream's (non-overlapping) subjects: one
+            // receiver and one task, so publishes reach the leader in the order they were
+            // routed whatever subject they used (an atomic batch may span subjects).
+            let mut subs = Vec::with_capacity(1);
+            let patterns: Vec<&str> = subjects.iter().map(String::as_str).collect();
+            if !patterns.is_empty() {
+                match self.bus.internal().subscribe_many(&patterns) {
                     Ok(mut sub) => {
                         let rx = sub.take_rx();
                         subs.push(sub);
@@ -138,7 +142,7 @@ impl JetStream {
                         self.tasks
                             .spawn(async move { js.capture_loop(name, rx, cancel).await });
                     }
-                    Err(e) => warn!(stream = %name, subject, error = %e, "capture not set up"),
+                    Err(e) => warn!(stream = %name, ?subjects, error = %e, "capture not set up"),
                 }
             }
             caps.insert(
