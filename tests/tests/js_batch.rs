@@ -295,3 +295,66 @@ async fn a_batch_may_span_every_subject_filter_of_its_stream() {
     }
     assert_eq!(msgs(&nc, "MULTI").await, 100);
 }
+
+#[tokio::test]
+async fn abandoned_batches_are_advised_with_their_reason() {
+    use futures_util::StreamExt as _;
+    let srv = start_server().await;
+    let nc = connect(&srv).await;
+    create(
+        &nc,
+        json!({"name": "AB", "subjects": ["ab.>"], "allow_atomic": true}),
+    )
+    .await;
+    let mut advisories = nc
+        .subscribe("$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.>")
+        .await
+        .expect("subscribe");
+    jetraft_tests::harness::round_trip(&nc).await;
+    let mut next = async || {
+        let m = jetraft_tests::harness::within(
+            std::time::Duration::from_secs(20),
+            "advisory",
+            advisories.next(),
+        )
+        .await
+        .expect("advisory");
+        assert_eq!(
+            m.subject.as_str(),
+            "$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.AB"
+        );
+        let v = json_of(&m.payload);
+        assert_eq!(
+            v["type"],
+            "io.nats.jetstream.advisory.v1.stream_batch_abandoned"
+        );
+        assert_eq!(v["stream"], "AB");
+        (
+            v["batch"].as_str().unwrap_or_default().to_string(),
+            v["reason"].clone(),
+        )
+    };
+    // A gap gives the batch up as incomplete.
+    assert!(
+        request(&nc, "ab.a", headers("gap", 1, &[]), "x")
+            .await
+            .is_empty()
+    );
+    request(&nc, "ab.a", headers("gap", 3, &[]), "x").await;
+    assert_eq!(next().await, ("gap".to_string(), json!("incomplete")));
+    // A batch left open is given up after nats-server's 10 s timeout.
+    assert!(
+        request(&nc, "ab.a", headers("idle", 1, &[]), "x")
+            .await
+            .is_empty()
+    );
+    assert_eq!(next().await, ("idle".to_string(), json!("timeout")));
+    let a = request(
+        &nc,
+        "ab.a",
+        headers("idle", 2, &[("Nats-Batch-Commit", "1")]),
+        "x",
+    )
+    .await;
+    assert_eq!(err_code(&json_of(&a)), 10176);
+}

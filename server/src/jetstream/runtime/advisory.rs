@@ -96,6 +96,9 @@ pub(crate) struct Advisory<'a> {
     /// Stream backups: why a snapshot failed (`snapshot_complete`).
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    /// Atomic batches: the batch id (`stream_batch_abandoned`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batch: Option<&'a str>,
 }
 
 impl<'a> Advisory<'a> {
@@ -121,6 +124,7 @@ impl<'a> Advisory<'a> {
             end: None,
             bytes: None,
             error: None,
+            batch: None,
         }
     }
 
@@ -282,6 +286,18 @@ impl JetStream {
         a.deliveries = Some(deliveries);
         a.reason = Some(reason);
         a.send(self, "CONSUMER.MSG_TERMINATED");
+    }
+
+    /// `STREAM.BATCH_ABANDONED.<stream>` (`stream_batch_abandoned`): the stream leader gave up
+    /// an atomic batch (`timeout`, `incomplete`, `large`).
+    pub(crate) fn advise_batch_abandoned(&self, stream: &str, batch: &str, reason: &str) {
+        let mut a = Advisory::new(
+            "io.nats.jetstream.advisory.v1.stream_batch_abandoned",
+            stream,
+        );
+        a.batch = Some(batch);
+        a.reason = Some(reason);
+        a.send(self, "STREAM.BATCH_ABANDONED");
     }
 
     /// `CONSUMER.MSG_NAKED.<stream>.<consumer>` (`nak`).

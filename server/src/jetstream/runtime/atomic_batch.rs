@@ -84,17 +84,41 @@ struct Open {
     touched: Instant,
 }
 
+/// Why an open batch was given up (the `reason` of nats-server's `stream_batch_abandoned`
+/// advisory).
+pub(super) type AbandonReason = &'static str;
+
 /// The batches open on one stream replica (used while it leads).
 #[derive(Debug, Default)]
 pub(crate) struct AtomicBatches {
     open: HashMap<String, Open>,
+    /// Batches given up since the last [`Self::take_abandoned`]: id and reason.
+    abandoned: Vec<(String, AbandonReason)>,
 }
 
 impl AtomicBatches {
+    /// Gives up the batches idle for longer than [`BATCH_TIMEOUT`] (reason `timeout`).
+    pub(super) fn sweep(&mut self, now: Instant) {
+        let expired: Vec<String> = self
+            .open
+            .iter()
+            .filter(|(_, b)| now.saturating_duration_since(b.touched) > BATCH_TIMEOUT)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            self.open.remove(&id);
+            self.abandoned.push((id, "timeout"));
+        }
+    }
+
+    /// The batches given up since the last call, for their advisories.
+    pub(super) fn take_abandoned(&mut self) -> Vec<(String, AbandonReason)> {
+        std::mem::take(&mut self.abandoned)
+    }
+
     /// Takes one message carrying a batch id (see the module doc for the rules).
     pub(super) fn on_msg(&mut self, rules: BatchRules, msg: InternalMsg, now: Instant) -> Staging {
-        self.open
-            .retain(|_, b| now.saturating_duration_since(b.touched) <= BATCH_TIMEOUT);
+        self.sweep(now);
         let reply = msg.reply.clone();
         let refuse = |kind: ErrorKind| Staging::Refused(reply.clone(), ApiError::new(kind));
         let block = msg.hdrs.clone().unwrap_or_default();
@@ -149,28 +173,23 @@ impl AtomicBatches {
                 },
             );
         }
-        let abandon = |open: &mut HashMap<String, Open>, staging: Staging| {
-            open.remove(&id);
-            staging
-        };
         if commit.is_some() && !eob && commit != Some("1") {
-            return abandon(
-                &mut self.open,
-                refuse(ErrorKind::AtomicPublishInvalidBatchCommit),
-            );
+            self.open.remove(&id);
+            return refuse(ErrorKind::AtomicPublishInvalidBatchCommit);
         }
         let Some(batch) = self.open.get_mut(&id) else {
             return refuse(ErrorKind::AtomicPublishIncompleteBatch);
         };
         batch.touched = now;
         if batch.msgs.len() as u64 + 1 != seq || (seq == 1 && eob) {
-            return abandon(
-                &mut self.open,
-                refuse(ErrorKind::AtomicPublishIncompleteBatch),
-            );
+            self.open.remove(&id);
+            self.abandoned.push((id, "incomplete"));
+            return refuse(ErrorKind::AtomicPublishIncompleteBatch);
         }
         if counted > MAX_BATCH_SIZE {
-            return abandon(&mut self.open, too_large());
+            self.open.remove(&id);
+            self.abandoned.push((id, "large"));
+            return too_large();
         }
         batch.msgs.push(msg);
         if commit.is_none() {
@@ -183,6 +202,7 @@ impl AtomicBatches {
     /// Forgets every open batch (this replica no longer leads).
     pub(super) fn clear(&mut self) {
         self.open.clear();
+        self.abandoned.clear();
     }
 
     /// How many batches are open.
@@ -260,8 +280,11 @@ mod tests {
             err_code(&b.on_msg(RULES, msg("a", "1", Some("eob")), t)),
             10176
         );
+        // `eob` as the first message opened the batch and gave it up at once.
+        assert_eq!(b.take_abandoned(), [("a".to_string(), "incomplete")]);
         b.on_msg(RULES, msg("a", "1", None), t);
         assert_eq!(err_code(&b.on_msg(RULES, msg("a", "3", None), t)), 10176);
+        assert_eq!(b.take_abandoned(), [("a".to_string(), "incomplete")]);
         // The gap abandoned the batch: its commit is incomplete too.
         assert_eq!(
             err_code(&b.on_msg(RULES, msg("a", "2", Some("1")), t)),
@@ -289,7 +312,11 @@ mod tests {
         let mut b = AtomicBatches::default();
         let t = Instant::now();
         b.on_msg(RULES, msg("a", "1", None), t);
+        b.sweep(t + BATCH_TIMEOUT);
+        assert_eq!(b.len(), 1, "not idle for longer than the timeout yet");
         let later = t + BATCH_TIMEOUT + Duration::from_millis(1);
+        b.sweep(later);
+        assert_eq!(b.take_abandoned(), [("a".to_string(), "timeout")]);
         assert_eq!(
             err_code(&b.on_msg(RULES, msg("a", "2", Some("1")), later)),
             10176

@@ -274,10 +274,14 @@ impl JetStream {
             };
             (rules, cfg.no_ack)
         };
-        let staging = ls
-            .batches
-            .lock()
-            .on_msg(rules, msg, std::time::Instant::now());
+        let (staging, abandoned) = {
+            let mut batches = ls.batches.lock();
+            let staging = batches.on_msg(rules, msg, std::time::Instant::now());
+            (staging, batches.take_abandoned())
+        };
+        for (id, reason) in abandoned {
+            self.advise_batch_abandoned(&ls.name, &id, reason);
+        }
         let (reply, body) = match staging {
             Staging::Commit { id, msgs, eob } => {
                 return self.propose_atomic(ls, id, msgs, eob, hops).await;
