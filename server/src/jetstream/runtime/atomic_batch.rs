@@ -9,8 +9,9 @@
 //! incomplete (10176; 10199 when the sequence is past the size limit), a new batch beyond the
 //! per-stream limit of open batches is refused (10210), a commit value other than `1` or `eob`
 //! (10200), a batch idle for longer than [`BATCH_TIMEOUT`] or a gap in the sequence (10176), a
-//! batch over [`MAX_BATCH_SIZE`] messages (10199). A refusal after the batch was opened
-//! abandons it. A staged message is answered with an empty message (when it has a reply
+//! batch over [`MAX_BATCH_SIZE`] messages (10199). A `Nats-Required-Api-Level` above this
+//! server's refuses the batch (10185); a met one is removed from the message. A refusal after
+//! the batch was opened abandons it (advised with nats-server's reason when it had messages). A staged message is answered with an empty message (when it has a reply
 //! subject), as nats-server does once it holds it.
 //!
 //! `Nats-Batch-Commit: eob` commits without storing the commit message itself; the last stored
@@ -26,6 +27,7 @@ use std::time::{Duration, Instant};
 use crate::bus::internal::InternalMsg;
 use crate::jetstream::api::{ApiError, ErrorKind};
 use crate::jetstream::stream::headers;
+use crate::node::API_LEVEL;
 
 /// `Nats-Batch-Id`: the batch a publish belongs to.
 pub(super) const BATCH_ID: &str = "Nats-Batch-Id";
@@ -39,6 +41,8 @@ pub(super) const MAX_BATCH_SIZE: u64 = 1000;
 const MAX_OPEN_PER_STREAM: usize = 50;
 /// A batch with no message for this long is abandoned (nats-server's default).
 pub(super) const BATCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// `Nats-Required-Api-Level`: the API level the publisher needs.
+const REQUIRED_API_LEVEL: &str = "Nats-Required-Api-Level";
 /// Longest batch id accepted.
 const MAX_BATCH_ID_LEN: usize = 64;
 
@@ -177,6 +181,19 @@ impl AtomicBatches {
             self.open.remove(&id);
             return refuse(ErrorKind::AtomicPublishInvalidBatchCommit);
         }
+        // A level this server has is met, and the header is not stored.
+        let mut msg = msg;
+        if let Some(level) = header(REQUIRED_API_LEVEL) {
+            if level
+                .parse::<i64>()
+                .map_or(true, |l| l > i64::from(API_LEVEL))
+            {
+                self.open.remove(&id);
+                self.abandoned.push((id, "unsupported"));
+                return refuse(ErrorKind::RequiredApiLevel);
+            }
+            msg.hdrs = Some(headers::filtered(&block, |n| n != REQUIRED_API_LEVEL, &[]));
+        }
         let Some(batch) = self.open.get_mut(&id) else {
             return refuse(ErrorKind::AtomicPublishIncompleteBatch);
         };
@@ -295,6 +312,29 @@ mod tests {
             err_code(&b.on_msg(RULES, msg("c", "2", Some("yes")), t)),
             10200
         );
+        b.on_msg(RULES, msg("lvl", "1", None), t);
+        let mut high = msg("lvl", "2", None);
+        high.hdrs = Some(Bytes::from(headers::block(&[
+            (BATCH_ID, "lvl"),
+            (BATCH_SEQ, "2"),
+            (REQUIRED_API_LEVEL, "99"),
+        ])));
+        assert_eq!(err_code(&b.on_msg(RULES, high, t)), 10185);
+        let mut met = msg("ok", "1", Some("1"));
+        met.hdrs = Some(Bytes::from(headers::block(&[
+            (BATCH_ID, "ok"),
+            (BATCH_SEQ, "1"),
+            (BATCH_COMMIT, "1"),
+            (REQUIRED_API_LEVEL, "0"),
+        ])));
+        match b.on_msg(RULES, met, t) {
+            Staging::Commit { msgs, .. } => {
+                let hdrs = msgs[0].hdrs.clone().unwrap_or_default();
+                assert_eq!(headers::get(&hdrs, REQUIRED_API_LEVEL), None);
+                assert_eq!(headers::get(&hdrs, BATCH_ID), Some("ok"));
+            }
+            other => panic!("{other:?}"),
+        }
         let off = BatchRules {
             allow_atomic: false,
             ..RULES

@@ -35,12 +35,11 @@ use super::{JetStream, now_ns};
 use crate::bus::internal::{InternalMsg, InternalRx};
 use crate::bus::{FlushSet, Msg, Origin};
 use crate::jetstream::api::validate::subjects_overlap;
-use crate::jetstream::stream::command;
+use crate::jetstream::stream::{command, headers};
 
 /// Whether a publish whose outcome is unknown may be proposed again (see
 /// `JetStream::answer`): it has a `Nats-Msg-Id` and no `Nats-Expected-Last-*` condition.
 fn retry_is_safe(msg: &InternalMsg) -> bool {
-    use crate::jetstream::stream::headers;
     let Some(block) = msg.hdrs.as_deref() else {
         return false;
     };
@@ -319,7 +318,7 @@ impl JetStream {
             let mut hdrs = m.hdrs.clone().unwrap_or_default();
             if eob && i == last {
                 // The last stored message carries the commit, as in nats-server.
-                hdrs = with_commit_header(&hdrs);
+                hdrs = headers::filtered(&hdrs, |_| true, &[(atomic_batch::BATCH_COMMIT, "1")]);
             }
             (m.subject.as_str(), hdrs, m.payload.clone())
         });
@@ -481,18 +480,6 @@ fn take_batch(first: InternalMsg, rx: &mut InternalRx) -> Vec<InternalMsg> {
         }
     }
     batch
-}
-
-/// `hdrs` with `Nats-Batch-Commit: 1` added (the last stored message of an `eob` commit).
-fn with_commit_header(hdrs: &Bytes) -> Bytes {
-    let mut block = if hdrs.ends_with(b"\r\n\r\n") {
-        hdrs[..hdrs.len() - 2].to_vec()
-    } else {
-        b"NATS/1.0\r\n".to_vec()
-    };
-    crate::protocol::headers::push_header(&mut block, atomic_batch::BATCH_COMMIT, "1");
-    block.extend_from_slice(b"\r\n");
-    Bytes::from(block)
 }
 
 /// What a publish adds to an entry: subject, headers and payload bytes.

@@ -115,7 +115,11 @@ impl StreamStateMachine {
                 return refuse(ErrorKind::MessageSchedulesSourceInvalid);
             }
             return match header(headers::ROLLUP) {
-                None => Ok(with_headers(hdrs, |_| true, &[(headers::ROLLUP, "sub")])),
+                None => Ok(headers::filtered(
+                    hdrs,
+                    |_| true,
+                    &[(headers::ROLLUP, "sub")],
+                )),
                 Some("sub") => Ok(hdrs.clone()),
                 Some(_) => refuse(ErrorKind::MessageSchedulesRollupInvalid),
             };
@@ -250,31 +254,12 @@ impl StreamStateMachine {
         };
         Ok(Some(Append {
             subject: target.to_string(),
-            headers: with_headers(&content.headers, kept, &extra),
+            headers: headers::filtered(&content.headers, kept, &extra),
             payload: content.payload.clone(),
             timestamp_ns: now_ns,
             ..Append::default()
         }))
     }
-}
-
-/// `block` with only the header lines whose names pass `keep`, then `extra` appended.
-fn with_headers(block: &[u8], keep: impl Fn(&str) -> bool, extra: &[(&str, &str)]) -> Bytes {
-    let mut out = b"NATS/1.0\r\n".to_vec();
-    let text = std::str::from_utf8(block).unwrap_or_default();
-    for line in text.split("\r\n").skip(1) {
-        if let Some((name, _)) = line.split_once(':')
-            && keep(name)
-        {
-            out.extend_from_slice(line.as_bytes());
-            out.extend_from_slice(b"\r\n");
-        }
-    }
-    for (name, value) in extra {
-        crate::protocol::headers::push_header(&mut out, name, value);
-    }
-    out.extend_from_slice(b"\r\n");
-    Bytes::from(out)
 }
 
 #[cfg(test)]
@@ -291,20 +276,5 @@ mod tests {
         for bad in ["@at tomorrow", "@every 1s", "0 * * * * *", "", "@at"] {
             assert_eq!(fire_time(bad), None, "{bad}");
         }
-    }
-
-    #[test]
-    fn headers_are_filtered_and_extended_in_order() {
-        let block = headers::block(&[
-            ("A", "1"),
-            (SCHEDULE, "@at 1970-01-01T00:00:01Z"),
-            ("Nats-Expected-Stream", "S"),
-            ("B", "2"),
-        ]);
-        let out = with_headers(&block, |n| !n.starts_with("Nats-"), &[(SCHEDULER, "s")]);
-        assert_eq!(
-            &out[..],
-            b"NATS/1.0\r\nA: 1\r\nB: 2\r\nNats-Scheduler: s\r\n\r\n"
-        );
     }
 }
