@@ -47,6 +47,10 @@ impl StreamStateMachine {
         answer_wanted: bool,
     ) -> Result<Bytes, StorageError> {
         let count = appends.len();
+        // The dedup window as of the batch's time, as each publish would see it.
+        if let Some(first) = appends.first() {
+            self.advance_clock(first.timestamp_ns);
+        }
         let outcome = match self.check_atomic(&appends)? {
             Err(e) => Err(e),
             Ok(()) => {
@@ -93,10 +97,12 @@ impl StreamStateMachine {
         if self.config.sealed {
             return Ok(Err(ApiError::new(ErrorKind::StreamSealed)));
         }
+        if appends.is_empty() {
+            return Ok(Err(ApiError::new(ErrorKind::AtomicPublishIncompleteBatch)));
+        }
         let state = self.store.state();
-        if super::append::next_seq(state.last_seq.saturating_add(appends.len() as u64 - 1))
-            .is_none()
-        {
+        let last = state.last_seq.saturating_add(appends.len() as u64 - 1);
+        if super::append::next_seq(last).is_none() {
             return Ok(Err(super::append::sequence_space_exhausted()));
         }
         let mut msg_ids: HashSet<&str> = HashSet::new();

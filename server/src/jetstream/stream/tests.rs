@@ -1175,3 +1175,47 @@ fn a_schedule_fires_on_the_first_expire_at_its_time_identically_on_every_replica
         assert_eq!(d.sm.next_expiry(), None);
     }
 }
+
+#[test]
+fn an_atomic_batch_is_applied_whole_or_refused_whole_with_one_answer() {
+    let mut d = Driver::new(mem_sm(
+        r#"{"name":"S","subjects":["s.>"],"allow_atomic":true}"#,
+    ));
+    let wrong = Bytes::from(block(&[("Nats-Expected-Last-Subject-Sequence", "9")]));
+    let publishes = |third: Bytes| {
+        command::atomic_batch(
+            [
+                ("s.a", Bytes::new(), Bytes::from_static(b"1")),
+                ("s.b", Bytes::new(), Bytes::from_static(b"2")),
+                ("s.c", third, Bytes::from_static(b"3")),
+            ],
+            T0,
+            "b1",
+        )
+    };
+    d.index += 1;
+    let framed = d.sm.apply(LogIndex(d.index), &publishes(wrong)).unwrap();
+    let answers = command::split_answers(&framed);
+    assert_eq!(answers.len(), 3);
+    assert!(answers[0].is_empty() && answers[1].is_empty());
+    assert!(
+        String::from_utf8_lossy(&answers[2]).contains(r#""err_code":10071"#),
+        "{answers:?}"
+    );
+    assert_eq!(
+        d.sm.state().last_seq,
+        0,
+        "nothing of a refused batch is stored"
+    );
+
+    d.index += 1;
+    let framed =
+        d.sm.apply(LogIndex(d.index), &publishes(Bytes::new()))
+            .unwrap();
+    let answers = command::split_answers(&framed);
+    assert_eq!(
+        &answers[2][..],
+        br#"{"stream":"S","seq":3,"batch":"b1","count":3}"#
+    );
+    assert_eq!(d.sm.state().msgs, 3);
+}
