@@ -261,8 +261,8 @@ fn fuzz_subject_index() {
 
 fn server() -> ServerIdentity {
     ServerIdentity {
-        version: "2.11.0".into(),
-        api_level: 1,
+        version: jetraft_server::node::NATS_VERSION.into(),
+        api_level: jetraft_server::node::API_LEVEL,
         domain: None,
     }
 }

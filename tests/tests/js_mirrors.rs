@@ -543,3 +543,41 @@ async fn mirror_answers_direct_gets_for_its_stopped_origin() {
     assert_eq!(header("Nats-Sequence").as_deref(), Some("3"));
     assert_eq!(header("Nats-Stream").as_deref(), Some("M"));
 }
+
+#[tokio::test]
+async fn an_update_without_mirror_promotes_the_mirror_to_a_normal_stream() {
+    let srv = start_server().await;
+    let nc = connect(&srv).await;
+    create(&nc, json!({"name": "PO", "subjects": ["po.>"]})).await;
+    for i in 0..3 {
+        publish(&nc, "po.a", &format!("m{i}")).await;
+    }
+    create(&nc, json!({"name": "PM", "mirror": {"name": "PO"}})).await;
+    info_until(&nc, "PM", "mirror copied", |i| i["state"]["messages"] == 3).await;
+    // Changing the mirror is refused; dropping it (with subjects of its own) promotes it.
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.UPDATE.PM",
+        json!({"name": "PM", "mirror": {"name": "OTHER"}}),
+    )
+    .await;
+    assert_eq!(r["error"]["err_code"], 10055, "{r}");
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.UPDATE.PM",
+        json!({"name": "PM", "subjects": ["pm.>"]}),
+    )
+    .await;
+    assert!(r["error"].is_null(), "{r}");
+    assert!(r["config"].get("mirror").is_none(), "{r}");
+    assert!(r.get("mirror").is_none(), "{r}");
+    // It keeps what it copied, takes publishes on its own subjects, and copies no more.
+    let ack = publish(&nc, "pm.x", "own").await;
+    assert_eq!(ack, json!({"stream": "PM", "seq": 4}));
+    publish(&nc, "po.a", "after").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let info = api(&nc, "$JS.API.STREAM.INFO.PM", Value::Null).await;
+    assert_eq!(info["state"]["messages"], 4, "{info}");
+    assert_eq!(info["state"]["last_seq"], 4, "{info}");
+    assert!(info.get("mirror").is_none(), "{info}");
+}

@@ -76,8 +76,8 @@ async fn info_on_accept_has_exact_framing_and_required_fields() {
     let version = info["version"].as_str().expect("version string");
     let (major, minor, _) = parse_semver(version);
     assert!(
-        (major, minor) >= (2, 11),
-        "version {version} must be >= 2.11"
+        (major, minor) >= (2, 12),
+        "version {version} must be >= 2.12"
     );
     assert_eq!(info["proto"], 1);
     assert_eq!(info["headers"], true);

@@ -14,6 +14,7 @@
 //! only `127.0.0.1`, and every wait is bounded.
 
 pub mod backup;
+pub mod batch;
 pub mod certs;
 pub mod cluster;
 pub mod http;
@@ -23,6 +24,7 @@ mod ports;
 mod process;
 pub mod pull;
 mod raw;
+pub mod schedule;
 
 pub use cluster::Cluster;
 pub use log::{assert_clean_log, assert_clean_log_allowing};

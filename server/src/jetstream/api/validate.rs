@@ -15,7 +15,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::jetstream::api::types::{DiscardPolicy, RetentionPolicy, StreamConfig, StreamSource};
+use crate::jetstream::api::types::{
+    DiscardPolicy, RetentionPolicy, StorageType, StreamConfig, StreamSource,
+};
 use crate::jetstream::api::{ApiError, ErrorKind};
 use crate::jetstream::transform::Transform;
 use crate::router::subject;
@@ -98,6 +100,11 @@ pub fn normalize(cfg: &mut StreamConfig) {
         cfg.allow_msg_ttl = true;
         cfg.allow_rollup_hdrs = true;
     }
+    // A schedule message replaces the previous one on its subject (a rollup).
+    if cfg.allow_msg_schedules && !cfg.pedantic && cfg.discard != DiscardPolicy::New {
+        cfg.allow_rollup_hdrs = true;
+        cfg.deny_purge = false;
+    }
     if let Some(r) = cfg.republish.as_mut() {
         if r.src.is_empty() {
             r.src = ">".to_string();
@@ -121,9 +128,19 @@ pub fn normalize(cfg: &mut StreamConfig) {
     cfg.pedantic = false;
 }
 
-/// The API level a config's features need (`_nats.req.level`): 1 for per-message TTLs.
+/// The API level a config's features need (`_nats.req.level`), as nats-server 2.12 sets it:
+/// 2 for counters, atomic batches, message schedules and async persist mode (2.12), 1 for
+/// per-message TTLs (2.11), else 0.
 pub fn required_level(cfg: &StreamConfig) -> u32 {
-    u32::from(cfg.allow_msg_ttl || cfg.subject_delete_marker_ttl > 0)
+    if cfg.allow_msg_counter
+        || cfg.allow_atomic
+        || cfg.allow_msg_schedules
+        || cfg.persist_mode.is_some()
+    {
+        2
+    } else {
+        u32::from(cfg.allow_msg_ttl || cfg.subject_delete_marker_ttl > 0)
+    }
 }
 
 /// The config as responses show it: the stored one plus `_nats.ver` and `_nats.level`.
@@ -205,13 +222,7 @@ fn check_reserved_subject(subj: &str, no_ack: bool) -> Result<(), ApiError> {
 fn check_supported(cfg: &StreamConfig) -> Result<(), ApiError> {
     let unsupported = [
         (cfg.allow_msg_counter, "message counters"),
-        (cfg.allow_atomic, "atomic publish"),
-        (cfg.allow_msg_schedules, "message schedules"),
         (cfg.allow_batched, "batch publish"),
-        (
-            cfg.persist_mode.as_deref().is_some_and(|m| m != "default"),
-            "async persist mode",
-        ),
     ];
     match unsupported.iter().find(|(set, _)| *set) {
         Some((_, what)) => Err(invalid(&format!("{what} are not supported by this server"))),
@@ -230,6 +241,12 @@ fn check_sources(cfg: &StreamConfig) -> Result<(), ApiError> {
         if cfg.first_seq > 0 {
             return Err(ApiError::new(ErrorKind::MirrorWithFirstSeq));
         }
+        if cfg.allow_atomic {
+            return Err(ApiError::new(ErrorKind::MirrorWithAtomicPublish));
+        }
+        if cfg.allow_msg_schedules {
+            return Err(ApiError::new(ErrorKind::MirrorWithMsgSchedules));
+        }
         if !is_valid_stream_name(&m.name) {
             return Err(ApiError::new(ErrorKind::MirrorInvalidStreamName));
         }
@@ -239,6 +256,9 @@ fn check_sources(cfg: &StreamConfig) -> Result<(), ApiError> {
         check_source_filters(m, true)?;
     } else if cfg.mirror_direct {
         return Err(invalid("stream has no mirror but does have mirror direct"));
+    }
+    if !cfg.sources.is_empty() && cfg.allow_msg_schedules {
+        return Err(ApiError::new(ErrorKind::SourceWithMsgSchedules));
     }
     for (i, src) in cfg.sources.iter().enumerate() {
         if !is_valid_stream_name(&src.name) {
@@ -440,6 +460,33 @@ pub fn check(cfg: &StreamConfig) -> Result<(), ApiError> {
             ));
         }
     }
+    if cfg.allow_msg_schedules {
+        if cfg.discard == DiscardPolicy::New {
+            return Err(invalid("message scheduling cannot use discard new"));
+        }
+        if !cfg.allow_rollup_hdrs {
+            return Err(invalid(
+                "message scheduling cannot be set if roll-ups are disabled",
+            ));
+        }
+    }
+    if cfg.persist_mode.is_some() {
+        if cfg.storage != StorageType::File {
+            return Err(invalid(
+                "async persist mode is only supported on file storage",
+            ));
+        }
+        if cfg.num_replicas > 1 {
+            return Err(invalid(
+                "async persist mode is not supported on replicated streams",
+            ));
+        }
+        if cfg.allow_atomic {
+            return Err(invalid(
+                "async persist mode is not supported with atomic batch publish",
+            ));
+        }
+    }
     if cfg.discard_new_per_subject {
         if cfg.discard != DiscardPolicy::New {
             return Err(invalid(
@@ -564,6 +611,12 @@ pub fn check_update(
     }
     if old.deny_purge && !cfg.deny_purge {
         return Err(update_err("cancel deny purge"));
+    }
+    if old.persist_mode != cfg.persist_mode {
+        return Err(update_err("change persist mode"));
+    }
+    if old.allow_msg_schedules && !cfg.allow_msg_schedules {
+        return Err(invalid("message schedules can not be disabled"));
     }
     if old.allow_msg_ttl && !cfg.allow_msg_ttl {
         return Err(invalid("message TTL status can not be disabled"));

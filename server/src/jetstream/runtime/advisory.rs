@@ -102,6 +102,9 @@ pub(crate) struct Advisory<'a> {
     /// Priority groups: the new pin id (`consumer_group_pinned`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pinned_id: Option<&'a str>,
+    /// Atomic batches: the batch id (`stream_batch_abandoned`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batch: Option<&'a str>,
 }
 
 impl<'a> Advisory<'a> {
@@ -129,6 +132,7 @@ impl<'a> Advisory<'a> {
             error: None,
             group: None,
             pinned_id: None,
+            batch: None,
         }
     }
 
@@ -316,6 +320,18 @@ impl JetStream {
         a.group = Some(group);
         a.reason = Some(why);
         a.send(self, "CONSUMER.UNPINNED");
+    }
+
+    /// `STREAM.BATCH_ABANDONED.<stream>` (`stream_batch_abandoned`): the stream leader gave up
+    /// an atomic batch (`timeout`, `incomplete`, `large`).
+    pub(crate) fn advise_batch_abandoned(&self, stream: &str, batch: &str, reason: &str) {
+        let mut a = Advisory::new(
+            "io.nats.jetstream.advisory.v1.stream_batch_abandoned",
+            stream,
+        );
+        a.batch = Some(batch);
+        a.reason = Some(reason);
+        a.send(self, "STREAM.BATCH_ABANDONED");
     }
 
     /// `CONSUMER.MSG_NAKED.<stream>.<consumer>` (`nak`).

@@ -11,6 +11,7 @@
 //! - `api`: the `$JS.API` request loop and its handlers, one file per API family.
 //! - `dispatch`: where a request is answered (a pure decision, tested on its own).
 //! - `publish`: stream capture and proposals of `Append` entries.
+//! - `atomic_batch`: the leader staging atomic batches until their commit.
 //! - `expiry`: the leader proposing `Expire` for `max_age` and per-message TTLs.
 //! - `forward`: sending a request to the node that owns it.
 //! - `remote`: asking another node for an API answer (STREAM.LIST of remote streams).
@@ -34,6 +35,7 @@
 
 mod advisory;
 mod api;
+mod atomic_batch;
 pub(crate) mod consumer;
 mod dispatch;
 mod drain;

@@ -7,7 +7,8 @@
 //!   ([`JetStream::sync_consumers`]); on a follower it keeps none running;
 //! - expiry: proposes `Expire` when messages are due (`expiry`);
 //! - sourcing: runs the copy tasks of a mirror or sourcing stream (`sourcing`);
-//! - drain: hands the leadership off while this node is drained (`drain`).
+//! - drain: hands the leadership off while this node is drained (`drain`);
+//! - atomic batches: gives up those idle past their timeout (`atomic_batch`).
 //!
 //! A follower's task sleeps until leadership moves (or [`FOLLOWER_TICK`]); a leader's wakes
 //! every [`LEADER_TICK`].
@@ -52,7 +53,11 @@ impl JetStream {
                 if ready_term == Some(now.term) || !now.is_self {
                     self.sync_consumers(&ls);
                 }
+                if !now.is_self {
+                    ls.batches.lock().clear();
+                }
                 if now.is_self {
+                    self.sweep_batches(&ls);
                     self.hand_off_if_drained(ls.group()).await;
                     self.expire_if_due(&ls).await;
                 }
@@ -77,6 +82,18 @@ impl JetStream {
         }
         ls.engines.stop_all(false);
         Self::stop_sourcing(&ls);
+    }
+
+    /// Gives up the atomic batches idle past their timeout, with their advisories.
+    fn sweep_batches(&self, ls: &LocalStream) {
+        let abandoned = {
+            let mut batches = ls.batches.lock();
+            batches.sweep(std::time::Instant::now());
+            batches.take_abandoned()
+        };
+        for (id, reason) in abandoned {
+            self.advise_batch_abandoned(&ls.name, &id, reason);
+        }
     }
 
     /// The leader-elected advisories of a replica that just became its group's ready leader;

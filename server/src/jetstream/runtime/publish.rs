@@ -29,20 +29,24 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
+use super::atomic_batch::{self, BatchRules, Staging};
 use super::replica::LocalStream;
 use super::{JetStream, now_ns};
 use crate::bus::internal::{InternalMsg, InternalRx};
 use crate::bus::{FlushSet, Msg, Origin};
 use crate::jetstream::api::validate::subjects_overlap;
-use crate::jetstream::stream::command;
+use crate::jetstream::stream::{command, headers};
 
 /// Whether a publish whose outcome is unknown may be proposed again (see
 /// `JetStream::answer`): it has a `Nats-Msg-Id` and no `Nats-Expected-Last-*` condition.
 fn retry_is_safe(msg: &InternalMsg) -> bool {
-    use crate::jetstream::stream::headers;
     let Some(block) = msg.hdrs.as_deref() else {
         return false;
     };
+    // An atomic batch is all or none: one of its messages alone is not proposed again.
+    if atomic_batch::batch_id(msg).is_some() {
+        return false;
+    }
     headers::get(block, headers::MSG_ID).is_some_and(|id| !id.is_empty())
         && [
             headers::EXPECTED_LAST_SEQ,
@@ -74,6 +78,8 @@ pub(super) struct PendingAck {
     msgs: Vec<InternalMsg>,
     /// Forwarding hops so far.
     hops: u32,
+    /// An atomic batch: only its last answer (the commit's) goes out, to the last message.
+    atomic: bool,
 }
 
 /// The sending side of a stream replica's ack task. Unbounded: every entry is a proposal Raft
@@ -89,7 +95,7 @@ pub(super) struct Capture {
     pub(super) subjects: Vec<String>,
     /// Stops the capture tasks.
     cancel: CancellationToken,
-    /// The subscriptions: dropping the capture unsubscribes at once, so a node that no longer
+    /// The subscription (one for all subjects): dropping the capture unsubscribes at once, so a node that no longer
     /// captures a stream (deleted, subjects changed) takes no more publishes for it.
     _subs: Vec<crate::bus::internal::InternalSub>,
 }
@@ -119,9 +125,13 @@ impl JetStream {
                 continue;
             }
             let cancel = self.cancel.child_token();
-            let mut subs = Vec::with_capacity(subjects.len());
-            for subject in subjects {
-                match self.bus.internal().subscribe(subject) {
+            // One subscription for all of the stream's (non-overlapping) subjects: one
+            // receiver and one task, so publishes reach the leader in the order they were
+            // routed whatever subject they used (an atomic batch may span subjects).
+            let mut subs = Vec::with_capacity(1);
+            let patterns: Vec<&str> = subjects.iter().map(String::as_str).collect();
+            if !patterns.is_empty() {
+                match self.bus.internal().subscribe_many(&patterns) {
                     Ok(mut sub) => {
                         let rx = sub.take_rx();
                         subs.push(sub);
@@ -131,7 +141,7 @@ impl JetStream {
                         self.tasks
                             .spawn(async move { js.capture_loop(name, rx, cancel).await });
                     }
-                    Err(e) => warn!(stream = %name, subject, error = %e, "capture not set up"),
+                    Err(e) => warn!(stream = %name, ?subjects, error = %e, "capture not set up"),
                 }
             }
             caps.insert(
@@ -228,7 +238,101 @@ impl JetStream {
         }
     }
 
+    /// Proposes publishes on the leader; messages of atomic batches are staged until their
+    /// commit (`atomic_batch`), the others proposed in runs between them, in order.
     async fn submit_append(self: &Arc<Self>, ls: &LocalStream, msgs: Vec<InternalMsg>, hops: u32) {
+        if !msgs.iter().any(|m| atomic_batch::batch_id(m).is_some()) {
+            return self.propose_publishes(ls, msgs, hops).await;
+        }
+        let mut run = Vec::new();
+        for msg in msgs {
+            if atomic_batch::batch_id(&msg).is_none() {
+                run.push(msg);
+                continue;
+            }
+            if !run.is_empty() {
+                self.propose_publishes(ls, std::mem::take(&mut run), hops)
+                    .await;
+            }
+            self.stage_atomic(ls, msg, hops).await;
+        }
+        if !run.is_empty() {
+            self.propose_publishes(ls, run, hops).await;
+        }
+    }
+
+    /// Stages one message of an atomic batch; proposes the batch at its commit.
+    async fn stage_atomic(self: &Arc<Self>, ls: &LocalStream, msg: InternalMsg, hops: u32) {
+        let (rules, no_ack) = {
+            let sm = ls.sm.lock();
+            let cfg = sm.config();
+            let rules = BatchRules {
+                allow_atomic: cfg.allow_atomic,
+                sealed: cfg.sealed,
+                max_msg_size: u64::try_from(cfg.max_msg_size).ok().filter(|m| *m > 0),
+            };
+            (rules, cfg.no_ack)
+        };
+        let (staging, abandoned) = {
+            let mut batches = ls.batches.lock();
+            let staging = batches.on_msg(rules, msg, std::time::Instant::now());
+            (staging, batches.take_abandoned())
+        };
+        for (id, reason) in abandoned {
+            self.advise_batch_abandoned(&ls.name, &id, reason);
+        }
+        let (reply, body) = match staging {
+            Staging::Commit { id, msgs, eob } => {
+                return self.propose_atomic(ls, id, msgs, eob, hops).await;
+            }
+            Staging::Staged(reply) => (reply, Bytes::new()),
+            Staging::Refused(reply, e) => (
+                reply,
+                Bytes::from(crate::jetstream::api::types::PubAck::error(&ls.name, e).to_json()),
+            ),
+        };
+        if let Some(reply) = reply.filter(|_| !no_ack) {
+            let mut flush = FlushSet::default();
+            self.bus
+                .route(Origin::Server, &Msg::new(&reply, &body), &mut flush);
+            flush.wake_all();
+        }
+    }
+
+    /// Proposes a committed atomic batch as one entry.
+    async fn propose_atomic(
+        self: &Arc<Self>,
+        ls: &LocalStream,
+        id: String,
+        msgs: Vec<InternalMsg>,
+        eob: bool,
+        hops: u32,
+    ) {
+        let stored = if eob {
+            &msgs[..msgs.len() - 1]
+        } else {
+            &msgs[..]
+        };
+        let last = stored.len().saturating_sub(1);
+        let publishes = stored.iter().enumerate().map(|(i, m)| {
+            let mut hdrs = m.hdrs.clone().unwrap_or_default();
+            if eob && i == last {
+                // The last stored message carries the commit, as in nats-server.
+                hdrs = headers::filtered(&hdrs, |_| true, &[(atomic_batch::BATCH_COMMIT, "1")]);
+            }
+            (m.subject.as_str(), hdrs, m.payload.clone())
+        });
+        let cmd = command::atomic_batch(publishes, now_ns(), &id);
+        self.submit_pending(ls, cmd, msgs, hops, true).await;
+    }
+
+    /// Proposes publishes as one `AppendBatch`; their PubAcks go out from the ack task.
+    async fn propose_publishes(
+        self: &Arc<Self>,
+        ls: &LocalStream,
+        msgs: Vec<InternalMsg>,
+        hops: u32,
+    ) {
         let cmd = command::append_batch(
             msgs.iter().map(|m| {
                 (
@@ -239,6 +343,18 @@ impl JetStream {
             }),
             now_ns(),
         );
+        self.submit_pending(ls, cmd, msgs, hops, false).await;
+    }
+
+    /// Submits a proposal and queues its answer for the ack task.
+    async fn submit_pending(
+        self: &Arc<Self>,
+        ls: &LocalStream,
+        cmd: Bytes,
+        msgs: Vec<InternalMsg>,
+        hops: u32,
+        atomic: bool,
+    ) {
         let pending = match self.registry.submit(ls.group(), cmd).await {
             Ok(p) => p,
             Err(e) => {
@@ -250,6 +366,7 @@ impl JetStream {
             answer: Box::pin(pending),
             msgs,
             hops,
+            atomic,
         };
         if ls.acks.send(ack).is_err() {
             // The replica is being removed: its group is stopping and cannot answer.
@@ -300,6 +417,15 @@ impl JetStream {
         flush: &mut FlushSet,
     ) {
         match result {
+            Ok(framed) if p.atomic => {
+                let answers = command::split_answers(&framed);
+                if let (Some(reply), Some(ack)) = (
+                    p.msgs.last().and_then(|m| m.reply.as_deref()),
+                    answers.last(),
+                ) {
+                    self.bus.route(Origin::Server, &Msg::new(reply, ack), flush);
+                }
+            }
             Ok(framed) => {
                 for (msg, ack) in p.msgs.iter().zip(command::split_answers(&framed)) {
                     if let Some(reply) = &msg.reply

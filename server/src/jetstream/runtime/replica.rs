@@ -45,6 +45,8 @@ pub struct LocalStream {
     /// The copy tasks of a mirror or sourcing stream, while this node leads it (written only
     /// by the owner task).
     pub(super) sourcing: Mutex<Option<SourcingRun>>,
+    /// Atomic batches being staged while this replica leads (`atomic_batch`).
+    pub(super) batches: Mutex<super::atomic_batch::AtomicBatches>,
     /// Cancelled when the replica is removed from this node.
     pub cancel: tokio_util::sync::CancellationToken,
     /// When the replica started here (the first replica initialises the group at once, the
@@ -72,6 +74,7 @@ impl LocalStream {
             engines: super::consumer::Engines::default(),
             acks,
             sourcing: Mutex::new(None),
+            batches: Mutex::new(super::atomic_batch::AtomicBatches::default()),
             cancel,
             started: std::time::Instant::now(),
         }

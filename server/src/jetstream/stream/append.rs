@@ -39,11 +39,11 @@ enum Rollup {
 
 /// A publish that was applied: stored at `seq`, or a duplicate of the message at `seq`.
 #[derive(Debug, Clone)]
-struct Applied {
+pub(super) struct Applied {
     seq: u64,
     duplicate: bool,
     /// The stored message, when the stream republishes it.
-    republish: Option<Box<republish::Pending>>,
+    pub(super) republish: Option<Box<republish::Pending>>,
 }
 
 impl Applied {
@@ -129,7 +129,10 @@ impl StreamStateMachine {
     }
 
     /// Applies one publish or copy; what it did, or why it was refused.
-    fn append_outcome(&mut self, a: Append) -> Result<Result<Applied, ApiError>, StorageError> {
+    pub(super) fn append_outcome(
+        &mut self,
+        a: Append,
+    ) -> Result<Result<Applied, ApiError>, StorageError> {
         self.advance_clock(a.timestamp_ns);
         if a.origin_seq > 0 {
             self.try_copy(a)
@@ -139,7 +142,7 @@ impl StreamStateMachine {
     }
 
     /// The PubAck for an applied or refused publish.
-    fn pub_ack(&self, outcome: Result<Applied, ApiError>) -> PubAck {
+    pub(super) fn pub_ack(&self, outcome: Result<Applied, ApiError>) -> PubAck {
         let name = &self.config.name;
         let mut ack = match outcome {
             Ok(Applied {
@@ -224,11 +227,18 @@ impl StreamStateMachine {
         Ok(Ok(Applied::stored(seq)))
     }
 
+    /// `subject` after the stream's input `subject_transform`, when it maps it.
+    pub(super) fn transformed_subject(&self, subject: &str) -> String {
+        self.config
+            .subject_transform
+            .as_ref()
+            .and_then(|t| transform_subject(t, subject))
+            .unwrap_or_else(|| subject.to_string())
+    }
+
     fn try_append(&mut self, mut a: Append) -> Result<Result<Applied, ApiError>, StorageError> {
-        if let Some(t) = &self.config.subject_transform
-            && let Some(subject) = transform_subject(t, &a.subject)
-        {
-            a.subject = subject;
+        if self.config.subject_transform.is_some() {
+            a.subject = self.transformed_subject(&a.subject);
         }
         let name = &self.config.name;
         let hdrs: &[u8] = &a.headers;
@@ -276,7 +286,20 @@ impl StreamStateMachine {
         {
             return Ok(Err(ApiError::wrong_last_msg_id(&self.last_msg_id)));
         }
-        let rollup = match header(headers::ROLLUP) {
+        // A schedule gets `Nats-Rollup: sub` added (see `schedule`).
+        let scheduled = if mentions_schedules(hdrs) {
+            match self.check_schedule(&a.subject, &a.headers) {
+                Ok(block) => Some(block),
+                Err(e) => return Ok(Err(e)),
+            }
+        } else {
+            None
+        };
+        let rollup_value = match &scheduled {
+            Some(block) => headers::get(block, headers::ROLLUP),
+            None => header(headers::ROLLUP),
+        };
+        let rollup = match rollup_value {
             None => None,
             Some(_) if !self.config.allow_rollup_hdrs => {
                 return Ok(Err(ApiError::with_err(
@@ -311,7 +334,7 @@ impl StreamStateMachine {
         let msg = StoredMsg {
             seq,
             subject: a.subject,
-            headers: self.ttl_floor(&a.headers),
+            headers: self.ttl_floor(scheduled.as_ref().unwrap_or(&a.headers)),
             payload: a.payload,
             timestamp_ns: a.timestamp_ns,
         };
@@ -347,6 +370,9 @@ impl StreamStateMachine {
             }
             None => {}
         }
+        if self.config.allow_msg_schedules {
+            self.after_store_schedule(&msg)?;
+        }
         if self.config.retention == RetentionPolicy::Interest && !self.has_interest(&msg.subject) {
             // Acknowledged with a sequence, but no consumer is interested in its subject, so
             // not kept (as nats-server does, with no consumers or only filtered ones).
@@ -370,6 +396,13 @@ fn transform_subject(
         .apply(subject)
 }
 
+/// Whether a header block may hold schedule headers (`Nats-Schedule*`, `Nats-Scheduler`): a
+/// cheap test before the real checks.
+pub(super) fn mentions_schedules(hdrs: &[u8]) -> bool {
+    const NAME: &[u8] = b"Nats-Schedul";
+    hdrs.windows(NAME.len()).any(|w| w == NAME)
+}
+
 /// A header's value, owned (the copy path mutates `self` while holding it).
 fn header_value(hdrs: &[u8], key: &str) -> Option<String> {
     headers::get(hdrs, key)
@@ -380,7 +413,7 @@ fn header_value(hdrs: &[u8], key: &str) -> Option<String> {
 /// The sequence after `last`, if a stream may store it. The last storable sequence is 2^64-2:
 /// the stores keep `first_seq = last_seq + 1` for an empty stream and use 2^64-1 as "no upper
 /// bound" in purges, so 2^64-1 itself is never stored.
-fn next_seq(last: u64) -> Option<u64> {
+pub(super) fn next_seq(last: u64) -> Option<u64> {
     last.checked_add(1).filter(|seq| *seq < u64::MAX)
 }
 
@@ -388,6 +421,6 @@ fn next_seq(last: u64) -> Option<u64> {
 /// `first_seq` near 2^64): refused like any store failure, so every replica applies the entry
 /// the same way and the group goes on (nats-server wraps around to 0, which a store ordered by
 /// sequence cannot hold).
-fn sequence_space_exhausted() -> ApiError {
+pub(super) fn sequence_space_exhausted() -> ApiError {
     ApiError::store_failed("stream sequence space exhausted")
 }

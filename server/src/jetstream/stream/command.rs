@@ -31,6 +31,24 @@ pub fn append_batch<'a>(
     publishes: impl IntoIterator<Item = Publish<'a>>,
     timestamp_ns: u64,
 ) -> Bytes {
+    batch_of(publishes, timestamp_ns, String::new())
+}
+
+/// An `AppendBatch` holding one atomic batch (`Nats-Batch-Id` `batch_id`): its publishes are
+/// checked together at apply and stored all or none.
+pub fn atomic_batch<'a>(
+    publishes: impl IntoIterator<Item = Publish<'a>>,
+    timestamp_ns: u64,
+    batch_id: &str,
+) -> Bytes {
+    batch_of(publishes, timestamp_ns, batch_id.to_string())
+}
+
+fn batch_of<'a>(
+    publishes: impl IntoIterator<Item = Publish<'a>>,
+    timestamp_ns: u64,
+    atomic_batch_id: String,
+) -> Bytes {
     let appends = publishes
         .into_iter()
         .map(|(subject, headers, payload)| Append {
@@ -41,7 +59,10 @@ pub fn append_batch<'a>(
             ..Append::default()
         })
         .collect();
-    encode(Cmd::AppendBatch(AppendBatch { appends }))
+    encode(Cmd::AppendBatch(AppendBatch {
+        appends,
+        atomic_batch_id,
+    }))
 }
 
 /// Appends one publish's answer (PubAck JSON, or empty when it has none) to the answer of an
@@ -174,6 +195,26 @@ mod tests {
         // A truncated frame ends the list instead of reading past the end.
         let cut = framed.slice(..framed.len() - 3);
         assert_eq!(split_answers(&cut).len(), 2);
+    }
+
+    #[test]
+    fn an_append_batch_written_before_atomic_batches_decodes_as_an_ordinary_batch() {
+        // StreamCommand { append_batch: AppendBatch { appends: [Append { subject: "a" }] } } as
+        // written before `atomic_batch_id` existed.
+        let old = [0x32, 0x05, 0x0a, 0x03, 0x0a, 0x01, b'a'];
+        let Some(Cmd::AppendBatch(b)) = StreamCommand::decode(&old[..]).unwrap().cmd else {
+            panic!("not a batch");
+        };
+        assert_eq!(b.appends[0].subject, "a");
+        assert!(b.atomic_batch_id.is_empty());
+        let Some(Cmd::AppendBatch(b)) =
+            StreamCommand::decode(atomic_batch([("a", Bytes::new(), Bytes::new())], 1, "id"))
+                .unwrap()
+                .cmd
+        else {
+            panic!("not a batch");
+        };
+        assert_eq!(b.atomic_batch_id, "id");
     }
 
     #[test]

@@ -37,6 +37,25 @@ pub fn get<'a>(block: &'a [u8], name: &str) -> Option<&'a str> {
 /// Builds a header block from `(name, value)` pairs (the protocol layer's builder).
 pub use crate::protocol::headers::block;
 
+/// `block` with only the header lines whose names pass `keep`, then `extra` appended.
+pub fn filtered(block: &[u8], keep: impl Fn(&str) -> bool, extra: &[(&str, &str)]) -> bytes::Bytes {
+    let mut out = b"NATS/1.0\r\n".to_vec();
+    let text = std::str::from_utf8(block).unwrap_or_default();
+    for line in text.split("\r\n").skip(1) {
+        if let Some((name, _)) = line.split_once(':')
+            && keep(name)
+        {
+            out.extend_from_slice(line.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    for (name, value) in extra {
+        crate::protocol::headers::push_header(&mut out, name, value);
+    }
+    out.extend_from_slice(b"\r\n");
+    bytes::Bytes::from(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,5 +73,24 @@ mod tests {
         assert_eq!(get(&b, ROLLUP), None);
         assert_eq!(get(b"", MSG_ID), None);
         assert_eq!(get(b"NATS/1.0 503\r\n\r\n", MSG_ID), None);
+    }
+
+    #[test]
+    fn headers_are_filtered_and_extended_in_order() {
+        let block = block(&[
+            ("A", "1"),
+            ("Nats-Schedule", "@at 1970-01-01T00:00:01Z"),
+            ("Nats-Expected-Stream", "S"),
+            ("B", "2"),
+        ]);
+        let out = filtered(
+            &block,
+            |n| !n.starts_with("Nats-"),
+            &[("Nats-Scheduler", "s")],
+        );
+        assert_eq!(
+            &out[..],
+            b"NATS/1.0\r\nA: 1\r\nB: 2\r\nNats-Scheduler: s\r\n\r\n"
+        );
     }
 }

@@ -42,6 +42,7 @@
 //! [`clock_ns`]: StreamStateMachine::clock_ns
 
 mod append;
+mod atomic;
 pub mod command;
 pub mod consumers;
 #[cfg(test)]
@@ -60,6 +61,7 @@ mod raft_tests;
 mod recovery;
 pub mod republish;
 mod restore;
+mod schedule;
 pub use restore::RESTORED;
 mod snapshot;
 pub mod ttl;
@@ -141,6 +143,8 @@ pub struct StreamStateMachine {
     /// Origin sequence last copied, per source key (sourcing streams; see `append`). Replicated
     /// state: the sourcing task of a new leader resumes after it.
     source_positions: std::collections::BTreeMap<String, u64>,
+    /// Pending message schedules (derived from the store; see `schedule`).
+    schedules: schedule::ScheduleIndex,
     /// Where this replica republishes the messages it stores as the proposer (`republish`).
     republish_sink: Option<republish::RepublishSink>,
 }
@@ -276,6 +280,7 @@ impl StreamStateMachine {
             recover_until: None,
             expiry: ttl::Expiry::default(),
             source_positions: meta.source_positions,
+            schedules: schedule::ScheduleIndex::new(),
             republish_sink: None,
         };
         if fresh {
@@ -283,6 +288,7 @@ impl StreamStateMachine {
         } else {
             sm.rebuild_dedup().map_err(io_err)?;
             sm.rebuild_ttls().map_err(io_err)?;
+            sm.rebuild_schedules().map_err(io_err)?;
             sm.load_consumers().map_err(io_err)?;
             sm.recover_until = sm.recovery_point()?;
             if sm.recover_until.is_some() {
@@ -455,9 +461,13 @@ impl ReplicatedStateMachine for StreamStateMachine {
         let answer = match cmd.cmd {
             Some(Cmd::Append(a)) => self.apply_append(a).map_err(&err)?,
             Some(Cmd::AppendBatch(b)) => {
-                let answers = self
-                    .apply_append_batch(index.0, b.appends, resume, answer_wanted)
-                    .map_err(&err)?;
+                // A batch resumed after a crash passed its checks before it.
+                let answers = if b.atomic_batch_id.is_empty() || resume.is_some() {
+                    self.apply_append_batch(index.0, b.appends, resume, answer_wanted)
+                } else {
+                    self.apply_atomic_batch(index.0, b.appends, &b.atomic_batch_id, answer_wanted)
+                }
+                .map_err(&err)?;
                 self.count_removals(&before, consumer_cmd);
                 return Ok(answers);
             }

@@ -67,6 +67,7 @@ impl StreamStateMachine {
         }
         self.rebuild_dedup().map_err(&err)?;
         self.rebuild_ttls().map_err(&err)?;
+        self.rebuild_schedules().map_err(&err)?;
         self.save_meta().map_err(&err)?;
         Ok(RESTORED.to_string())
     }

@@ -130,6 +130,7 @@ impl StreamStateMachine {
         self.import_consumers(&snap.consumers)
             .map_err(|e| corrupt(format!("consumers: {e}")))?;
         self.rebuild_ttls().map_err(io_err)?;
+        self.rebuild_schedules().map_err(io_err)?;
         self.save_meta().map_err(io_err)?;
         self.persist_consumers().map_err(io_err)
     }

@@ -1133,3 +1133,89 @@ fn only_the_waiting_proposer_republishes_with_the_previous_sequence_of_the_subje
     );
     assert_eq!(*follower_out.lock(), 0, "a follower never republishes");
 }
+
+#[test]
+fn a_schedule_fires_on_the_first_expire_at_its_time_identically_on_every_replica() {
+    let cfg = r#"{"name":"S","subjects":["s.>"],"allow_msg_schedules":true}"#;
+    let at = format!(
+        "@at {}",
+        crate::jetstream::api::types::go_time::format(T0 + 5 * SEC)
+    );
+    let hdrs = [
+        ("Nats-Schedule", at.as_str()),
+        ("Nats-Schedule-Target", "s.out"),
+    ];
+    let mut replicas = [Driver::new(mem_sm(cfg)), Driver::new(mem_sm(cfg))];
+    for d in &mut replicas {
+        assert_eq!(d.publish("s.plan", &hdrs, T0), r#"{"stream":"S","seq":1}"#);
+        assert_eq!(d.sm.next_expiry(), Some(T0 + 5 * SEC));
+        d.apply(command::expire(T0 + 5 * SEC - 1));
+        assert_eq!(d.sm.state().last_seq, 1, "not before its time");
+        d.apply(command::expire(T0 + 6 * SEC));
+        d.apply(command::expire(T0 + 7 * SEC));
+    }
+    let fired: Vec<_> = replicas
+        .iter()
+        .map(|d| d.sm.store().get(2).unwrap().expect("fired"))
+        .collect();
+    assert_eq!(fired[0], fired[1]);
+    assert_eq!(fired[0].subject, "s.out");
+    assert_eq!(fired[0].timestamp_ns, T0 + 6 * SEC);
+    assert_eq!(
+        super::headers::get(&fired[0].headers, "Nats-Scheduler"),
+        Some("s.plan")
+    );
+    for d in &replicas {
+        let st = d.sm.state();
+        assert_eq!(
+            (st.msgs, st.last_seq),
+            (1, 2),
+            "fired once, schedule removed"
+        );
+        assert_eq!(d.sm.next_expiry(), None);
+    }
+}
+
+#[test]
+fn an_atomic_batch_is_applied_whole_or_refused_whole_with_one_answer() {
+    let mut d = Driver::new(mem_sm(
+        r#"{"name":"S","subjects":["s.>"],"allow_atomic":true}"#,
+    ));
+    let wrong = Bytes::from(block(&[("Nats-Expected-Last-Subject-Sequence", "9")]));
+    let publishes = |third: Bytes| {
+        command::atomic_batch(
+            [
+                ("s.a", Bytes::new(), Bytes::from_static(b"1")),
+                ("s.b", Bytes::new(), Bytes::from_static(b"2")),
+                ("s.c", third, Bytes::from_static(b"3")),
+            ],
+            T0,
+            "b1",
+        )
+    };
+    d.index += 1;
+    let framed = d.sm.apply(LogIndex(d.index), &publishes(wrong)).unwrap();
+    let answers = command::split_answers(&framed);
+    assert_eq!(answers.len(), 3);
+    assert!(answers[0].is_empty() && answers[1].is_empty());
+    assert!(
+        String::from_utf8_lossy(&answers[2]).contains(r#""err_code":10071"#),
+        "{answers:?}"
+    );
+    assert_eq!(
+        d.sm.state().last_seq,
+        0,
+        "nothing of a refused batch is stored"
+    );
+
+    d.index += 1;
+    let framed =
+        d.sm.apply(LogIndex(d.index), &publishes(Bytes::new()))
+            .unwrap();
+    let answers = command::split_answers(&framed);
+    assert_eq!(
+        &answers[2][..],
+        br#"{"stream":"S","seq":3,"batch":"b1","count":3}"#
+    );
+    assert_eq!(d.sm.state().msgs, 3);
+}

@@ -124,8 +124,8 @@ impl StreamStateMachine {
         self.next_expiry().is_some_and(|at| at <= now_ns)
     }
 
-    /// When the next message expires (its TTL, or `max_age` after the oldest message), Unix
-    /// ns; `None` when nothing will. A store error reports "now" (0), so that the `Expire`
+    /// When the next message expires (its TTL, or `max_age` after the oldest message) or the
+    /// next schedule fires, Unix ns; `None` when nothing will. A store error reports "now" (0), so that the `Expire`
     /// apply reports it.
     pub fn next_expiry(&self) -> Option<u64> {
         let ttl = self.expiry.ttls.first().map(|&(at, _)| at);
@@ -144,12 +144,19 @@ impl StreamStateMachine {
                 Err(_) => Some(0),
             }
         });
-        ttl.into_iter().chain(age).min()
+        ttl.into_iter().chain(age).chain(self.next_schedule()).min()
     }
 
     /// Drops messages whose TTL or `max_age` passed as of `now_ns` and writes subject delete
-    /// markers; returns how many messages were removed.
+    /// markers, then fires the schedules due (`schedule`); returns how many messages were
+    /// removed by expiry.
     pub(super) fn apply_expire(&mut self, now_ns: u64) -> Result<u64, StorageError> {
+        let removed = self.expire_messages(now_ns)?;
+        self.fire_schedules(now_ns)?;
+        Ok(removed)
+    }
+
+    fn expire_messages(&mut self, now_ns: u64) -> Result<u64, StorageError> {
         self.advance_clock(now_ns);
         if !self.config.allow_msg_ttl {
             return limits::expire(self.store.as_mut(), &self.limits, now_ns);

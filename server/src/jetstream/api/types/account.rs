@@ -45,7 +45,7 @@ impl Default for AccountLimits {
 /// API usage counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApiStats {
-    /// Highest API level implemented (spec/nats-protocol-and-jetstream.md §3.3: 0 = 2.10, 1 = 2.11
+    /// Highest API level implemented (spec/nats-protocol-and-jetstream.md §3.3: 0 = 2.10, 1 = 2.11, 2 = 2.12
     /// ...).
     pub level: u32,
     /// Requests served.

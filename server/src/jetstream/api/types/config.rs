@@ -360,8 +360,14 @@ pub struct StreamConfig {
         skip_serializing_if = "is_false"
     )]
     pub allow_batched: bool,
-    /// Persist mode (`default`/`async`, 2.12); only the default is implemented.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Persist mode (2.12): `Some("async")`, or `None` for the default (`"default"` and `""`
+    /// decode to it, and it is not shown, as nats-server's `omitempty` int). jetraft stores
+    /// and reports it; writes stay synchronous either way (see `persist_mode`).
+    #[serde(
+        default,
+        deserialize_with = "persist_mode",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub persist_mode: Option<String>,
     /// User metadata plus the server's `_nats.*` keys. Sorted, as Go marshals maps.
     #[serde(
@@ -374,4 +380,16 @@ pub struct StreamConfig {
     /// shown (it is part of the request, not the config).
     #[serde(default, deserialize_with = "nullable", skip_serializing)]
     pub pedantic: bool,
+}
+
+/// Decodes `persist_mode` as nats-server does: `"default"` or `""` is the default (`None`),
+/// `"async"` is kept; any other value, `null` included, is refused (10025 `can not unmarshal`).
+fn persist_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    use serde::de::Error as _;
+    match Option::<String>::deserialize(d)?.as_deref() {
+        Some("default" | "") => Ok(None),
+        Some("async") => Ok(Some("async".to_string())),
+        Some(other) => Err(D::Error::unknown_variant(other, &["default", "async"])),
+        None => Err(D::Error::custom("can not unmarshal \"null\"")),
+    }
 }

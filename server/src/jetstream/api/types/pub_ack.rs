@@ -24,6 +24,8 @@ pub struct PubAck {
     pub duplicate: bool,
     /// Why the message was refused.
     pub error: Option<ApiError>,
+    /// The commit of an atomic batch: its `Nats-Batch-Id` and how many messages it stored.
+    pub batch: Option<(String, u64)>,
 }
 
 impl PubAck {
@@ -35,6 +37,7 @@ impl PubAck {
             seq,
             duplicate: false,
             error: None,
+            batch: None,
         }
     }
 
@@ -56,7 +59,7 @@ impl PubAck {
 
     /// The exact JSON nats-server sends.
     pub fn to_json(&self) -> String {
-        if self.error.is_none() && self.domain.is_none() {
+        if self.error.is_none() && self.domain.is_none() && self.batch.is_none() {
             let mut json = Vec::with_capacity(40 + self.stream.len());
             if push_plain_json(&mut json, &self.stream, self.seq, self.duplicate) {
                 // Only ASCII was written.
@@ -71,12 +74,18 @@ impl PubAck {
             #[serde(skip_serializing_if = "Option::is_none")]
             domain: Option<&'a str>,
             seq: u64,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            batch: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            count: Option<u64>,
         }
         let mut json = to_go_json(&Body {
             error: self.error.as_ref(),
             stream: &self.stream,
             domain: self.domain.as_deref(),
             seq: self.seq,
+            batch: self.batch.as_ref().map(|(id, _)| id.as_str()),
+            count: self.batch.as_ref().map(|(_, n)| *n),
         });
         if self.duplicate {
             json.truncate(json.len() - 1);
@@ -134,6 +143,16 @@ mod tests {
         assert_eq!(
             PubAck::error("ORDERS", ApiError::wrong_last_sequence(2)).to_json(),
             r#"{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 2"},"stream":"ORDERS","seq":0}"#
+        );
+    }
+
+    #[test]
+    fn an_atomic_batch_commit_names_the_batch_and_its_count_after_seq() {
+        let mut ack = PubAck::stored("S", 3);
+        ack.batch = Some(("b1".to_string(), 3));
+        assert_eq!(
+            ack.to_json(),
+            r#"{"stream":"S","seq":3,"batch":"b1","count":3}"#
         );
     }
 

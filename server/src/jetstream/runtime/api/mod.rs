@@ -171,6 +171,9 @@ impl JetStream {
         if hops == 0 {
             self.api_total.fetch_add(1, Ordering::Relaxed);
         }
+        if requires_higher_level(&op, &msg) {
+            return self.reply_error(&msg, &op, ApiError::new(ErrorKind::RequiredApiLevel));
+        }
         let relays = in_force::holds_answer(&op);
         let mut waited = false;
         let route = loop {
@@ -388,6 +391,30 @@ impl JetStream {
 }
 
 /// Maps a meta state machine answer to success or the API error it carries.
+/// `Nats-Required-Api-Level` on an API request: one that is not a number or is above this
+/// server's level refuses the request (10185), as nats-server 2.12 does for its API handlers
+/// (not for direct gets and pull requests, which it does not check).
+const REQUIRED_API_LEVEL: &str = "Nats-Required-Api-Level";
+
+fn requires_higher_level(op: &ApiOp, msg: &InternalMsg) -> bool {
+    if matches!(
+        op,
+        ApiOp::ConsumerNext(..) | ApiOp::DirectGet(..) | ApiOp::DirectGetLast(..)
+    ) {
+        return false;
+    }
+    let Some(level) = msg
+        .hdrs
+        .as_deref()
+        .and_then(|h| crate::jetstream::stream::headers::get(h, REQUIRED_API_LEVEL))
+    else {
+        return false;
+    };
+    level
+        .parse::<i64>()
+        .map_or(true, |l| l > i64::from(crate::node::API_LEVEL))
+}
+
 pub(super) fn meta_answer(r: MetaResult) -> Result<Option<StreamAssignment>, ApiError> {
     match r.result {
         Some(meta_result::Result::Stream(s)) => Ok(Some(s)),
