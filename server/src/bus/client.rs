@@ -202,6 +202,8 @@ pub struct Client {
     pub max_pending: usize,
     /// The nonce of this connection's INFO (set at accept when NKEY users are configured).
     pub nonce: std::sync::OnceLock<String>,
+    /// The account the client publishes and subscribes in, set by CONNECT (`$G` until then).
+    pub account: std::sync::OnceLock<Arc<str>>,
 }
 
 impl Client {
@@ -232,7 +234,15 @@ impl Client {
             last_activity: Mutex::new(now),
             max_pending: usize::try_from(max_pending).unwrap_or(usize::MAX),
             nonce: std::sync::OnceLock::new(),
+            account: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The account the client is in (`$G` when none was set).
+    pub fn account(&self) -> &str {
+        self.account
+            .get()
+            .map_or(crate::config::GLOBAL_ACCOUNT, |a| a)
     }
 
     /// Marks the connection for closing; the first reason is kept.

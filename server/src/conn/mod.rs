@@ -80,7 +80,7 @@ impl ConnContext {
             host: node.host.clone(),
             port: node.client_addr.port(),
             headers: true,
-            auth_required: self.auth.required(),
+            auth_required: self.auth.info_auth_required(),
             tls_required: self.tls.as_ref().is_some_and(|t| !t.allow_non_tls),
             tls_verify: self
                 .tls
@@ -97,7 +97,7 @@ impl ConnContext {
             api_lvl: API_LEVEL,
             ldm: self.lame_duck.is_cancelled(),
             connect_info,
-            remote_account: connect_info.then(|| "$G".to_string()),
+            remote_account: connect_info.then(|| client.account().to_string()),
         }
     }
 

@@ -279,6 +279,13 @@ impl Session {
             return Err(CloseReason::AuthViolation);
         };
         self.client.set_permissions(authed.perms);
+        // A connection sends one CONNECT before anything else; a second one cannot move it.
+        if self.client.account.set(authed.account.clone()).is_err()
+            && self.client.account() != &*authed.account
+        {
+            self.client.send_err("Authorization Violation");
+            return Err(CloseReason::AuthViolation);
+        }
         {
             let mut meta = self.client.meta.lock();
             meta.name = opts.name.clone().unwrap_or_default();
@@ -344,6 +351,7 @@ impl Session {
             echo: self.opts.echo(),
         };
         let msg = Msg::new(subj, payload)
+            .in_account(self.client.account())
             .reply(reply.as_deref())
             .headers(hdrs.as_deref());
         let delivered = self.ctx.bus.route(from, &msg, &mut self.flush);
@@ -374,7 +382,7 @@ impl Session {
             }
         };
         if let Some(p) = c.permissions()
-            && !p.can_subscribe(subj)
+            && !p.can_subscribe_queue(subj, queue)
         {
             let text = match queue {
                 Some(q) => format!(

@@ -52,6 +52,16 @@ const READ_LEASE: Duration = match crate::cluster::link::KEEPALIVE_TIMEOUT.check
     None => Duration::ZERO,
 };
 
+/// nats-server's answer to `op` from an account without JetStream: 10039 with the operation's
+/// response type.
+pub(crate) fn not_enabled_for_account_json(op: &ApiOp) -> String {
+    let error = ApiError::new(ErrorKind::NotEnabledForAccount);
+    match op {
+        ApiOp::StreamInfo(_) => info::info_error_json(error),
+        _ => error_json(kind(op), error),
+    }
+}
+
 /// The response `type` of an operation.
 fn kind(op: &ApiOp) -> &'static str {
     match op {
