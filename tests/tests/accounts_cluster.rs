@@ -75,11 +75,22 @@ async fn accounts_stay_isolated_across_nodes() {
             break;
         }
     }
-    let m = within(OP, "C's own message", in_c.next())
-        .await
-        .expect("c message");
-    let body = String::from_utf8_lossy(&m.payload).into_owned();
-    assert!(body.starts_with("c-"), "C's subscriber got {body:?}");
+    // C's subscriber (node 3) gets C's messages from node 2 once its interest spread, and never
+    // A's (published on the same subject in the loop above).
+    let deadline = tokio::time::Instant::now() + SPREAD;
+    loop {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "C's message never crossed nodes"
+        );
+        if let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(200), in_c.next()).await {
+            let body = String::from_utf8_lossy(&m.payload).into_owned();
+            assert!(body.starts_with("c-"), "C's subscriber got {body:?}");
+            break;
+        }
+        c2.publish("x.same", "c-late".into()).await.expect("pub c");
+        round_trip(&c2).await;
+    }
 }
 
 #[tokio::test]
