@@ -405,10 +405,10 @@ impl UserPermissions {
         }
         let mut replies = self.replies.lock();
         if replies.len() >= REPLIES_SWEEP_ABOVE {
-            replies.retain(|_, (at, n)| {
-                !(rp.max_msgs > 0 && *n >= rp.max_msgs)
-                    && !(!rp.expires.is_zero() && now.duration_since(*at) > rp.expires)
-            });
+            let used_up = |n: i64| rp.max_msgs > 0 && n >= rp.max_msgs;
+            let expired =
+                |at: Instant| !rp.expires.is_zero() && now.duration_since(at) > rp.expires;
+            replies.retain(|_, (at, n)| !used_up(*n) && !expired(*at));
         }
         replies.insert(reply.to_string(), (now, 0));
     }

@@ -59,7 +59,7 @@ async fn start(config: &str, jetstream: bool) -> ServerProcess {
 pub async fn login(srv: &ServerProcess, user: &str) -> async_nats::Client {
     let opts = async_nats::ConnectOptions::with_user_and_password(user.into(), user.into())
         .connection_timeout(OP);
-    within(OP * 2, "connect", opts.connect(srv.client_url()))
+    within(OP * 2, "connect", Box::pin(opts.connect(srv.client_url())))
         .await
         .unwrap_or_else(|e| panic!("connect as {user}: {e}"))
 }
@@ -210,9 +210,13 @@ async fn a_client_without_credentials_is_the_no_auth_user() {
     let a = login(&srv, "a").await;
     let mut svc = a.subscribe("svc.time").await.expect("responder");
     round_trip(&a).await;
-    let anon = within(OP, "connect", async_nats::connect(srv.client_url()))
-        .await
-        .expect("connect without credentials");
+    let anon = within(
+        OP,
+        "connect",
+        Box::pin(async_nats::connect(srv.client_url())),
+    )
+    .await
+    .expect("connect without credentials");
     let req = tokio::spawn(async move { anon.request("time.now", "?".into()).await });
     let m = next(&mut svc, "request of the no_auth_user").await;
     a.publish(m.reply.expect("reply"), "now".into())

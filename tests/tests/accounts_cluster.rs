@@ -31,7 +31,7 @@ accounts {
 async fn login(srv: &ServerProcess, user: &str) -> async_nats::Client {
     let opts = async_nats::ConnectOptions::with_user_and_password(user.into(), user.into())
         .connection_timeout(OP);
-    within(OP * 2, "connect", opts.connect(srv.client_url()))
+    within(OP * 2, "connect", Box::pin(opts.connect(srv.client_url())))
         .await
         .unwrap_or_else(|e| panic!("connect as {user}: {e}"))
 }

@@ -442,4 +442,51 @@ mod tests {
         assert!(!st.has_outbound(NodeId(5)));
         assert!(sender.closed.is_cancelled());
     }
+
+    #[test]
+    fn frames_of_nodes_without_accounts_decode_into_the_global_account() {
+        use prost::Message as _;
+        // `Msg { subject: "a", payload: "x" }` and `InterestChange { subject: "s", delta: 1 }`
+        // as a node before the `account` fields encodes them.
+        let msg = Msg::decode(&[0x0a, 0x01, b'a', 0x22, 0x01, b'x'][..]).unwrap();
+        assert_eq!(
+            account_from_wire(&msg.account),
+            crate::config::GLOBAL_ACCOUNT
+        );
+        let change = InterestChange::decode(&[0x0a, 0x01, b's', 0x18, 0x02][..]).unwrap();
+        assert_eq!((change.subject.as_str(), change.delta), ("s", 1));
+        assert_eq!(
+            account_from_wire(&change.account),
+            crate::config::GLOBAL_ACCOUNT
+        );
+        // And the global account is sent as nothing, so older nodes read it as before.
+        let wire = crate::bus::Msg::new("a", b"x").to_wire(Vec::new());
+        assert!(wire.account.is_empty());
+        assert_eq!(
+            wire.encode_to_vec(),
+            vec![0x0a, 0x01, b'a', 0x22, 0x01, b'x']
+        );
+        let other = crate::bus::Msg::new("a", b"x")
+            .in_account("A")
+            .to_wire(Vec::new());
+        assert_eq!(other.account, "A");
+    }
+
+    #[test]
+    fn remote_interest_lands_in_its_accounts_sublist() {
+        let st = state();
+        let bus = Bus::new(None);
+        let peer = NodeId(3);
+        let s = st.remote_begin(peer, &bus);
+        let mut c = change("x", "", 1);
+        c.account = "A".into();
+        st.remote_apply(peer, s, true, vec![c], &bus);
+        assert!(bus.sublist().match_subject("x").is_empty(), "not in $G");
+        assert_eq!(
+            bus.namespace("A").sublist.match_subject("x").plain,
+            vec![SubRef::Remote(peer)]
+        );
+        st.remote_end(peer, s, &bus);
+        assert!(bus.namespace("A").sublist.match_subject("x").is_empty());
+    }
 }
