@@ -143,7 +143,8 @@ impl Bus {
     /// the subscription's max, or the receiver is closed or a slow consumer).
     fn deliver(&self, sub: &Arc<Subscription>, msg: &Msg<'_>, flush: &mut FlushSet) -> bool {
         let client = &sub.client;
-        if let Some(p) = client.permissions()
+        let perms = client.permissions();
+        if let Some(p) = &perms
             && p.has_subscribe_deny()
             && p.deliver_denied(msg.shown)
         {
@@ -163,7 +164,7 @@ impl Bus {
         );
         if let Some(pending) = queued {
             flush.record(client, pending);
-            if let (Some(reply), Some(p)) = (msg.reply, client.permissions())
+            if let (Some(reply), Some(p)) = (msg.reply, &perms)
                 && p.tracks_responses()
             {
                 p.allow_response(&String::from_utf8_lossy(reply), std::time::Instant::now());

@@ -101,3 +101,109 @@ impl Bus {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicU64;
+
+    use bytes::Bytes;
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::accounts::Accounts;
+    use crate::bus::{Client, Subscription};
+
+    const CONFIG: &str = r#"
+accounts {
+  A: { exports: [ { service: "svc.>" }, { stream: "ev.>" } ] }
+  B: { imports: [
+    { service: { account: A, subject: "svc.time" }, to: "time.now" }
+    { stream: { account: A, subject: "ev.>" }, prefix: "from_a" }
+  ] }
+  C: {}
+}
+"#;
+
+    fn bus() -> Bus {
+        let mut cfg = crate::config::Config::default();
+        crate::config::file::apply(CONFIG, std::path::Path::new("t.conf"), &mut cfg)
+            .expect("config");
+        let bus = Bus::new(None);
+        bus.set_accounts(Arc::new(Accounts::from_config(&cfg.auth)));
+        bus
+    }
+
+    /// A client in `account` subscribed to `subjects` (sids 1, 2, ...).
+    fn client(bus: &Bus, cid: u64, account: &str, subjects: &[&str]) -> Arc<Client> {
+        let c = Arc::new(Client::new(
+            cid,
+            "127.0.0.1:1".parse().unwrap(),
+            1 << 20,
+            &CancellationToken::new(),
+        ));
+        c.account.set(Arc::from(account)).unwrap();
+        for (i, subject) in subjects.iter().enumerate() {
+            let sub = Arc::new(Subscription {
+                client: c.clone(),
+                subject: subject.to_string(),
+                queue: None,
+                sid: Bytes::from((i + 1).to_string()),
+                delivered: AtomicU64::new(0),
+                max: AtomicU64::new(0),
+            });
+            bus.add_subscription(&sub).unwrap();
+        }
+        c
+    }
+
+    fn take_out(c: &Client) -> String {
+        let mut out = c.out.lock();
+        String::from_utf8_lossy(&out.buf.split()).into_owned()
+    }
+
+    fn publish(bus: &Bus, account: &str, subject: &str, reply: Option<&str>) -> usize {
+        bus.publish(&Msg::new(subject, b"x").in_account(account).reply_str(reply))
+    }
+
+    #[test]
+    fn a_stream_import_copies_into_the_importer_under_its_prefix_only() {
+        let bus = bus();
+        let a = client(&bus, 1, "A", &["ev.>"]);
+        let b = client(&bus, 2, "B", &["from_a.>", "ev.>"]);
+        let c = client(&bus, 3, "C", &[">"]);
+        assert_eq!(publish(&bus, "A", "ev.1", None), 2);
+        assert_eq!(take_out(&a), "MSG ev.1 1 1\r\nx\r\n");
+        assert_eq!(take_out(&b), "MSG from_a.ev.1 1 1\r\nx\r\n");
+        assert_eq!(take_out(&c), "", "C imports nothing");
+        // Nothing flows back: B's own ev.1 stays in B.
+        assert_eq!(publish(&bus, "B", "ev.1", None), 1);
+        assert_eq!(take_out(&a), "");
+        assert_eq!(take_out(&b), "MSG ev.1 2 1\r\nx\r\n");
+    }
+
+    #[test]
+    fn a_service_request_is_mapped_and_one_answer_goes_back() {
+        let bus = bus();
+        let a = client(&bus, 1, "A", &["svc.>"]);
+        let b = client(&bus, 2, "B", &["_INBOX.b.>"]);
+        assert_eq!(publish(&bus, "B", "time.now", Some("_INBOX.b.1")), 1);
+        let seen = take_out(&a);
+        let mut words = seen.split_whitespace();
+        assert_eq!(words.next(), Some("MSG"));
+        assert_eq!(words.next(), Some("svc.time"));
+        assert_eq!(words.next(), Some("1"));
+        let reply = words.next().unwrap().to_string();
+        assert!(reply.starts_with("_R_."), "{seen}");
+        // The answer in A returns to B's inbox, once.
+        assert_eq!(publish(&bus, "A", &reply, None), 1);
+        assert_eq!(take_out(&b), "MSG _INBOX.b.1 1 1\r\nx\r\n");
+        assert_eq!(publish(&bus, "A", &reply, None), 0, "singleton answered");
+        assert_eq!(take_out(&b), "");
+        // Only an answer from the exporting account is mapped back.
+        assert_eq!(publish(&bus, "B", "time.now", Some("_INBOX.b.2")), 1);
+        let reply = take_out(&a).split_whitespace().nth(3).unwrap().to_string();
+        assert_eq!(publish(&bus, "C", &reply, None), 0);
+        assert_eq!(take_out(&b), "");
+    }
+}
