@@ -374,3 +374,23 @@ async fn an_import_of_what_is_not_exported_refuses_to_start() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn connz_names_the_account_of_each_connection() {
+    let srv = start(CONFIG, false).await;
+    let a = login(&srv, "a").await;
+    let g = login(&srv, "g").await;
+    round_trip(&a).await;
+    round_trip(&g).await;
+    let v = srv.monitor_json("/connz?auth=1").await.expect("connz");
+    let conns = v["connections"].as_array().expect("connections");
+    let account_of = |user: &str| {
+        conns
+            .iter()
+            .find(|c| c["authorized_user"] == user)
+            .unwrap_or_else(|| panic!("{user} listed: {v}"))["account"]
+            .clone()
+    };
+    assert_eq!(account_of("a"), "A");
+    assert_eq!(account_of("g"), serde_json::Value::Null, "$G is not named");
+}
