@@ -351,6 +351,19 @@ async fn jetstream_in_an_account_without_it_answers_10039() {
         "io.nats.jetstream.api.v1.stream_create_response"
     );
     assert_eq!(json["error"]["err_code"], 10039);
+    let answer = within(OP, "names", a.request("$JS.API.STREAM.NAMES", "".into()))
+        .await
+        .expect("answered");
+    let json: serde_json::Value = serde_json::from_slice(&answer.payload).expect("json");
+    assert_eq!(
+        json["type"],
+        "io.nats.jetstream.api.v1.stream_names_response"
+    );
+    assert_eq!(json["error"]["err_code"], 10039);
+    assert_eq!(
+        (&json["total"], &json["streams"]),
+        (&0.into(), &serde_json::Value::Null)
+    );
     let err = within(
         OP,
         "direct get",
