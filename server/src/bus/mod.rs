@@ -311,6 +311,19 @@ impl Bus {
             .clone()
     }
 
+    /// Entries of every account's sublist (local subscriptions and peers' interest), for
+    /// `/varz` and `/metrics`.
+    pub fn subscription_count(&self) -> usize {
+        let others: usize = self
+            .inner
+            .others
+            .read()
+            .values()
+            .map(|ns| ns.sublist.count())
+            .sum();
+        self.inner.global.sublist.count() + others
+    }
+
     /// Installs what accounts share (at start, and when the configuration is reloaded).
     pub fn set_accounts(&self, accounts: Arc<Accounts>) {
         *self.inner.accounts.write() = accounts;
@@ -331,15 +344,25 @@ impl Bus {
     /// published there, as they do for a client subscription. Counted per pattern: pair every
     /// call with [`Bus::withdraw_interest`].
     pub fn announce_interest(&self, subject: &str) {
+        self.announce_interest_in(GLOBAL_ACCOUNT, subject);
+    }
+
+    /// [`Bus::announce_interest`] for an internal subscriber in `account`'s namespace.
+    pub fn announce_interest_in(&self, account: &str, subject: &str) {
         if let Some(peers) = &self.inner.peers {
-            peers.local_subscribed(GLOBAL_ACCOUNT, subject, None);
+            peers.local_subscribed(account, subject, None);
         }
     }
 
     /// Undoes one [`Bus::announce_interest`] of `subject`.
     pub fn withdraw_interest(&self, subject: &str) {
+        self.withdraw_interest_in(GLOBAL_ACCOUNT, subject);
+    }
+
+    /// Undoes one [`Bus::announce_interest_in`] of `subject` in `account`.
+    pub fn withdraw_interest_in(&self, account: &str, subject: &str) {
         if let Some(peers) = &self.inner.peers {
-            peers.local_unsubscribed(GLOBAL_ACCOUNT, subject, None);
+            peers.local_unsubscribed(account, subject, None);
         }
     }
 

@@ -172,6 +172,12 @@ accounts {
         let a = client(&bus, 1, "A", &["ev.>"]);
         let b = client(&bus, 2, "B", &["from_a.>", "ev.>"]);
         let c = client(&bus, 3, "C", &[">"]);
+        assert_eq!(
+            bus.subscription_count(),
+            4,
+            "every account's subscriptions count"
+        );
+        assert_eq!(bus.sublist().count(), 0, "none is in $G");
         assert_eq!(publish(&bus, "A", "ev.1", None), 2);
         assert_eq!(take_out(&a), "MSG ev.1 1 1\r\nx\r\n");
         assert_eq!(take_out(&b), "MSG from_a.ev.1 1 1\r\nx\r\n");
