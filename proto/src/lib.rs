@@ -137,6 +137,7 @@ mod tests {
                     payload: "hi".into(),
                     queues: vec!["q".into()],
                     shown_subject: "s.t".into(),
+                    account: "A".into(),
                 }],
             })),
         };

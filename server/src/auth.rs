@@ -1,25 +1,47 @@
 //! Authentication (token, user/password, users list with plain or bcrypt secrets, NKEY users
-//! signing the INFO nonce, client certificates mapped to users) and the publish/subscribe
-//! permission checks of an authenticated user.
+//! signing the INFO nonce, client certificates mapped to users, `no_auth_user`), the account
+//! each user belongs to, and the publish/subscribe permission checks of an authenticated user.
 //!
 //! Permission rules follow nats-server: an empty allow list allows everything that is not
 //! denied; deny always wins. A wildcard subscription is allowed when its whole subject space
 //! lies inside an allow entry; messages on denied subjects are then filtered at delivery.
+//! Subscribe entries of the form `"subject queue"` concern that queue group only (a queue
+//! subscription matching such an allow entry is allowed only for a matching group, and one
+//! matching such a deny entry is refused). `allow_responses` lets a user publish to the reply
+//! subject of each request delivered to it (up to `max` times within `expires`), even where
+//! its publish permissions deny it; with `allow_responses` and no publish allow list, nothing
+//! else may be published.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use parking_lot::Mutex;
 
-use crate::config::{AuthConfig, Permissions, SubjectPermission};
+use crate::accounts::Accounts;
+use crate::config::{
+    AuthConfig, GLOBAL_ACCOUNT, Permissions, ResponsePermission, SubjectPermission,
+};
 use crate::protocol::ConnectOptions;
 use crate::router::subject;
 
 /// Largest number of cached publish decisions per user.
 const PUB_CACHE_MAX: usize = 1024;
 
-/// Users by name: password and permissions.
-type Users = HashMap<String, (String, Option<Arc<UserPermissions>>)>;
+/// Most reply subjects an `allow_responses` user keeps open before expired ones are swept.
+const REPLIES_SWEEP_ABOVE: usize = 1024;
+
+/// What a configured user is: permissions and account.
+#[derive(Debug, Clone)]
+struct UserEntry {
+    /// Publish/subscribe permissions, if restricted.
+    perms: Option<Arc<UserPermissions>>,
+    /// The account the user is in.
+    account: Arc<str>,
+}
+
+/// Users by name: password, permissions and account.
+type Users = HashMap<String, (String, UserEntry)>;
 
 /// Checks credentials from CONNECT against the configuration.
 #[derive(Clone)]
@@ -27,9 +49,13 @@ pub struct Authenticator {
     config: AuthConfig,
     users: Users,
     /// NKEY users by public key.
-    nkeys: HashMap<String, Option<Arc<UserPermissions>>>,
+    nkeys: HashMap<String, UserEntry>,
     /// `verify_and_map`: client certificates name the user (no password).
     map_certs: bool,
+    /// What the configured accounts share.
+    accounts: Arc<Accounts>,
+    /// The global account's name, shared.
+    global: Arc<str>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -58,12 +84,32 @@ pub struct ConnProof<'a> {
 pub struct AuthError;
 
 /// The result of a successful authentication.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Authenticated {
     /// User name, when authenticated by user.
     pub user: Option<String>,
     /// Permissions, when restricted.
     pub perms: Option<Arc<UserPermissions>>,
+    /// The account the client is in (`$G` for users outside `accounts { }`).
+    pub account: Arc<str>,
+}
+
+impl Authenticated {
+    fn global(global: &Arc<str>) -> Self {
+        Self {
+            user: None,
+            perms: None,
+            account: global.clone(),
+        }
+    }
+
+    fn user(name: &str, entry: &UserEntry) -> Self {
+        Self {
+            user: Some(name.to_string()),
+            perms: entry.perms.clone(),
+            account: entry.account.clone(),
+        }
+    }
 }
 
 impl Authenticator {
@@ -75,19 +121,26 @@ impl Authenticator {
 
     /// [`Authenticator::new`] with client certificates naming the user (`verify_and_map`).
     pub fn with_cert_mapping(config: &AuthConfig, map_certs: bool) -> Self {
+        let global: Arc<str> = Arc::from(GLOBAL_ACCOUNT);
+        let accounts = Arc::new(Accounts::from_config(config));
         let mut users = Users::new();
         let mut nkeys = HashMap::new();
-        for u in &config.users {
-            let perms = u
-                .permissions
-                .as_ref()
-                .map(|p| Arc::new(UserPermissions::new(p)));
+        for (u, account) in config.all_users() {
+            let entry = UserEntry {
+                perms: u
+                    .permissions
+                    .as_ref()
+                    .map(|p| Arc::new(UserPermissions::new(p))),
+                account: account
+                    .and_then(|a| accounts.name(a))
+                    .unwrap_or_else(|| global.clone()),
+            };
             match &u.nkey {
                 Some(nkey) => {
-                    nkeys.insert(nkey.clone(), perms);
+                    nkeys.insert(nkey.clone(), entry);
                 }
                 None => {
-                    users.insert(u.user.clone(), (u.password.clone(), perms));
+                    users.insert(u.user.clone(), (u.password.clone(), entry));
                 }
             }
         }
@@ -96,7 +149,20 @@ impl Authenticator {
             map_certs: map_certs && !users.is_empty(),
             users,
             nkeys,
+            accounts,
+            global,
         }
+    }
+
+    /// What the configured accounts share (the bus applies it).
+    pub fn accounts(&self) -> &Arc<Accounts> {
+        &self.accounts
+    }
+
+    /// INFO's `auth_required`: false with a `no_auth_user`, as nats-server (a client without
+    /// credentials gets in as that user).
+    pub fn info_auth_required(&self) -> bool {
+        self.required() && self.config.no_auth_user.is_none()
     }
 
     /// Whether INFO must carry a nonce (NKEY users are configured).
@@ -123,7 +189,21 @@ impl Authenticator {
         proof: ConnProof<'_>,
     ) -> Result<Authenticated, AuthError> {
         if !self.required() {
-            return Ok(Authenticated::default());
+            return Ok(Authenticated::global(&self.global));
+        }
+        if let Some(name) = &self.config.no_auth_user
+            && !self.map_certs
+            && opts.user.is_none()
+            && opts.pass.is_none()
+            && opts.auth_token.is_none()
+            && opts.nkey.is_none()
+        {
+            if let Some((_, entry)) = self.users.get(name) {
+                return Ok(Authenticated::user(name, entry));
+            }
+            if let Some(entry) = self.nkeys.get(name) {
+                return Ok(Authenticated::user(name, entry));
+            }
         }
         if self.map_certs {
             let names = proof.cert_identities.ok_or(AuthError)?;
@@ -134,22 +214,19 @@ impl Authenticator {
             if opts.user.as_deref().is_some_and(|u| u != user) {
                 return Err(AuthError);
             }
-            return Ok(Authenticated {
-                user: Some(user.clone()),
-                perms: self.users.get(user).and_then(|(_, p)| p.clone()),
-            });
+            return match self.users.get(user) {
+                Some((_, entry)) => Ok(Authenticated::user(user, entry)),
+                None => Err(AuthError),
+            };
         }
         if let Some(nkey) = &opts.nkey
             && !self.nkeys.is_empty()
         {
-            let perms = self.nkeys.get(nkey).ok_or(AuthError)?;
+            let entry = self.nkeys.get(nkey).ok_or(AuthError)?;
             let nonce = proof.nonce.ok_or(AuthError)?;
             let sig = opts.sig.as_deref().ok_or(AuthError)?;
             return if nkey_signed(nkey, nonce, sig) {
-                Ok(Authenticated {
-                    user: Some(nkey.clone()),
-                    perms: perms.clone(),
-                })
+                Ok(Authenticated::user(nkey, entry))
             } else {
                 Err(AuthError)
             };
@@ -157,7 +234,7 @@ impl Authenticator {
         if let Some(token) = &self.config.token {
             let given = opts.auth_token.as_deref().ok_or(AuthError)?;
             return if secret_matches(token, given) {
-                Ok(Authenticated::default())
+                Ok(Authenticated::global(&self.global))
             } else {
                 Err(AuthError)
             };
@@ -170,14 +247,11 @@ impl Authenticator {
         {
             return Ok(Authenticated {
                 user: Some(user.to_string()),
-                perms: None,
+                ..Authenticated::global(&self.global)
             });
         }
         match self.users.get(user) {
-            Some((p, perms)) if secret_matches(p, pass) => Ok(Authenticated {
-                user: Some(user.to_string()),
-                perms: perms.clone(),
-            }),
+            Some((p, entry)) if secret_matches(p, pass) => Ok(Authenticated::user(user, entry)),
             _ => Err(AuthError),
         }
     }
@@ -298,12 +372,49 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Publish/subscribe permissions of one user, with a cache of publish decisions.
+/// Publish/subscribe permissions of one user, with a cache of publish decisions and the reply
+/// subjects `allow_responses` opened.
 #[derive(Debug)]
 pub struct UserPermissions {
     publish: Option<SubjectPermission>,
     subscribe: Option<SubjectPermission>,
+    /// `allow_responses`.
+    responses: Option<ResponsePermission>,
+    /// Reply subjects of delivered requests: when delivered, answers so far.
+    replies: Mutex<HashMap<String, (Instant, i64)>>,
     pub_cache: Mutex<HashMap<String, bool>>,
+}
+
+/// A subscribe permission entry: a pattern and, for `"subject queue"`, a queue group.
+fn split_queue(entry: &str) -> (&str, Option<&str>) {
+    match entry.split_once(' ') {
+        Some((subject_, queue)) => (subject_, Some(queue.trim())),
+        None => (entry, None),
+    }
+}
+
+/// Of the subscribe permission `entries` whose pattern covers `subject_`: whether a plain one
+/// is among them, and the queue groups of the `"subject queue"` ones.
+fn matching_entries<'a>(entries: &'a [String], subject_: &str) -> (bool, Vec<&'a str>) {
+    let mut plain = false;
+    let mut groups = Vec::new();
+    for (pattern, group) in entries.iter().map(|e| split_queue(e)) {
+        if subject::is_subset(subject_, pattern) {
+            match group {
+                Some(g) => groups.push(g),
+                None => plain = true,
+            }
+        }
+    }
+    (plain, groups)
+}
+
+/// Whether `queue` is one of the queue groups of the matching entries (nats-server's
+/// `queueMatches`: a literal name, or a wildcard group name covering it).
+fn queue_matches(queue: &str, groups: &[&str]) -> bool {
+    groups
+        .iter()
+        .any(|g| *g == queue || (!subject::is_literal(g) && subject::is_subset(queue, g)))
 }
 
 impl UserPermissions {
@@ -312,21 +423,34 @@ impl UserPermissions {
         Self {
             publish: p.publish.clone(),
             subscribe: p.subscribe.clone(),
+            responses: p.responses,
+            replies: Mutex::new(HashMap::new()),
             pub_cache: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Whether the user may publish to the literal `subject`.
+    /// Whether the user may publish to the literal `subject`: its publish permissions, or a
+    /// reply subject `allow_responses` opened.
     pub fn can_publish(&self, subject_: &str) -> bool {
-        let Some(perm) = &self.publish else {
+        self.static_publish(subject_) || self.response_allowed(subject_, Instant::now())
+    }
+
+    /// The publish permissions alone (cached).
+    fn static_publish(&self, subject_: &str) -> bool {
+        if self.publish.is_none() && self.responses.is_none() {
             return true;
-        };
+        }
         if let Some(v) = self.pub_cache.lock().get(subject_) {
             return *v;
         }
-        let allowed = (perm.allow.is_empty()
-            || perm.allow.iter().any(|a| subject::matches(a, subject_)))
-            && !perm.deny.iter().any(|d| subject::matches(d, subject_));
+        let (allow, deny): (&[String], &[String]) = match &self.publish {
+            Some(p) => (&p.allow, &p.deny),
+            None => (&[], &[]),
+        };
+        // With allow_responses, an empty allow list allows nothing (nats-server).
+        let allow_all = allow.is_empty() && self.responses.is_none();
+        let allowed = (allow_all || allow.iter().any(|a| subject::matches(a, subject_)))
+            && !deny.iter().any(|d| subject::matches(d, subject_));
         let mut cache = self.pub_cache.lock();
         if cache.len() >= PUB_CACHE_MAX {
             cache.clear();
@@ -335,27 +459,100 @@ impl UserPermissions {
         allowed
     }
 
-    /// Whether the user may subscribe to `subject_` (possibly a wildcard).
+    /// Whether deliveries to this user open reply subjects (`allow_responses`).
+    pub fn tracks_responses(&self) -> bool {
+        self.responses.is_some()
+    }
+
+    /// A request with reply subject `reply` was delivered to this user at `now`: answers to it
+    /// are allowed (when the publish permissions do not allow them anyway).
+    pub fn allow_response(&self, reply: &str, now: Instant) {
+        let Some(rp) = self.responses else {
+            return;
+        };
+        if self.static_publish(reply) {
+            return;
+        }
+        let mut replies = self.replies.lock();
+        if replies.len() >= REPLIES_SWEEP_ABOVE {
+            let used_up = |n: i64| rp.max_msgs > 0 && n >= rp.max_msgs;
+            let expired =
+                |at: Instant| !rp.expires.is_zero() && now.duration_since(at) > rp.expires;
+            replies.retain(|_, (at, n)| !used_up(*n) && !expired(*at));
+        }
+        replies.insert(reply.to_string(), (now, 0));
+    }
+
+    /// Whether an answer on `subject_` is allowed at `now` (counted against `max`).
+    fn response_allowed(&self, subject_: &str, now: Instant) -> bool {
+        let Some(rp) = self.responses else {
+            return false;
+        };
+        let mut replies = self.replies.lock();
+        let Some((at, n)) = replies.get_mut(subject_) else {
+            return false;
+        };
+        *n += 1;
+        let over = rp.max_msgs > 0 && *n > rp.max_msgs;
+        let expired = !rp.expires.is_zero() && now.duration_since(*at) > rp.expires;
+        if over || expired {
+            replies.remove(subject_);
+            return false;
+        }
+        true
+    }
+
+    /// Whether the user may subscribe to `subject_` (possibly a wildcard) without a queue
+    /// group.
     pub fn can_subscribe(&self, subject_: &str) -> bool {
+        self.can_subscribe_queue(subject_, None)
+    }
+
+    /// Whether the user may subscribe to `subject_` in queue group `queue` (nats-server's
+    /// rules for `"subject queue"` entries).
+    pub fn can_subscribe_queue(&self, subject_: &str, queue: Option<&str>) -> bool {
         let Some(perm) = &self.subscribe else {
             return true;
         };
-        let allowed =
-            perm.allow.is_empty() || perm.allow.iter().any(|a| subject::is_subset(subject_, a));
-        allowed && !perm.deny.iter().any(|d| subject::is_subset(subject_, d))
+        let mut allowed = true;
+        if !perm.allow.is_empty() {
+            let (plain, groups) = matching_entries(&perm.allow, subject_);
+            allowed = plain;
+            if let Some(q) = queue
+                && !groups.is_empty()
+            {
+                allowed = queue_matches(q, &groups);
+            }
+        }
+        if allowed && !perm.deny.is_empty() {
+            let (plain, groups) = matching_entries(&perm.deny, subject_);
+            allowed = !plain;
+            if allowed
+                && let Some(q) = queue
+                && !groups.is_empty()
+            {
+                allowed = !queue_matches(q, &groups);
+            }
+        }
+        allowed
     }
 
     /// Whether a message on the literal `subject_` must not be delivered to this user's
     /// subscriptions (a wildcard subscription overlapping a denied subject).
     pub fn deliver_denied(&self, subject_: &str) -> bool {
-        self.subscribe
-            .as_ref()
-            .is_some_and(|p| p.deny.iter().any(|d| subject::matches(d, subject_)))
+        self.subscribe.as_ref().is_some_and(|p| {
+            p.deny
+                .iter()
+                .map(|d| split_queue(d))
+                .any(|(d, group)| group.is_none() && subject::matches(d, subject_))
+        })
     }
 
     /// Whether any subscribe deny rule exists (so delivery must be filtered).
     pub fn has_subscribe_deny(&self) -> bool {
-        self.subscribe.as_ref().is_some_and(|p| !p.deny.is_empty())
+        self.subscribe
+            .as_ref()
+            .is_some_and(|p| p.deny.iter().any(|d| split_queue(d).1.is_none()))
     }
 }
 
@@ -428,6 +625,7 @@ mod tests {
                 allow: vec![],
                 deny: vec!["private.>".into()],
             }),
+            responses: None,
         };
         let a = Authenticator::new(&AuthConfig {
             users: vec![UserConfig {
@@ -462,10 +660,102 @@ mod tests {
                 allow: vec!["foo.*".into()],
                 deny: vec![],
             }),
+            responses: None,
         });
         assert!(p.can_subscribe("foo.bar"));
         assert!(p.can_subscribe("foo.*"));
         assert!(!p.can_subscribe("foo.>"));
         assert!(!p.can_subscribe("bar"));
+    }
+
+    fn sub_perms(allow: &[&str], deny: &[&str]) -> UserPermissions {
+        UserPermissions::new(&Permissions {
+            publish: None,
+            subscribe: Some(SubjectPermission {
+                allow: allow.iter().map(|s| s.to_string()).collect(),
+                deny: deny.iter().map(|s| s.to_string()).collect(),
+            }),
+            responses: None,
+        })
+    }
+
+    #[test]
+    fn queue_entries_restrict_queue_subscriptions_as_nats_server() {
+        let p = sub_perms(&["foo workers", "bar"], &[]);
+        assert!(p.can_subscribe_queue("foo", Some("workers")));
+        assert!(!p.can_subscribe_queue("foo", Some("others")));
+        assert!(!p.can_subscribe("foo"), "only the queue group is allowed");
+        assert!(p.can_subscribe("bar"));
+        assert!(p.can_subscribe_queue("bar", Some("any")));
+        let p = sub_perms(&["foo v1.*"], &[]);
+        assert!(p.can_subscribe_queue("foo", Some("v1.a")));
+        assert!(!p.can_subscribe_queue("foo", Some("v2.a")));
+        let p = sub_perms(&[], &["foo bad"]);
+        assert!(p.can_subscribe("foo"));
+        assert!(p.can_subscribe_queue("foo", Some("good")));
+        assert!(!p.can_subscribe_queue("foo", Some("bad")));
+        assert!(
+            !p.has_subscribe_deny(),
+            "queue denies filter nothing at delivery"
+        );
+        // Deny wins over allow.
+        let p = sub_perms(&["a.>"], &["a.secret"]);
+        assert!(p.can_subscribe("a.b"));
+        assert!(!p.can_subscribe("a.secret"));
+        assert!(!p.can_subscribe_queue("a.secret", Some("q")));
+    }
+
+    #[test]
+    fn allow_responses_opens_reply_subjects_of_delivered_requests() {
+        let p = UserPermissions::new(&Permissions {
+            publish: None,
+            subscribe: None,
+            responses: Some(ResponsePermission {
+                max_msgs: 2,
+                expires: std::time::Duration::from_secs(10),
+            }),
+        });
+        assert!(
+            !p.can_publish("anything"),
+            "allow_responses alone allows no publish"
+        );
+        let now = Instant::now();
+        p.allow_response("_INBOX.1", now);
+        assert!(p.response_allowed("_INBOX.1", now));
+        assert!(p.response_allowed("_INBOX.1", now));
+        assert!(!p.response_allowed("_INBOX.1", now), "max 2 answers");
+        p.allow_response("_INBOX.2", now);
+        let later = now + std::time::Duration::from_secs(11);
+        assert!(!p.response_allowed("_INBOX.2", later), "expired");
+        assert!(!p.can_publish("_INBOX.3"));
+    }
+
+    #[test]
+    fn users_are_in_their_accounts_and_no_auth_user_needs_no_credentials() {
+        let mut cfg = crate::config::Config::default();
+        crate::config::file::apply(
+            "accounts { A: { users: [ {user: a, password: a} ] } }\n\
+             authorization { users: [ {user: g, password: g} ] }\nno_auth_user: a",
+            std::path::Path::new("t.conf"),
+            &mut cfg,
+        )
+        .unwrap();
+        let auth = Authenticator::new(&cfg.auth);
+        assert!(auth.required() && !auth.info_auth_required());
+        let a = auth
+            .authenticate(&connect(Some("a"), Some("a"), None))
+            .unwrap();
+        assert_eq!(&*a.account, "A");
+        let g = auth
+            .authenticate(&connect(Some("g"), Some("g"), None))
+            .unwrap();
+        assert_eq!(&*g.account, GLOBAL_ACCOUNT);
+        let anon = auth.authenticate(&connect(None, None, None)).unwrap();
+        assert_eq!((anon.user.as_deref(), &*anon.account), (Some("a"), "A"));
+        assert!(
+            auth.authenticate(&connect(Some("g"), Some("x"), None))
+                .is_err()
+        );
+        assert!(auth.accounts().get("A").is_some());
     }
 }

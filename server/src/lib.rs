@@ -3,7 +3,7 @@
 //! Layers, each importing only the ones before it (the `tidy` test checks the arrows that
 //! matter):
 //! - [`protocol`] (the sans-IO client protocol), [`router`] (subjects and the interest index),
-//!   [`config`], [`auth`], [`node`] (what this node is);
+//!   [`config`], [`accounts`] (what accounts share), [`auth`], [`node`] (what this node is);
 //! - [`bus`]: routing messages to local subscribers, internal subscribers and peers;
 //! - [`conn`] (client connections), [`cluster`] (links to peers, interest and forwarding),
 //!   [`jetstream`] (streams, consumers, the `$JS.API`), each holding a [`bus::Bus`] and small
@@ -16,6 +16,7 @@
 
 #![recursion_limit = "256"]
 
+pub mod accounts;
 pub mod auth;
 pub mod bus;
 pub mod cluster;

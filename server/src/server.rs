@@ -230,6 +230,11 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         None => (None, None),
     };
     let bus = Bus::new(cluster.clone().map(|c| c as Arc<dyn PeerLinks>));
+    let auth = Arc::new(Authenticator::with_cert_mapping(
+        &config.auth,
+        config.tls.as_ref().is_some_and(|t| t.verify_and_map),
+    ));
+    bus.set_accounts(auth.accounts().clone());
     let conns = Arc::new(ConnContext {
         bus: bus.clone(),
         clients: Arc::new(Clients::new(
@@ -237,7 +242,7 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         )),
         settings: conn::LiveSettings::new(conn::ConnSettings::new(
             config.clone(),
-            Arc::new(authenticator(&config)),
+            auth,
             client_tls.clone(),
         )),
         node: node.clone(),
@@ -310,6 +315,12 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         })
         .await?;
         let _ = jetstream_slot.set(js.clone());
+        crate::jetstream::runtime::account_off::serve_accounts_without_jetstream(
+            &bus, &tasks, &shutdown,
+        )
+        .map_err(|e| StartError::JetStream {
+            reason: e.to_string(),
+        })?;
         Some(js)
     } else {
         None

@@ -207,6 +207,8 @@ pub struct Client {
     /// Authentication and the permissions it yields are set under this lock, so a reload
     /// and a CONNECT racing each other end with the newer users.
     pub credentials: Mutex<Option<ConnCredentials>>,
+    /// The account the client publishes and subscribes in, set by CONNECT (`$G` until then).
+    pub account: std::sync::OnceLock<Arc<str>>,
 }
 
 impl Client {
@@ -238,7 +240,15 @@ impl Client {
             max_pending: usize::try_from(max_pending).unwrap_or(usize::MAX),
             nonce: std::sync::OnceLock::new(),
             credentials: Mutex::new(None),
+            account: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The account the client is in (`$G` when none was set).
+    pub fn account(&self) -> &str {
+        self.account
+            .get()
+            .map_or(crate::config::GLOBAL_ACCOUNT, |a| a)
     }
 
     /// Marks the connection for closing; the first reason is kept.

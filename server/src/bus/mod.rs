@@ -9,6 +9,15 @@
 //! - [`client`]: the router-side state of a client connection ([`Client`], [`Subscription`]).
 //! - [`internal`]: server-internal subscribers ([`InternalSubs`]).
 //! - `route`: routing one message ([`Bus::route`]) and the publish helpers.
+//! - [`namespace`]: one account's sublist and internal subscribers ([`Namespace`]).
+//! - `shared`: what crosses accounts (service and stream imports, service responses), applied
+//!   to a message published in an account by the [`Accounts`] rules.
+//!
+//! Accounts: every message is routed in one account ([`Msg::account`], `$G` unless set), and
+//! only that account's namespace is matched. JetStream and every other server-internal user
+//! publish and subscribe in `$G` ([`Bus::sublist`], [`Bus::internal`]); a later per-account
+//! JetStream subscribes in [`Bus::namespace`] of its account. The cluster links carry the
+//! account with each message and each interest change.
 //!
 //! Invariants:
 //! - A message published by a client or by the server goes to every matching local
@@ -22,17 +31,24 @@
 pub mod client;
 pub mod cluster_sub;
 pub mod internal;
+pub mod namespace;
 mod route;
+mod shared;
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use bytes::Bytes;
 use jetraft_raft::NodeId;
+use parking_lot::{Mutex, RwLock};
 
 pub use client::{Client, CloseReason, SubRef, Subscription};
 pub use internal::{InternalMsg, InternalRx, InternalSub, InternalSubs, QueueGauge};
+pub use namespace::Namespace;
 
+use crate::accounts::{Accounts, ResponseMap};
+use crate::config::GLOBAL_ACCOUNT;
 use crate::router::sublist::Sublist;
 
 /// The outbound side of the cluster links, as the bus needs it (implemented by the cluster
@@ -42,10 +58,11 @@ pub trait PeerLinks: Send + Sync + std::fmt::Debug {
     fn forward(&self, node: NodeId, msg: jetraft_proto::cluster::Msg);
     /// Whether an outbound link to `node` is up.
     fn has_outbound(&self, node: NodeId) -> bool;
-    /// A local client subscribed: peers learn of a pattern new on this node.
-    fn local_subscribed(&self, subject: &str, queue: Option<&str>);
-    /// A local subscription went away: peers learn when it was the last on its pattern.
-    fn local_unsubscribed(&self, subject: &str, queue: Option<&str>);
+    /// A local client subscribed in `account`: peers learn of a pattern new on this node.
+    fn local_subscribed(&self, account: &str, subject: &str, queue: Option<&str>);
+    /// A local subscription in `account` went away: peers learn when it was the last on its
+    /// pattern.
+    fn local_unsubscribed(&self, account: &str, subject: &str, queue: Option<&str>);
 }
 
 /// Message traffic through the bus (monotonic).
@@ -64,6 +81,8 @@ pub struct TrafficStats {
 /// One message to route, borrowed from whoever holds it.
 #[derive(Debug, Clone, Copy)]
 pub struct Msg<'a> {
+    /// The account it is published in (`$G` unless set with [`Msg::in_account`]).
+    pub account: &'a str,
     /// The subject it is routed by.
     pub subject: &'a str,
     /// The subject receivers see (JetStream deliveries are routed by the deliver or inbox
@@ -81,12 +100,20 @@ impl<'a> Msg<'a> {
     /// A message on `subject` with `payload`, no reply and no headers.
     pub fn new(subject: &'a str, payload: &'a [u8]) -> Self {
         Self {
+            account: GLOBAL_ACCOUNT,
             subject,
             shown: subject,
             reply: None,
             hdrs: None,
             payload,
         }
+    }
+
+    /// Published in `account`.
+    #[must_use]
+    pub fn in_account(mut self, account: &'a str) -> Self {
+        self.account = account;
+        self
     }
 
     /// With reply subject `reply`.
@@ -135,7 +162,27 @@ impl<'a> Msg<'a> {
             } else {
                 self.shown.to_string()
             },
+            account: wire_account(self.account).to_string(),
         }
+    }
+}
+
+/// An account as the cluster links name it: empty for `$G` (what nodes without accounts
+/// send), the name otherwise.
+pub fn wire_account(account: &str) -> &str {
+    if account == GLOBAL_ACCOUNT {
+        ""
+    } else {
+        account
+    }
+}
+
+/// The account a cluster link names (see [`wire_account`]).
+pub fn account_from_wire(account: &str) -> &str {
+    if account.is_empty() {
+        GLOBAL_ACCOUNT
+    } else {
+        account
     }
 }
 
@@ -203,10 +250,17 @@ pub struct Bus {
 
 #[derive(Debug)]
 struct Inner {
-    /// Local subscriptions and peers' interest.
-    sublist: Sublist<SubRef>,
-    /// Server-internal subscribers, local to this node.
-    internal: InternalSubs,
+    /// The global account `$G`: local subscriptions, peers' interest and server-internal
+    /// subscribers (JetStream's).
+    global: Arc<Namespace>,
+    /// The other accounts' namespaces, created on first use and kept.
+    others: RwLock<HashMap<Arc<str>, Arc<Namespace>>>,
+    /// What accounts share (replaced as a whole, e.g. on reload).
+    accounts: RwLock<Arc<Accounts>>,
+    /// Service-import requests in flight from this node, waiting for answers.
+    responses: ResponseMap,
+    /// Exporting accounts where peers were told of this node's reply pattern.
+    reply_interest: Mutex<HashSet<Arc<str>>>,
     /// Traffic counters.
     stats: TrafficStats,
     /// The cluster links' send side; `None` without a cluster port.
@@ -218,22 +272,66 @@ impl Bus {
     pub fn new(peers: Option<Arc<dyn PeerLinks>>) -> Self {
         Self {
             inner: Arc::new(Inner {
-                sublist: Sublist::new(),
-                internal: InternalSubs::default(),
+                global: Arc::new(Namespace::new(Arc::from(GLOBAL_ACCOUNT))),
+                others: RwLock::new(HashMap::new()),
+                accounts: RwLock::new(Arc::new(Accounts::default())),
+                responses: ResponseMap::new(),
+                reply_interest: Mutex::new(HashSet::new()),
                 stats: TrafficStats::default(),
                 peers,
             }),
         }
     }
 
-    /// The interest index (local subscriptions and peers' interest).
+    /// The interest index of the global account `$G` (local subscriptions and peers'
+    /// interest).
     pub fn sublist(&self) -> &Sublist<SubRef> {
-        &self.inner.sublist
+        &self.inner.global.sublist
     }
 
-    /// The server-internal subscriptions.
+    /// The server-internal subscriptions of the global account `$G`.
     pub fn internal(&self) -> &InternalSubs {
-        &self.inner.internal
+        &self.inner.global.internal
+    }
+
+    /// The namespace of `account` (created on first use; `$G` is [`Bus::sublist`] and
+    /// [`Bus::internal`]).
+    pub fn namespace(&self, account: &str) -> Arc<Namespace> {
+        if account == GLOBAL_ACCOUNT {
+            return self.inner.global.clone();
+        }
+        if let Some(ns) = self.inner.others.read().get(account) {
+            return ns.clone();
+        }
+        self.inner
+            .others
+            .write()
+            .entry(Arc::from(account))
+            .or_insert_with_key(|name| Arc::new(Namespace::new(name.clone())))
+            .clone()
+    }
+
+    /// Entries of every account's sublist (local subscriptions and peers' interest), for
+    /// `/varz` and `/metrics`.
+    pub fn subscription_count(&self) -> usize {
+        let others: usize = self
+            .inner
+            .others
+            .read()
+            .values()
+            .map(|ns| ns.sublist.count())
+            .sum();
+        self.inner.global.sublist.count() + others
+    }
+
+    /// Installs what accounts share (at start, and when the configuration is reloaded).
+    pub fn set_accounts(&self, accounts: Arc<Accounts>) {
+        *self.inner.accounts.write() = accounts;
+    }
+
+    /// What accounts share now.
+    pub fn accounts(&self) -> Arc<Accounts> {
+        self.inner.accounts.read().clone()
     }
 
     /// Traffic counters.
@@ -246,21 +344,31 @@ impl Bus {
     /// published there, as they do for a client subscription. Counted per pattern: pair every
     /// call with [`Bus::withdraw_interest`].
     pub fn announce_interest(&self, subject: &str) {
+        self.announce_interest_in(GLOBAL_ACCOUNT, subject);
+    }
+
+    /// [`Bus::announce_interest`] for an internal subscriber in `account`'s namespace.
+    pub fn announce_interest_in(&self, account: &str, subject: &str) {
         if let Some(peers) = &self.inner.peers {
-            peers.local_subscribed(subject, None);
+            peers.local_subscribed(account, subject, None);
         }
     }
 
     /// Undoes one [`Bus::announce_interest`] of `subject`.
     pub fn withdraw_interest(&self, subject: &str) {
+        self.withdraw_interest_in(GLOBAL_ACCOUNT, subject);
+    }
+
+    /// Undoes one [`Bus::announce_interest_in`] of `subject` in `account`.
+    pub fn withdraw_interest_in(&self, account: &str, subject: &str) {
         if let Some(peers) = &self.inner.peers {
-            peers.local_unsubscribed(subject, None);
+            peers.local_unsubscribed(account, subject, None);
         }
     }
 
     /// Whether a client of this node or a peer listens on `subject` (internal subscribers
     /// do not count).
     pub fn has_interest(&self, subject: &str) -> bool {
-        self.inner.sublist.has_interest(subject)
+        self.inner.global.sublist.has_interest(subject)
     }
 }

@@ -7,7 +7,8 @@ use bytes::Bytes;
 use jetraft_raft::NodeId;
 use rand::Rng;
 
-use super::{Bus, Client, FlushSet, Msg, Origin, SubRef, Subscription};
+use super::{Bus, Client, FlushSet, Msg, Namespace, Origin, SubRef, Subscription};
+use crate::config::GLOBAL_ACCOUNT;
 use crate::protocol::headers;
 use crate::router::sublist::SublistError;
 
@@ -16,8 +17,37 @@ impl Bus {
     /// preferring a local one) and forwards it once to each peer with interest. Writers to wake
     /// are collected in `flush`. Returns the number of local deliveries plus forwards, so a
     /// request answered only by a remote responder does not get no-responders.
+    ///
+    /// The message is matched in its account's namespace only; in an account other than `$G`,
+    /// what that account shares (imports, service answers) is routed too (`bus::shared`).
     pub fn route(&self, origin: Origin<'_>, msg: &Msg<'_>, flush: &mut FlushSet) -> usize {
-        let result = self.inner.sublist.match_subject(msg.subject);
+        self.route_at(origin, msg, flush, 0)
+    }
+
+    /// [`Self::route`] at `depth` crossings between accounts.
+    pub(super) fn route_at(
+        &self,
+        origin: Origin<'_>,
+        msg: &Msg<'_>,
+        flush: &mut FlushSet,
+        depth: u8,
+    ) -> usize {
+        if msg.account == GLOBAL_ACCOUNT {
+            return self.route_in(&self.inner.global, origin, msg, flush);
+        }
+        let ns = self.namespace(msg.account);
+        self.route_in(&ns, origin, msg, flush) + self.route_shared(origin, msg, flush, depth)
+    }
+
+    /// Routes `msg` within one namespace.
+    fn route_in(
+        &self,
+        ns: &Namespace,
+        origin: Origin<'_>,
+        msg: &Msg<'_>,
+        flush: &mut FlushSet,
+    ) -> usize {
+        let result = ns.sublist.match_subject(msg.subject);
         let (from, peer_queues) = match origin {
             Origin::Client { client, echo } => (Some((client, echo)), None),
             Origin::Peer { queues } => (None, Some(queues)),
@@ -83,7 +113,7 @@ impl Bus {
             }
         }
         let from_peer = peer_queues.is_some();
-        delivered += self.inner.internal.deliver(
+        delivered += ns.internal.deliver(
             msg.subject,
             msg.reply,
             msg.hdrs,
@@ -113,7 +143,8 @@ impl Bus {
     /// the subscription's max, or the receiver is closed or a slow consumer).
     fn deliver(&self, sub: &Arc<Subscription>, msg: &Msg<'_>, flush: &mut FlushSet) -> bool {
         let client = &sub.client;
-        if let Some(p) = client.permissions()
+        let perms = client.permissions();
+        if let Some(p) = &perms
             && p.has_subscribe_deny()
             && p.deliver_denied(msg.shown)
         {
@@ -133,6 +164,11 @@ impl Bus {
         );
         if let Some(pending) = queued {
             flush.record(client, pending);
+            if let (Some(reply), Some(p)) = (msg.reply, &perms)
+                && p.tracks_responses()
+            {
+                p.allow_response(&String::from_utf8_lossy(reply), std::time::Instant::now());
+            }
         }
         if max > 0 && n == max {
             self.unsubscribe(client, &sub.sid);
@@ -182,11 +218,12 @@ impl Bus {
     /// Adds a client subscription to the sublist and announces it to peers.
     pub fn add_subscription(&self, sub: &Arc<Subscription>) -> Result<(), SublistError> {
         let queue = sub.queue.as_deref();
-        self.inner
+        let account = sub.client.account();
+        self.namespace(account)
             .sublist
             .insert(&sub.subject, queue, SubRef::Local(sub.clone()))?;
         if let Some(peers) = &self.inner.peers {
-            peers.local_subscribed(&sub.subject, queue);
+            peers.local_subscribed(account, &sub.subject, queue);
         }
         Ok(())
     }
@@ -194,13 +231,14 @@ impl Bus {
     /// Removes a client subscription from the sublist and announces it to peers.
     pub fn remove_subscription(&self, sub: &Arc<Subscription>) {
         let queue = sub.queue.as_deref();
+        let account = sub.client.account();
         if self
-            .inner
+            .namespace(account)
             .sublist
             .remove(&sub.subject, queue, &SubRef::Local(sub.clone()))
             && let Some(peers) = &self.inner.peers
         {
-            peers.local_unsubscribed(&sub.subject, queue);
+            peers.local_unsubscribed(account, &sub.subject, queue);
         }
     }
 
@@ -215,7 +253,10 @@ impl Bus {
     /// Sends the no-responders status (503) to the publisher's own subscription matching
     /// `reply`, as nats-server does.
     pub fn send_no_responders(&self, client: &Arc<Client>, subject: &str, reply: &str) {
-        let result = self.inner.sublist.match_subject(reply);
+        let result = self
+            .namespace(client.account())
+            .sublist
+            .match_subject(reply);
         let own = result
             .plain
             .iter()

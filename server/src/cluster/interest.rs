@@ -8,8 +8,9 @@
 
 use std::collections::HashMap;
 
-/// A subscription pattern and its queue group (`None`: plain subscription).
-pub type InterestKey = (String, Option<String>);
+/// The account (as the links name it: empty for `$G`), a subscription pattern and its queue
+/// group (`None`: plain subscription).
+pub type InterestKey = (String, String, Option<String>);
 
 /// A pattern became present (`Added`) or absent (`Removed`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,7 +112,7 @@ mod tests {
     use super::*;
 
     fn key(s: &str, q: Option<&str>) -> InterestKey {
-        (s.to_string(), q.map(str::to_string))
+        (String::new(), s.to_string(), q.map(str::to_string))
     }
 
     #[test]

@@ -379,9 +379,8 @@ async fn run_inbound(
     done: CancellationToken,
 ) {
     let cluster = &ctx.cluster;
-    let sublist = ctx.bus.sublist();
     let node = info.node_id;
-    let session = cluster.remote_begin(node, sublist);
+    let session = cluster.remote_begin(node, &ctx.bus);
     cluster.peers.set_link(&info, Direction::Inbound, true);
     cluster.links_changed();
     ensure_dialer(&ctx, &info.cluster_addr, Some(node));
@@ -401,7 +400,7 @@ async fn run_inbound(
         };
         match frame.kind {
             Some(Kind::Interest(i)) => {
-                cluster.remote_apply(node, session, i.snapshot, i.changes, sublist);
+                cluster.remote_apply(node, session, i.snapshot, i.changes, &ctx.bus);
             }
             Some(Kind::Msgs(batch)) => {
                 cluster
@@ -417,6 +416,7 @@ async fn run_inbound(
                         &m.shown_subject
                     };
                     let msg = Msg::new(&m.subject, &m.payload)
+                        .in_account(crate::bus::account_from_wire(&m.account))
                         .reply(reply)
                         .headers(hdrs)
                         .shown_as(shown);
@@ -435,7 +435,7 @@ async fn run_inbound(
             Some(Kind::Hello(_)) | None => {}
         }
     }
-    if cluster.remote_end(node, session, sublist) {
+    if cluster.remote_end(node, session, &ctx.bus) {
         // Only the peer's current session says whether its link to us is up.
         cluster.peers.set_link(&info, Direction::Inbound, false);
         cluster.links_changed();

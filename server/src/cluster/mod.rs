@@ -38,8 +38,7 @@ use jetraft_proto::node::NodeIdentity;
 use parking_lot::{Mutex, RwLock};
 use tracing::debug;
 
-use crate::bus::{Bus, PeerLinks, SubRef};
-use crate::router::sublist::Sublist;
+use crate::bus::{Bus, PeerLinks, SubRef, account_from_wire, wire_account};
 
 pub use identity::NodeId;
 pub use peers::{ClusterPeers, PeerInfo};
@@ -109,12 +108,12 @@ impl PeerLinks for ClusterState {
         ClusterState::has_outbound(self, node)
     }
 
-    fn local_subscribed(&self, subject: &str, queue: Option<&str>) {
-        ClusterState::local_subscribed(self, subject, queue);
+    fn local_subscribed(&self, account: &str, subject: &str, queue: Option<&str>) {
+        self.local_changed(account, subject, queue, true);
     }
 
-    fn local_unsubscribed(&self, subject: &str, queue: Option<&str>) {
-        ClusterState::local_unsubscribed(self, subject, queue);
+    fn local_unsubscribed(&self, account: &str, subject: &str, queue: Option<&str>) {
+        self.local_changed(account, subject, queue, false);
     }
 }
 
@@ -208,18 +207,24 @@ impl ClusterState {
         &self.identity.cluster_name
     }
 
-    /// A local client subscribed: tell peers if the pattern is new on this node.
+    /// A local client subscribed in the global account: tell peers if the pattern is new on
+    /// this node.
     pub fn local_subscribed(&self, subject: &str, queue: Option<&str>) {
-        self.local_changed(subject, queue, true);
+        self.local_changed(crate::config::GLOBAL_ACCOUNT, subject, queue, true);
     }
 
-    /// A local client subscription went away: tell peers if it was the last on the pattern.
+    /// A local client subscription in the global account went away: tell peers if it was the
+    /// last on the pattern.
     pub fn local_unsubscribed(&self, subject: &str, queue: Option<&str>) {
-        self.local_changed(subject, queue, false);
+        self.local_changed(crate::config::GLOBAL_ACCOUNT, subject, queue, false);
     }
 
-    fn local_changed(&self, subject: &str, queue: Option<&str>, added: bool) {
-        let key: InterestKey = (subject.to_string(), queue.map(str::to_string));
+    fn local_changed(&self, account: &str, subject: &str, queue: Option<&str>, added: bool) {
+        let key: InterestKey = (
+            wire_account(account).to_string(),
+            subject.to_string(),
+            queue.map(str::to_string),
+        );
         let mut local = self.local.lock();
         let t = if added {
             local.add(key.clone())
@@ -276,11 +281,11 @@ impl ClusterState {
     }
 
     /// Starts a new inbound session from `node`, dropping whatever an older session announced.
-    pub(crate) fn remote_begin(&self, node: NodeId, sublist: &Sublist<SubRef>) -> u64 {
+    pub(crate) fn remote_begin(&self, node: NodeId, bus: &Bus) -> u64 {
         let session = self.next_session.fetch_add(1, Ordering::Relaxed);
         let mut remote = self.remote.lock();
         if let Some(mut old) = remote.insert(node, RemoteInterest::new(session)) {
-            remove_all(node, &mut old, sublist);
+            remove_all(node, &mut old, bus);
         }
         session
     }
@@ -293,22 +298,24 @@ impl ClusterState {
         session: u64,
         snapshot: bool,
         changes: Vec<InterestChange>,
-        sublist: &Sublist<SubRef>,
+        bus: &Bus,
     ) {
         let mut remote = self.remote.lock();
         let Some(table) = remote.get_mut(&node).filter(|t| t.session == session) else {
             return;
         };
         if snapshot {
-            remove_all(node, table, sublist);
+            remove_all(node, table, bus);
         }
         for c in changes {
             let queue = (!c.queue.is_empty()).then_some(c.queue);
-            let key = (c.subject, queue);
+            let key = (c.account, c.subject, queue);
             let Some(t) = table.apply(key.clone(), c.delta) else {
                 continue;
             };
-            let (subject, queue) = &key;
+            let (account, subject, queue) = &key;
+            let ns = bus.namespace(account_from_wire(account));
+            let sublist = &ns.sublist;
             match t {
                 Transition::Added => {
                     if let Err(e) = sublist.insert(subject, queue.as_deref(), SubRef::Remote(node))
@@ -327,21 +334,25 @@ impl ClusterState {
     /// Ends `node`'s inbound session `session`: its interest leaves the sublist.
     /// Returns whether `session` was `node`'s current inbound session (an older one that ends
     /// after a newer one began changes nothing).
-    pub(crate) fn remote_end(&self, node: NodeId, session: u64, sublist: &Sublist<SubRef>) -> bool {
+    pub(crate) fn remote_end(&self, node: NodeId, session: u64, bus: &Bus) -> bool {
         let mut remote = self.remote.lock();
         if remote.get(&node).is_some_and(|t| t.session == session)
             && let Some(mut old) = remote.remove(&node)
         {
-            remove_all(node, &mut old, sublist);
+            remove_all(node, &mut old, bus);
             return true;
         }
         false
     }
 }
 
-fn remove_all(node: NodeId, table: &mut RemoteInterest, sublist: &Sublist<SubRef>) {
-    for (subject, queue) in table.drain() {
-        sublist.remove(&subject, queue.as_deref(), &SubRef::Remote(node));
+fn remove_all(node: NodeId, table: &mut RemoteInterest, bus: &Bus) {
+    for (account, subject, queue) in table.drain() {
+        bus.namespace(account_from_wire(&account)).sublist.remove(
+            &subject,
+            queue.as_deref(),
+            &SubRef::Remote(node),
+        );
     }
 }
 
@@ -362,49 +373,52 @@ mod tests {
             subject: s.into(),
             queue: q.into(),
             delta,
+            account: String::new(),
         }
     }
 
     #[test]
     fn remote_interest_enters_and_leaves_the_sublist() {
         let st = state();
-        let sl = Sublist::new();
+        let bus = Bus::new(None);
+        let sl = bus.sublist();
         let peer = NodeId(9);
-        let s1 = st.remote_begin(peer, &sl);
+        let s1 = st.remote_begin(peer, &bus);
         st.remote_apply(
             peer,
             s1,
             true,
             vec![change("a.*", "", 1), change("b", "q", 1)],
-            &sl,
+            &bus,
         );
         assert_eq!(sl.match_subject("a.x").plain, vec![SubRef::Remote(peer)]);
         assert_eq!(
             sl.match_subject("b").queues[0].members,
             vec![SubRef::Remote(peer)]
         );
-        st.remote_apply(peer, s1, false, vec![change("a.*", "", -1)], &sl);
+        st.remote_apply(peer, s1, false, vec![change("a.*", "", -1)], &bus);
         assert!(sl.match_subject("a.x").is_empty());
         // A new session (reconnect) starts from nothing; the old session's frames are ignored.
-        let s2 = st.remote_begin(peer, &sl);
+        let s2 = st.remote_begin(peer, &bus);
         assert!(sl.match_subject("b").is_empty());
-        st.remote_apply(peer, s1, false, vec![change("c", "", 1)], &sl);
+        st.remote_apply(peer, s1, false, vec![change("c", "", 1)], &bus);
         assert!(sl.match_subject("c").is_empty());
-        st.remote_apply(peer, s2, true, vec![change("c", "", 1)], &sl);
-        st.remote_end(peer, s1, &sl);
+        st.remote_apply(peer, s2, true, vec![change("c", "", 1)], &bus);
+        st.remote_end(peer, s1, &bus);
         assert_eq!(sl.count(), 1, "ending a stale session changes nothing");
-        st.remote_end(peer, s2, &sl);
+        st.remote_end(peer, s2, &bus);
         assert_eq!(sl.count(), 0);
     }
 
     #[test]
     fn a_snapshot_replaces_earlier_interest() {
         let st = state();
-        let sl = Sublist::new();
+        let bus = Bus::new(None);
+        let sl = bus.sublist();
         let peer = NodeId(2);
-        let s = st.remote_begin(peer, &sl);
-        st.remote_apply(peer, s, true, vec![change("old", "", 1)], &sl);
-        st.remote_apply(peer, s, true, vec![change("new", "", 1)], &sl);
+        let s = st.remote_begin(peer, &bus);
+        st.remote_apply(peer, s, true, vec![change("old", "", 1)], &bus);
+        st.remote_apply(peer, s, true, vec![change("new", "", 1)], &bus);
         assert!(sl.match_subject("old").is_empty());
         assert!(!sl.match_subject("new").is_empty());
     }
@@ -427,5 +441,52 @@ mod tests {
         st.unregister_sender(NodeId(5), &sender);
         assert!(!st.has_outbound(NodeId(5)));
         assert!(sender.closed.is_cancelled());
+    }
+
+    #[test]
+    fn frames_of_nodes_without_accounts_decode_into_the_global_account() {
+        use prost::Message as _;
+        // `Msg { subject: "a", payload: "x" }` and `InterestChange { subject: "s", delta: 1 }`
+        // as a node before the `account` fields encodes them.
+        let msg = Msg::decode(&[0x0a, 0x01, b'a', 0x22, 0x01, b'x'][..]).unwrap();
+        assert_eq!(
+            account_from_wire(&msg.account),
+            crate::config::GLOBAL_ACCOUNT
+        );
+        let change = InterestChange::decode(&[0x0a, 0x01, b's', 0x18, 0x02][..]).unwrap();
+        assert_eq!((change.subject.as_str(), change.delta), ("s", 1));
+        assert_eq!(
+            account_from_wire(&change.account),
+            crate::config::GLOBAL_ACCOUNT
+        );
+        // And the global account is sent as nothing, so older nodes read it as before.
+        let wire = crate::bus::Msg::new("a", b"x").to_wire(Vec::new());
+        assert!(wire.account.is_empty());
+        assert_eq!(
+            wire.encode_to_vec(),
+            vec![0x0a, 0x01, b'a', 0x22, 0x01, b'x']
+        );
+        let other = crate::bus::Msg::new("a", b"x")
+            .in_account("A")
+            .to_wire(Vec::new());
+        assert_eq!(other.account, "A");
+    }
+
+    #[test]
+    fn remote_interest_lands_in_its_accounts_sublist() {
+        let st = state();
+        let bus = Bus::new(None);
+        let peer = NodeId(3);
+        let s = st.remote_begin(peer, &bus);
+        let mut c = change("x", "", 1);
+        c.account = "A".into();
+        st.remote_apply(peer, s, true, vec![c], &bus);
+        assert!(bus.sublist().match_subject("x").is_empty(), "not in $G");
+        assert_eq!(
+            bus.namespace("A").sublist.match_subject("x").plain,
+            vec![SubRef::Remote(peer)]
+        );
+        st.remote_end(peer, s, &bus);
+        assert!(bus.namespace("A").sublist.match_subject("x").is_empty());
     }
 }

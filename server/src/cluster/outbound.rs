@@ -69,7 +69,9 @@ impl PeerSender {
 
     /// Sets the interest snapshot; called once, when the link is registered.
     pub(crate) fn set_snapshot<'a>(&self, keys: impl Iterator<Item = &'a InterestKey>) {
-        let changes = keys.map(|(s, q)| change(s, q.as_deref(), 1)).collect();
+        let changes = keys
+            .map(|(a, s, q)| change(a, s, q.as_deref(), 1))
+            .collect();
         self.queue.lock().snapshot = Some(changes);
         self.ready.notify_one();
     }
@@ -158,7 +160,7 @@ impl PeerSender {
         let changes: Vec<InterestChange> = interest
             .into_iter()
             .filter(|(_, d)| *d != 0)
-            .map(|((s, q), d)| change(&s, q.as_deref(), d))
+            .map(|((a, s, q), d)| change(&a, &s, q.as_deref(), d))
             .collect();
         if !changes.is_empty() {
             out.push_back(interest_frame(false, changes));
@@ -179,11 +181,12 @@ impl PeerSender {
     }
 }
 
-fn change(subject: &str, queue: Option<&str>, delta: i32) -> InterestChange {
+fn change(account: &str, subject: &str, queue: Option<&str>, delta: i32) -> InterestChange {
     InterestChange {
         subject: subject.to_string(),
         queue: queue.unwrap_or_default().to_string(),
         delta,
+        account: account.to_string(),
     }
 }
 
@@ -206,7 +209,7 @@ mod tests {
     use super::*;
 
     fn key(s: &str) -> InterestKey {
-        (s.to_string(), None)
+        (String::new(), s.to_string(), None)
     }
 
     #[tokio::test]
@@ -234,7 +237,11 @@ mod tests {
             panic!("expected interest delta");
         };
         assert!(!delta.snapshot);
-        assert_eq!(delta.changes, vec![change("b", None, 1)], "c cancelled out");
+        assert_eq!(
+            delta.changes,
+            vec![change("", "b", None, 1)],
+            "c cancelled out"
+        );
         let Some(Kind::Msgs(batch)) = frames.next().await.unwrap().kind else {
             panic!("expected messages");
         };

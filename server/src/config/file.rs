@@ -10,6 +10,7 @@
 //! other than reading the file and its includes, and reads environment variables only to resolve
 //! `$NAME` references that the file does not define.
 
+mod accounts;
 pub(super) mod addr;
 mod error;
 mod mapping;
@@ -17,6 +18,8 @@ mod security;
 mod syntax;
 mod value;
 
+#[cfg(test)]
+mod tests_accounts;
 #[cfg(test)]
 mod tests_mapping;
 #[cfg(test)]

@@ -3,10 +3,15 @@
 //!
 //! Precedence: defaults < config file (`-c`) < command-line flags, as in nats-server.
 
+pub mod accounts;
 pub mod cli;
 pub mod file;
 pub mod reload;
 
+pub use accounts::{
+    AccountConfig, ExportConfig, GLOBAL_ACCOUNT, ImportConfig, ResponsePermission, ResponseType,
+    ShareKind,
+};
 pub use file::ConfigError;
 
 use std::path::PathBuf;
@@ -259,8 +264,14 @@ pub struct AuthConfig {
     pub token: Option<String>,
     /// Time a client has to send CONNECT when auth is required.
     pub timeout: Duration,
-    /// Users list with optional permissions.
+    /// Users list with optional permissions (users of the global account `$G`).
     pub users: Vec<UserConfig>,
+    /// Accounts (`accounts { }`) with their users, exports and imports.
+    pub accounts: Vec<AccountConfig>,
+    /// `no_auth_user`: the user a client without credentials is.
+    pub no_auth_user: Option<String>,
+    /// `system_account`: the system account's name (`$SYS` when unset).
+    pub system_account: Option<String>,
 }
 
 impl Default for AuthConfig {
@@ -271,6 +282,9 @@ impl Default for AuthConfig {
             token: None,
             timeout: Duration::from_secs(2),
             users: Vec::new(),
+            accounts: Vec::new(),
+            no_auth_user: None,
+            system_account: None,
         }
     }
 }
@@ -286,6 +300,9 @@ impl std::fmt::Debug for AuthConfig {
             .field("token", &self.token.as_ref().map(|_| REDACTED))
             .field("timeout", &self.timeout)
             .field("users", &self.users)
+            .field("accounts", &self.accounts)
+            .field("no_auth_user", &self.no_auth_user)
+            .field("system_account", &self.system_account)
             .finish()
     }
 }
@@ -304,7 +321,19 @@ impl std::fmt::Debug for UserConfig {
 impl AuthConfig {
     /// Whether clients must authenticate.
     pub fn required(&self) -> bool {
-        self.user.is_some() || self.token.is_some() || !self.users.is_empty()
+        self.user.is_some()
+            || self.token.is_some()
+            || !self.users.is_empty()
+            || self.accounts.iter().any(|a| !a.users.is_empty())
+    }
+
+    /// Every user with the account it belongs to (`None`: the global account `$G`).
+    pub fn all_users(&self) -> impl Iterator<Item = (&UserConfig, Option<&str>)> {
+        self.users.iter().map(|u| (u, None)).chain(
+            self.accounts
+                .iter()
+                .flat_map(|a| a.users.iter().map(move |u| (u, Some(a.name.as_str())))),
+        )
     }
 }
 
@@ -326,8 +355,10 @@ pub struct UserConfig {
 pub struct Permissions {
     /// Subjects the user may publish to.
     pub publish: Option<SubjectPermission>,
-    /// Subjects the user may subscribe to.
+    /// Subjects the user may subscribe to (`"subject queue"` entries name a queue group).
     pub subscribe: Option<SubjectPermission>,
+    /// `allow_responses`: replies to received requests are allowed.
+    pub responses: Option<ResponsePermission>,
 }
 
 /// Allow and deny lists of subjects (wildcards allowed). An empty allow list allows everything

@@ -376,6 +376,7 @@ mod tests {
                 deny: vec![],
             }),
             subscribe: None,
+            responses: None,
         });
         assert_eq!(changes(&old, &new), Ok(vec![Change::AuthUsers]));
         new.auth.users[0].nkey = Some("UABC".into());

@@ -92,7 +92,7 @@ impl ConnContext {
             host: node.host.clone(),
             port: node.client_addr.port(),
             headers: true,
-            auth_required: settings.auth.required(),
+            auth_required: settings.auth.info_auth_required(),
             tls_required: tls.is_some_and(|t| !t.allow_non_tls),
             tls_verify: tls.is_some_and(|t| t.settings.requires_client_cert()),
             tls_available: tls.is_some_and(|t| t.allow_non_tls),
@@ -106,7 +106,7 @@ impl ConnContext {
             api_lvl: API_LEVEL,
             ldm: self.lame_duck.is_cancelled(),
             connect_info,
-            remote_account: connect_info.then(|| "$G".to_string()),
+            remote_account: connect_info.then(|| client.account().to_string()),
         }
     }
 

@@ -314,6 +314,13 @@ impl Session {
             self.client.set_permissions(authed.perms.clone());
             authed
         };
+        // A connection sends one CONNECT before anything else; a second one cannot move it.
+        if self.client.account.set(authed.account.clone()).is_err()
+            && self.client.account() != &*authed.account
+        {
+            self.client.send_err("Authorization Violation");
+            return Err(CloseReason::AuthViolation);
+        }
         {
             let mut meta = self.client.meta.lock();
             meta.name = opts.name.clone().unwrap_or_default();
@@ -376,6 +383,7 @@ impl Session {
             echo: self.opts.echo(),
         };
         let msg = Msg::new(subj, payload)
+            .in_account(self.client.account())
             .reply(reply.as_deref())
             .headers(hdrs.as_deref());
         let delivered = self.ctx.bus.route(from, &msg, &mut self.flush);
@@ -409,7 +417,7 @@ impl Session {
         // meanwhile sees this subscription when it looks for the ones to remove.
         let mut subs = c.subs.lock();
         if let Some(p) = c.permissions()
-            && !p.can_subscribe(subj)
+            && !p.can_subscribe_queue(subj, queue)
         {
             drop(subs);
             let text = match queue {

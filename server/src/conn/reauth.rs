@@ -51,6 +51,17 @@ impl ConnContext {
             }
             let nonce = client.nonce.get().map(String::as_str);
             match auth.recheck(creds, nonce) {
+                Ok(authed) if client.account() != &*authed.account => {
+                    // Moved to another account: closed without -ERR, as nats-server does.
+                    drop(held);
+                    info!(
+                        cid = client.cid,
+                        account = %authed.account,
+                        "closing connection: its account was changed by a config reload"
+                    );
+                    client.close(CloseReason::ClientClosed);
+                    done.closed += 1;
+                }
                 Ok(authed) => {
                     client.set_permissions(authed.perms);
                     drop(held);

@@ -230,6 +230,10 @@ fn connection(r: &Row, with_subs: Subs) -> Value {
     if !meta.user.is_empty() {
         m.insert("authorized_user".into(), json!(meta.user));
     }
+    // As nats-server: the account is named when it is not the global one.
+    if c.account() != crate::config::GLOBAL_ACCOUNT {
+        m.insert("account".into(), json!(c.account()));
+    }
     match with_subs {
         Subs::List if !list.is_empty() => {
             m.insert("subscriptions_list".into(), json!(list));

@@ -74,7 +74,7 @@ fn sync(s: &MonitorView) {
     counter!(MSGS_OUT).absolute(traffic.out_msgs.load(Ordering::Relaxed));
     counter!(BYTES_IN).absolute(traffic.in_bytes.load(Ordering::Relaxed));
     counter!(BYTES_OUT).absolute(traffic.out_bytes.load(Ordering::Relaxed));
-    gauge!(SUBSCRIPTIONS).set(s.bus.sublist().count() as f64);
+    gauge!(SUBSCRIPTIONS).set(s.bus.subscription_count() as f64);
     counter!(SLOW_CONSUMERS).absolute(st.slow_consumers.load(Ordering::Relaxed));
     counter!(STALE_CONNECTIONS).absolute(st.stale_connections.load(Ordering::Relaxed));
     if let Some(js) = s.jetstream.get() {

@@ -25,7 +25,7 @@ pub(crate) fn varz(s: &MonitorView) -> Value {
     let traffic = s.bus.stats();
     let st = &s.conns.clients.stats;
     let http_port = s.http_addr.port();
-    let subscriptions = s.bus.sublist().count();
+    let subscriptions = s.bus.subscription_count();
     let connections = s.conns.clients.len();
     let mem = resident_memory_bytes();
     let mut v = json!({

@@ -74,6 +74,10 @@ impl ServerHandle {
         for change in &found {
             info!("{change}");
         }
+        if auth_changed {
+            // Accounts, their exports and imports: routing follows the new definitions.
+            self.conns.bus.set_accounts(auth.accounts().clone());
+        }
         self.conns
             .settings
             .store(ConnSettings::new(config.clone(), auth, tls));

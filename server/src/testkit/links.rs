@@ -62,7 +62,7 @@ impl Hub {
     pub(crate) fn attach(&self, node: NodeId, bus: Bus) {
         let interest = self.interest.lock();
         for (other, keys) in interest.iter().filter(|(n, _)| **n != node) {
-            for (subject, queue) in keys.keys() {
+            for (_, subject, queue) in keys.keys() {
                 insert_remote(&bus, *other, subject, queue.as_deref());
             }
         }
@@ -80,7 +80,7 @@ impl Hub {
         let mut buses = self.buses.write();
         buses.remove(&node);
         for bus in buses.values() {
-            for (subject, queue) in &keys {
+            for (_, subject, queue) in &keys {
                 bus.sublist()
                     .remove(subject, queue.as_deref(), &SubRef::Remote(node));
             }
@@ -103,7 +103,11 @@ impl Hub {
     }
 
     fn local_changed(&self, node: NodeId, subject: &str, queue: Option<&str>, added: bool) {
-        let key: InterestKey = (subject.to_string(), queue.map(str::to_string));
+        let key: InterestKey = (
+            String::new(),
+            subject.to_string(),
+            queue.map(str::to_string),
+        );
         let mut interest = self.interest.lock();
         let local = interest.entry(node).or_default();
         let transition = if added {
@@ -181,11 +185,16 @@ impl PeerLinks for NodeLinks {
         self.hub.linked_bus(self.node, node).is_some()
     }
 
-    fn local_subscribed(&self, subject: &str, queue: Option<&str>) {
-        self.hub.local_changed(self.node, subject, queue, true);
+    fn local_subscribed(&self, account: &str, subject: &str, queue: Option<&str>) {
+        // The in-process clusters run JetStream, which lives in `$G` only.
+        if account == crate::config::GLOBAL_ACCOUNT {
+            self.hub.local_changed(self.node, subject, queue, true);
+        }
     }
 
-    fn local_unsubscribed(&self, subject: &str, queue: Option<&str>) {
-        self.hub.local_changed(self.node, subject, queue, false);
+    fn local_unsubscribed(&self, account: &str, subject: &str, queue: Option<&str>) {
+        if account == crate::config::GLOBAL_ACCOUNT {
+            self.hub.local_changed(self.node, subject, queue, false);
+        }
     }
 }

@@ -4,8 +4,9 @@
 //! - Keys match case-insensitively. Entries apply in file order, so a later key wins.
 //! - Unknown keys at the top level and in `jetstream { }` and `cluster { }` are ignored: a
 //!   nats-server config has many settings jetraft does not implement.
-//! - Settings that would grant access if ignored are refused instead: `accounts` and operator
-//!   (JWT) mode, and any key inside `authorization { }`, a user, permissions, `tls { }` or
+//! - Settings that would grant access if ignored are refused instead: operator (JWT) mode,
+//!   what `accounts { }` holds that jetraft does not implement (see [`super::accounts`]), and
+//!   any key inside `authorization { }`, a user, permissions, `tls { }` or
 //!   `cluster { authorization { } }` that jetraft does not implement (nats-server also rejects
 //!   unknown keys there). Security settings of the protocols jetraft does not serve
 //!   (websocket, leafnodes, gateway, mqtt) and OCSP are refused too: see [`super::security`].
@@ -14,6 +15,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::accounts::{AuthKeys, accounts, allow_responses, apply_default_permissions, check_auth};
 use super::addr;
 use super::error::ConfigError;
 use super::security::{refused_top_level, route_authorization, tls_block};
@@ -26,7 +28,9 @@ use crate::config::{
 /// Applies top-level entries to `cfg`.
 pub(super) fn apply_entries(entries: &[Entry], cfg: &mut Config) -> Result<(), ConfigError> {
     let defaults = Config::default();
-    for Entry { key, node, .. } in entries {
+    let mut auth_keys = AuthKeys::default();
+    for entry in entries {
+        let Entry { key, node, .. } = entry;
         let key = key.as_str();
         match key.to_ascii_lowercase().as_str() {
             "listen" => {
@@ -69,7 +73,27 @@ pub(super) fn apply_entries(entries: &[Entry], cfg: &mut Config) -> Result<(), C
             "jetstream" => jetstream(node, key, &mut cfg.jetstream)?,
             "store_dir" | "storedir" => cfg.jetstream.store_dir = PathBuf::from(node.string(key)?),
             "cluster" => cluster(node, key, &mut cfg.cluster)?,
-            "authorization" => cfg.auth = authorization(node, key)?,
+            "authorization" => {
+                let previous = std::mem::take(&mut cfg.auth);
+                cfg.auth = AuthConfig {
+                    accounts: previous.accounts,
+                    no_auth_user: previous.no_auth_user,
+                    system_account: previous.system_account,
+                    ..authorization(node, key)?
+                };
+            }
+            "accounts" => {
+                cfg.auth.accounts = accounts(entry)?;
+                auth_keys.accounts = Some(entry);
+            }
+            "no_auth_user" => {
+                cfg.auth.no_auth_user = Some(node.string(key)?);
+                auth_keys.no_auth_user = Some(entry);
+            }
+            "system_account" | "system" => {
+                cfg.auth.system_account = Some(node.string(key)?);
+                auth_keys.system_account = Some(entry);
+            }
             "max_payload" => cfg.max_payload = bounded_size(node, key, i32::MAX.into())?,
             "max_control_line" => cfg.max_control_line = bounded_size(node, key, i32::MAX.into())?,
             "max_pending" => cfg.max_pending = bounded_size(node, key, i64::MAX)?,
@@ -100,17 +124,24 @@ pub(super) fn apply_entries(entries: &[Entry], cfg: &mut Config) -> Result<(), C
                     or_default(node.duration(key)?, defaults.lame_duck_duration)
             }
             "lame_duck_grace_period" => cfg.lame_duck_grace_period = node.duration(key)?,
-            "accounts" | "operator" | "operators" | "trusted" | "trusted_keys" | "resolver" => {
+            "operator" | "operators" | "trusted" | "trusted_keys" | "resolver" => {
                 return Err(unsupported(
                     node,
                     key,
-                    "use authorization { users = [...] } instead",
+                    "operator (JWT) mode is not implemented; use accounts { } instead",
+                ));
+            }
+            "no_system_account" | "no_system" | "no_sys_acc" => {
+                return Err(unsupported(
+                    node,
+                    key,
+                    "the system account cannot be turned off",
                 ));
             }
             _ => refused_top_level(node, key)?,
         }
     }
-    Ok(())
+    check_auth(&cfg.auth, &auth_keys)
 }
 
 /// `server_tags`: a string or an array of strings, lower-cased and trimmed, empty ones and
@@ -265,6 +296,7 @@ fn cluster(node: &Node, key: &str, cluster: &mut ClusterConfig) -> Result<(), Co
 /// `authorization { user, password, token, timeout, users }`, replacing any earlier block.
 fn authorization(node: &Node, key: &str) -> Result<AuthConfig, ConfigError> {
     let mut auth = AuthConfig::default();
+    let mut defaults = None;
     for Entry {
         key,
         node,
@@ -287,6 +319,9 @@ fn authorization(node: &Node, key: &str) -> Result<AuthConfig, ConfigError> {
                     .map(|u| user(u, key))
                     .collect::<Result<_, _>>()?;
             }
+            "default_permission" | "default_permissions" | "permissions" => {
+                defaults = Some(permissions(node, key)?);
+            }
             _ if *used_as_variable => {}
             _ => {
                 return Err(unsupported(
@@ -296,6 +331,9 @@ fn authorization(node: &Node, key: &str) -> Result<AuthConfig, ConfigError> {
                 ));
             }
         }
+    }
+    if let Some(defaults) = defaults {
+        apply_default_permissions(&mut auth.users, &defaults);
     }
     if !auth.users.is_empty() && auth.user.is_some() {
         return Err(
@@ -309,7 +347,7 @@ fn authorization(node: &Node, key: &str) -> Result<AuthConfig, ConfigError> {
 }
 
 /// One `{ user, password, permissions }` of `users = [ ... ]`.
-fn user(node: &Node, key: &str) -> Result<UserConfig, ConfigError> {
+pub(super) fn user(node: &Node, key: &str) -> Result<UserConfig, ConfigError> {
     let mut user = UserConfig::default();
     let mut named = false;
     for Entry {
@@ -348,7 +386,7 @@ fn user(node: &Node, key: &str) -> Result<UserConfig, ConfigError> {
 }
 
 /// `permissions { publish, subscribe }`.
-fn permissions(node: &Node, key: &str) -> Result<Permissions, ConfigError> {
+pub(super) fn permissions(node: &Node, key: &str) -> Result<Permissions, ConfigError> {
     let mut perms = Permissions::default();
     for Entry {
         key,
@@ -362,6 +400,9 @@ fn permissions(node: &Node, key: &str) -> Result<Permissions, ConfigError> {
             "pub" | "publish" | "import" => perms.publish = subject_permission(node, key, false)?,
             "sub" | "subscribe" | "export" => {
                 perms.subscribe = subject_permission(node, key, true)?
+            }
+            "publish_allow_responses" | "allow_responses" => {
+                perms.responses = allow_responses(node, key)?;
             }
             _ if *used_as_variable => {}
             _ => return Err(unsupported(node, key, "refusing to ignore a permission")),

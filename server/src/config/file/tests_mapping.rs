@@ -316,6 +316,7 @@ authorization {
             permissions: Some(Permissions {
                 publish: allow(&["orders.>"]),
                 subscribe: allow(&["x", "y.*"]),
+                responses: None,
             }),
         },
         UserConfig {
@@ -331,6 +332,7 @@ authorization {
                     allow: vec![],
                     deny: strings(&["z"]),
                 }),
+                responses: None,
             }),
         },
         UserConfig {
@@ -340,6 +342,7 @@ authorization {
             permissions: Some(Permissions {
                 publish: allow(&["one"]),
                 subscribe: allow(&["work.* workers"]),
+                responses: None,
             }),
         },
     ];
@@ -415,14 +418,12 @@ fn authorization_errors() {
 fn auth_settings_jetraft_lacks_are_refused_not_ignored() {
     for (text, key) in [
         (
-            "authorization { default_permissions: { publish: a } }",
-            "default_permissions",
+            "authorization { auth_callout: { issuer: x } }",
+            "auth_callout",
         ),
-        (
-            "authorization { users: [ { user: a, permissions: { allow_responses: true } } ] }",
-            "allow_responses",
-        ),
-        ("accounts { A { users: [ { user: a } ] } }", "accounts"),
+        ("accounts { A { jetstream: enabled } }", "jetstream"),
+        ("accounts { A { mappings: { a: b } } }", "mappings"),
+        ("accounts { A { limits: { max_conn: 1 } } }", "limits"),
         ("operator: /op.jwt", "operator"),
     ] {
         let err = conf_err(text);
@@ -528,6 +529,7 @@ tls { cert_file: "./c.pem", key_file: "./k.pem", timeout: 2 }
 leafnodes { listen: 0.0.0.0:7422, remotes = [ { url: "nats://x:7422" } ] }
 mqtt { port: 1883 }
 lame_duck_duration: "30s"
+accounts { SYS: {} }
 system_account: SYS
 jetstream { domain: hub, sync_interval: "2m" }
 cluster { pool_size: 3, compression: s2_auto }

@@ -116,7 +116,7 @@ fn security_of_unserved_protocols_and_ocsp_is_refused() {
         "operator: /x.jwt",
         "resolver: MEMORY",
         "trusted_keys: [abc]",
-        "accounts { A { } }",
+        "accounts { A { jetstream: { max_mem: 1G } } }",
     ] {
         assert!(
             conf_err(key).contains("is not supported by jetraft"),

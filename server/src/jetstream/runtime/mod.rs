@@ -33,6 +33,7 @@
 //!   `routing`, and owns the captures and replica moves; a replica's owner task writes its
 //!   copy tasks. `local` is a `parking_lot` lock held only to clone handles out.
 
+pub mod account_off;
 mod advisory;
 mod api;
 mod atomic_batch;

@@ -104,7 +104,15 @@ impl Sessions {
             auth_token: token,
             ..ConnectOptions::default()
         };
-        let authed = self.settings.load().auth.authenticate(&opts).ok()?;
+        // The console works in the global account (JetStream's); users of other accounts
+        // would see and act outside their namespace, so they cannot log in.
+        let authed = self
+            .settings
+            .load()
+            .auth
+            .authenticate(&opts)
+            .ok()
+            .filter(|a| &*a.account == crate::config::GLOBAL_ACCOUNT)?;
         let user = User {
             name: authed.user,
             perms: authed.perms,
@@ -229,6 +237,7 @@ mod tests {
                         deny: vec![],
                     }),
                     subscribe: None,
+                    responses: None,
                 }),
             }],
             ..AuthConfig::default()

@@ -52,6 +52,27 @@ const READ_LEASE: Duration = match crate::cluster::link::KEEPALIVE_TIMEOUT.check
     None => Duration::ZERO,
 };
 
+/// nats-server's answer to `op` from an account without JetStream: 10039 with the operation's
+/// response type (and, for the list-like operations, its empty paging and list fields).
+pub(crate) fn not_enabled_for_account_json(op: &ApiOp) -> String {
+    let error = ApiError::new(ErrorKind::NotEnabledForAccount);
+    let list = match op {
+        ApiOp::StreamInfo(_) => return info::info_error_json(error),
+        ApiOp::StreamNames | ApiOp::StreamList => "streams",
+        ApiOp::ConsumerNames(_) | ApiOp::ConsumerList(_) => "consumers",
+        _ => return error_json(kind(op), error),
+    };
+    let mut json: serde_json::Value =
+        serde_json::from_str(&error_json(kind(op), error)).unwrap_or_default();
+    if let Some(map) = json.as_object_mut() {
+        for field in ["total", "offset", "limit"] {
+            map.insert(field.into(), 0.into());
+        }
+        map.insert(list.into(), serde_json::Value::Null);
+    }
+    json.to_string()
+}
+
 /// The response `type` of an operation.
 fn kind(op: &ApiOp) -> &'static str {
     match op {

@@ -1,0 +1,31 @@
+//! [`Namespace`]: one account's subject space on the bus: its client sublist (local
+//! subscriptions and peers' interest in that account) and its server-internal subscribers.
+//! A message published in an account is matched only against that account's namespace;
+//! imports (`bus::shared`) are the only way across.
+
+use std::sync::Arc;
+
+use super::{InternalSubs, SubRef};
+use crate::router::sublist::Sublist;
+
+/// One account's interest index and internal subscribers.
+#[derive(Debug)]
+pub struct Namespace {
+    /// The account's name.
+    pub account: Arc<str>,
+    /// Local subscriptions and peers' interest in this account.
+    pub sublist: Sublist<SubRef>,
+    /// Server-internal subscribers in this account.
+    pub internal: InternalSubs,
+}
+
+impl Namespace {
+    /// An empty namespace for `account`.
+    pub fn new(account: Arc<str>) -> Self {
+        Self {
+            account,
+            sublist: Sublist::new(),
+            internal: InternalSubs::default(),
+        }
+    }
+}

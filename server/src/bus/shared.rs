@@ -1,0 +1,215 @@
+//! What crosses accounts when a message is published in an account other than `$G`, by the
+//! [`Accounts`](crate::accounts::Accounts) rules:
+//! - an answer on a reply subject of a service import in flight goes back to the requesting
+//!   account, on the requester's reply subject (on any node: peers forward such answers to the
+//!   node that mapped the request, which announced interest in its reply pattern);
+//! - a request matching a service import is routed in the exporting account, on the mapped
+//!   subject, with a fresh reply subject there ([`ResponseMap`](crate::accounts::ResponseMap));
+//! - a message matching another account's stream import is routed in that account, on the
+//!   mapped subject.
+//!
+//! Imports are applied on the node where the message was published (a message a peer
+//! forwarded was mapped there already), then routed like a server publish: to the local
+//! subscribers of the target account and once to each peer with interest in it. Chains of
+//! imports stop after [`MAX_HOPS`] crossings.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{Bus, FlushSet, Msg, Origin};
+
+/// Most crossings between accounts one publish may take (import chains, loops).
+const MAX_HOPS: u8 = 4;
+
+impl Bus {
+    /// Routes what `msg` (published in an account other than `$G`) feeds in other accounts;
+    /// returns the deliveries and forwards, as [`Bus::route`] counts them.
+    pub(super) fn route_shared(
+        &self,
+        origin: Origin<'_>,
+        msg: &Msg<'_>,
+        flush: &mut FlushSet,
+        hops: u8,
+    ) -> usize {
+        let mut delivered = 0;
+        let now = Instant::now();
+        if let Some((requester, reply)) = self.inner.responses.answer(msg.account, msg.subject, now)
+        {
+            let answer = Msg::new(&reply, msg.payload)
+                .in_account(&requester)
+                .reply(msg.reply)
+                .headers(msg.hdrs);
+            delivered += self.route_at(Origin::Server, &answer, flush, hops + 1);
+        }
+        if matches!(origin, Origin::Peer { .. }) || hops >= MAX_HOPS {
+            return delivered;
+        }
+        let accounts = self.accounts();
+        let Some(rules) = accounts.get(msg.account) else {
+            return delivered;
+        };
+        if rules.is_closed() {
+            return delivered;
+        }
+        let requester: Arc<str> = Arc::from(msg.account);
+        for import in rules
+            .service_imports
+            .iter()
+            .filter(|i| i.map.matches(msg.subject))
+        {
+            let subject = import.map.apply(msg.subject);
+            let reply = msg.reply.map(|r| {
+                self.announce_replies_in(&import.exporter);
+                self.inner.responses.track(
+                    &import.exporter,
+                    &requester,
+                    &String::from_utf8_lossy(r),
+                    import.response,
+                    import.threshold,
+                    now,
+                )
+            });
+            let request = Msg::new(&subject, msg.payload)
+                .in_account(&import.exporter)
+                .reply_str(reply.as_deref())
+                .headers(msg.hdrs);
+            delivered += self.route_at(Origin::Server, &request, flush, hops + 1);
+        }
+        for import in rules
+            .stream_exports
+            .iter()
+            .filter(|i| i.map.matches(msg.subject))
+        {
+            let subject = import.map.apply(msg.subject);
+            let copy = Msg::new(&subject, msg.payload)
+                .in_account(&import.importer)
+                .reply(msg.reply)
+                .headers(msg.hdrs);
+            delivered += self.route_at(Origin::Server, &copy, flush, hops + 1);
+        }
+        delivered
+    }
+
+    /// Tells peers, once per exporting account, that answers on this node's reply subjects
+    /// (`_R_.<token>.>`) in `exporter` come here.
+    fn announce_replies_in(&self, exporter: &Arc<str>) {
+        let Some(peers) = &self.inner.peers else {
+            return;
+        };
+        if self.inner.reply_interest.lock().insert(exporter.clone()) {
+            peers.local_subscribed(exporter, &self.inner.responses.pattern(), None);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicU64;
+
+    use bytes::Bytes;
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::accounts::Accounts;
+    use crate::bus::{Client, Subscription};
+
+    const CONFIG: &str = r#"
+accounts {
+  A: { exports: [ { service: "svc.>" }, { stream: "ev.>" } ] }
+  B: { imports: [
+    { service: { account: A, subject: "svc.time" }, to: "time.now" }
+    { stream: { account: A, subject: "ev.>" }, prefix: "from_a" }
+  ] }
+  C: {}
+}
+"#;
+
+    fn bus() -> Bus {
+        let mut cfg = crate::config::Config::default();
+        crate::config::file::apply(CONFIG, std::path::Path::new("t.conf"), &mut cfg)
+            .expect("config");
+        let bus = Bus::new(None);
+        bus.set_accounts(Arc::new(Accounts::from_config(&cfg.auth)));
+        bus
+    }
+
+    /// A client in `account` subscribed to `subjects` (sids 1, 2, ...).
+    fn client(bus: &Bus, cid: u64, account: &str, subjects: &[&str]) -> Arc<Client> {
+        let c = Arc::new(Client::new(
+            cid,
+            "127.0.0.1:1".parse().unwrap(),
+            1 << 20,
+            &CancellationToken::new(),
+        ));
+        c.account.set(Arc::from(account)).unwrap();
+        for (i, subject) in subjects.iter().enumerate() {
+            let sub = Arc::new(Subscription {
+                client: c.clone(),
+                subject: subject.to_string(),
+                queue: None,
+                sid: Bytes::from((i + 1).to_string()),
+                delivered: AtomicU64::new(0),
+                max: AtomicU64::new(0),
+            });
+            bus.add_subscription(&sub).unwrap();
+        }
+        c
+    }
+
+    fn take_out(c: &Client) -> String {
+        let mut out = c.out.lock();
+        String::from_utf8_lossy(&out.buf.split()).into_owned()
+    }
+
+    fn publish(bus: &Bus, account: &str, subject: &str, reply: Option<&str>) -> usize {
+        bus.publish(&Msg::new(subject, b"x").in_account(account).reply_str(reply))
+    }
+
+    #[test]
+    fn a_stream_import_copies_into_the_importer_under_its_prefix_only() {
+        let bus = bus();
+        let a = client(&bus, 1, "A", &["ev.>"]);
+        let b = client(&bus, 2, "B", &["from_a.>", "ev.>"]);
+        let c = client(&bus, 3, "C", &[">"]);
+        assert_eq!(
+            bus.subscription_count(),
+            4,
+            "every account's subscriptions count"
+        );
+        assert_eq!(bus.sublist().count(), 0, "none is in $G");
+        assert_eq!(publish(&bus, "A", "ev.1", None), 2);
+        assert_eq!(take_out(&a), "MSG ev.1 1 1\r\nx\r\n");
+        assert_eq!(take_out(&b), "MSG from_a.ev.1 1 1\r\nx\r\n");
+        assert_eq!(take_out(&c), "", "C imports nothing");
+        // Nothing flows back: B's own ev.1 stays in B.
+        assert_eq!(publish(&bus, "B", "ev.1", None), 1);
+        assert_eq!(take_out(&a), "");
+        assert_eq!(take_out(&b), "MSG ev.1 2 1\r\nx\r\n");
+    }
+
+    #[test]
+    fn a_service_request_is_mapped_and_one_answer_goes_back() {
+        let bus = bus();
+        let a = client(&bus, 1, "A", &["svc.>"]);
+        let b = client(&bus, 2, "B", &["_INBOX.b.>"]);
+        assert_eq!(publish(&bus, "B", "time.now", Some("_INBOX.b.1")), 1);
+        let seen = take_out(&a);
+        let mut words = seen.split_whitespace();
+        assert_eq!(words.next(), Some("MSG"));
+        assert_eq!(words.next(), Some("svc.time"));
+        assert_eq!(words.next(), Some("1"));
+        let reply = words.next().unwrap().to_string();
+        assert!(reply.starts_with("_R_."), "{seen}");
+        // The answer in A returns to B's inbox, once.
+        assert_eq!(publish(&bus, "A", &reply, None), 1);
+        assert_eq!(take_out(&b), "MSG _INBOX.b.1 1 1\r\nx\r\n");
+        assert_eq!(publish(&bus, "A", &reply, None), 0, "singleton answered");
+        assert_eq!(take_out(&b), "");
+        // Only an answer from the exporting account is mapped back.
+        assert_eq!(publish(&bus, "B", "time.now", Some("_INBOX.b.2")), 1);
+        let reply = take_out(&a).split_whitespace().nth(3).unwrap().to_string();
+        assert_eq!(publish(&bus, "C", &reply, None), 0);
+        assert_eq!(take_out(&b), "");
+    }
+}

@@ -1,0 +1,53 @@
+//! Accounts without JetStream: JetStream runs in the global account `$G` only, and a request
+//! to `$JS.API` from any other account gets nats-server's answer for an account without
+//! JetStream (10039 `JetStream not enabled for account`, with the operation's response type).
+//! As on nats-server, DIRECT.GET and pull requests find no responders there, and an unknown
+//! API subject is taken but not answered.
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::api::not_enabled_for_account_json;
+use super::consumer::NEXT_PREFIX;
+use super::next_msg;
+use crate::accounts::Accounts;
+use crate::bus::internal::{AcceptFn, InternalSub};
+use crate::bus::{Bus, Msg};
+use crate::jetstream::op::ApiOp;
+use crate::router::SublistError;
+
+/// Answers `$JS.API` requests in every configured account other than `$G` until `cancel`.
+pub fn serve_accounts_without_jetstream(
+    bus: &Bus,
+    tasks: &TaskTracker,
+    cancel: &CancellationToken,
+) -> Result<(), SublistError> {
+    let accounts = bus.accounts();
+    for account in accounts.names() {
+        if Accounts::is_global(account) {
+            continue;
+        }
+        let accept: AcceptFn = std::sync::Arc::new(|subject: &str| {
+            !subject.starts_with("$JS.API.DIRECT.GET.") && !subject.starts_with(NEXT_PREFIX)
+        });
+        let sub = bus
+            .namespace(account)
+            .internal
+            .subscribe_filtered("$JS.API.>", accept)?;
+        let bus = bus.clone();
+        let cancel = cancel.clone();
+        let account = account.clone();
+        tasks.spawn(async move { answer_loop(bus, &account, sub, cancel).await });
+    }
+    Ok(())
+}
+
+async fn answer_loop(bus: Bus, account: &str, mut sub: InternalSub, cancel: CancellationToken) {
+    while let Some(msg) = next_msg(&mut sub, &cancel).await {
+        let (Some(op), Some(reply)) = (ApiOp::parse(&msg.subject), msg.reply.as_deref()) else {
+            continue;
+        };
+        let json = not_enabled_for_account_json(&op);
+        bus.publish(&Msg::new(reply, json.as_bytes()).in_account(account));
+    }
+}
