@@ -40,6 +40,7 @@ pub mod record;
 pub mod rocks;
 pub mod stream;
 pub mod subject;
+pub mod verify;
 mod wal_check;
 
 pub use db::{ColumnFamily, Db};
