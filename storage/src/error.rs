@@ -19,7 +19,7 @@ pub enum StorageError {
     },
     /// A read or write failed inside RocksDB.
     #[error("rocksdb operation failed")]
-    Rocks(#[from] rocksdb::Error),
+    Rocks(#[source] rocksdb::Error),
     /// A stored key or record did not decode; the data is never returned as valid.
     #[error("corrupt record in column family {cf}: {detail}")]
     Corrupt {
@@ -79,10 +79,18 @@ pub enum StorageError {
 impl StorageError {
     /// Shorthand for a [`StorageError::Corrupt`].
     pub(crate) fn corrupt(cf: &'static str, detail: impl Into<String>) -> Self {
-        Self::Corrupt {
-            cf,
-            detail: detail.into(),
+        let detail = detail.into();
+        crate::damage::note(&format!("column family {cf}: {detail}"));
+        Self::Corrupt { cf, detail }
+    }
+}
+
+impl From<rocksdb::Error> for StorageError {
+    fn from(e: rocksdb::Error) -> Self {
+        if e.kind() == rocksdb::ErrorKind::Corruption {
+            crate::damage::note(e.as_ref());
         }
+        Self::Rocks(e)
     }
 }
 

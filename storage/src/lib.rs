@@ -32,6 +32,7 @@
 //! streams are keyed by [`stream::StreamUid`], never by name.
 
 pub mod consumer;
+pub mod damage;
 pub mod db;
 pub mod error;
 pub mod keys;

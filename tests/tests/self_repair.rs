@@ -80,14 +80,30 @@ fn flip(path: &Path, at: u64, len: usize) {
     std::fs::write(path, bytes).expect("write file");
 }
 
-/// Flips 16 bytes in the first data block (table files start with their data blocks) of every
-/// table file of the stopped node; returns how many files were damaged.
+/// Flips 16 bytes in the first data block (table files start with their data blocks) and 16
+/// bytes a quarter into every table file of the node; returns how many files were damaged.
 fn damage_tables(node: &ServerProcess) -> usize {
     let tables = files(&db_dir(node), |n| n.ends_with(".sst"));
     for t in &tables {
+        let len = std::fs::metadata(t).expect("table file").len();
         flip(t, 64, 16);
+        flip(t, len / 4, 16);
     }
     tables.len()
+}
+
+/// About 1 KiB of text that does not compress (so the messages fill many table blocks).
+fn noise(seed: u64) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..1000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from(ALPHABET[usize::try_from(x % 62).unwrap_or(0)])
+        })
+        .collect()
 }
 
 /// Flips 64 bytes in the middle of the largest WAL file (intact records follow the damage, so
@@ -112,7 +128,7 @@ async fn fill(nc: &async_nats::Client, count: usize) -> Vec<(u64, String)> {
     assert!(created["error"].is_null(), "{created}");
     let mut acked = Vec::with_capacity(count);
     for i in 0..count {
-        let body = format!("m{i:05}-{}", "x".repeat(1000));
+        let body = format!("m{i:05}-{}", noise(i as u64));
         let ack = publish_acked(nc, "heal.m", &format!("m{i}"), &body).await;
         acked.push((ack["seq"].as_u64().expect("seq"), body));
     }
@@ -188,6 +204,10 @@ async fn assert_repaired(cluster: &Cluster, i: usize, old_id: &str, acked: &[(u6
     let aside = damaged_dirs(node);
     assert_eq!(aside.len(), 1, "damaged store kept aside: {aside:?}");
     assert!(aside[0].join("jetraft").is_dir() && aside[0].join("node_id").is_file());
+    assert!(
+        node.dir().join("store").join("join_only").is_file(),
+        "a repaired node never forms a cluster of its own"
+    );
     wait_healthy(node).await;
     let nc = connect(node).await;
     wait_replica_on(&nc, node.name()).await;

@@ -11,6 +11,8 @@
 //! learner, caught up by snapshot and log, and only then swapped in for the old id as a voter
 //! (`runtime/membership.rs`, `runtime/server_remove.rs`, `runtime/peer_remove.rs`). The old id
 //! never votes or acknowledges again, so no Raft group counts on a log the node no longer has.
+//! A repaired node only joins a cluster that exists, it never forms a new one
+//! ([`JOIN_ONLY_FILE`]).
 //!
 //! Otherwise (WAL or MANIFEST damage without the flag, or a node without a cluster, whose data
 //! exists nowhere else) the start fails with the damage and what to do.
@@ -21,6 +23,7 @@ use jetraft_storage::verify::{DamageKind, StoreCheck, check_store};
 use tracing::{info, warn};
 
 use crate::cluster::identity::NODE_ID_FILE;
+use crate::jetstream::runtime::JOIN_ONLY_FILE;
 
 /// The database directory inside the store dir.
 const DB_DIR: &str = "jetraft";
@@ -51,6 +54,15 @@ pub enum StoreRepairError {
         /// The storage error.
         #[source]
         source: jetraft_storage::StorageError,
+    },
+    /// The join-only marker could not be written.
+    #[error("writing {}", path.display())]
+    Mark {
+        /// The marker file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
     },
     /// Moving the damaged store aside failed.
     #[error("moving the damaged store {} aside to {}", from.display(), to.display())]
@@ -95,6 +107,8 @@ pub(super) fn prepare(
         path: db.clone(),
         source,
     })?;
+    // What the check found is handled here: it is no damage found while running.
+    jetraft_storage::damage::forget();
     let (kind, detail) = match check {
         StoreCheck::Missing => return Ok(None),
         StoreCheck::Sound => {
@@ -110,12 +124,23 @@ pub(super) fn prepare(
         hint,
     })?;
     let aside = move_aside(store_dir)?;
+    mark_join_only(store_dir)?;
     warn!(
         moved_to = %aside.display(),
         "damaged store moved aside: this node starts empty under a new node id and its replicas \
          are rebuilt from the cluster"
     );
     Ok(Some(aside))
+}
+
+/// Marks the store dir so the node joins the existing cluster only (see [`JOIN_ONLY_FILE`]).
+fn mark_join_only(store_dir: &Path) -> Result<(), StoreRepairError> {
+    let path = store_dir.join(JOIN_ONLY_FILE);
+    std::fs::write(
+        &path,
+        b"the store was moved aside after damage: join, never form\n",
+    )
+    .map_err(|source| StoreRepairError::Mark { path, source })
 }
 
 /// Moves the database and the node id into a new `damaged-<unix seconds>` directory.
