@@ -1,5 +1,8 @@
-//! The first damage found in the node's store while it runs: a record whose checksum does not
-//! match ([`crate::StorageError::Corrupt`]) or a RocksDB read that failed a block checksum.
+//! The first damage found in the node's store while it runs: a RocksDB read that failed a block
+//! checksum (an error of kind `Corruption`). A record of jetraft's own whose CRC does not match
+//! ([`crate::StorageError::Corrupt`]) is not noted here: RocksDB's checksums passed, so the
+//! damage happened before the data reached the disk (or the record came from a peer, in a
+//! snapshot chunk), and the store check at start would not find it.
 //!
 //! Process-wide (a server process holds one store): the server's `/healthz` reports it, the
 //! liveness check included, so a supervisor (the Kubernetes kubelet) restarts the node, and the
@@ -33,15 +36,4 @@ pub fn forget() {
     *FOUND
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_corrupt_record_is_noted() {
-        let _ = crate::StorageError::corrupt("msgs", "checksum mismatch in a test");
-        assert!(found().is_some());
-    }
 }

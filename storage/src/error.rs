@@ -79,9 +79,10 @@ pub enum StorageError {
 impl StorageError {
     /// Shorthand for a [`StorageError::Corrupt`].
     pub(crate) fn corrupt(cf: &'static str, detail: impl Into<String>) -> Self {
-        let detail = detail.into();
-        crate::damage::note(&format!("column family {cf}: {detail}"));
-        Self::Corrupt { cf, detail }
+        Self::Corrupt {
+            cf,
+            detail: detail.into(),
+        }
     }
 }
 

@@ -192,6 +192,23 @@ mod tests {
     }
 
     #[test]
+    fn a_damaged_block_read_by_a_running_node_is_noted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        filled(dir.path(), 200);
+        let sst = files(dir.path(), ".sst");
+        for t in &sst {
+            overwrite(t, 100, &[0xA5; 16]);
+        }
+        crate::damage::forget();
+        // The open reads the table files' metadata only; the damaged data block is read here.
+        let db = Db::open(dir.path()).expect("open");
+        let failed = (0..200u32).any(|i| db.get(ColumnFamily::Msgs, &i.to_be_bytes()).is_err());
+        assert!(failed, "every value read back");
+        let found = crate::damage::found().expect("damage noted");
+        assert!(found.contains("checksum"), "{found}");
+    }
+
+    #[test]
     fn a_damaged_manifest_is_log_or_manifest_damage() {
         let dir = tempfile::tempdir().expect("tempdir");
         filled(dir.path(), 20);
