@@ -14,6 +14,8 @@
 //! A repaired node only joins a cluster that exists, it never forms a new one
 //! ([`JOIN_ONLY_FILE`]).
 //!
+//! A file `<store_dir>/repair_store` turns the flag on for one start (and is removed by it).
+//!
 //! Otherwise (WAL or MANIFEST damage without the flag, or a node without a cluster, whose data
 //! exists nowhere else) the start fails with the damage and what to do.
 
@@ -27,6 +29,9 @@ use crate::jetstream::runtime::JOIN_ONLY_FILE;
 
 /// The database directory inside the store dir.
 const DB_DIR: &str = "jetraft";
+/// A file in the store dir that turns `repair_store` on for the next start (and is removed by
+/// it): how one Kubernetes pod is repaired without changing the other pods' config.
+pub(super) const REPAIR_REQUEST_FILE: &str = "repair_store";
 /// Prefix of the directories damaged stores are moved into.
 pub(super) const DAMAGED_PREFIX: &str = "damaged-";
 
@@ -89,8 +94,9 @@ fn decide(kind: DamageKind, repair_flag: bool, clustered: bool) -> Result<(), &'
         return Ok(());
     }
     Err(
-        "start the node with --repair_store (or jetstream { repair_store: true }) to move the \
-         damaged store aside and rejoin the cluster under a new node id; its peers hold the data",
+        "start the node with --repair_store (or jetstream { repair_store: true }, or create the \
+         file repair_store in the store dir) to move the damaged store aside and rejoin the \
+         cluster under a new node id; its peers hold the data",
     )
 }
 
@@ -102,6 +108,8 @@ pub(super) fn prepare(
     clustered: bool,
 ) -> Result<Option<PathBuf>, StoreRepairError> {
     let db = store_dir.join(DB_DIR);
+    let request = store_dir.join(REPAIR_REQUEST_FILE);
+    let repair_flag = repair_flag || request.exists();
     let started = std::time::Instant::now();
     let check = check_store(&db).map_err(|source| StoreRepairError::Check {
         path: db.clone(),
@@ -110,9 +118,13 @@ pub(super) fn prepare(
     // What the check found is handled here: it is no damage found while running.
     jetraft_storage::damage::forget();
     let (kind, detail) = match check {
-        StoreCheck::Missing => return Ok(None),
+        StoreCheck::Missing => {
+            forget_request(&request);
+            return Ok(None);
+        }
         StoreCheck::Sound => {
             info!(took_ms = started.elapsed().as_millis(), "store checked");
+            forget_request(&request);
             return Ok(None);
         }
         StoreCheck::Damaged { kind, detail } => (kind, detail),
@@ -125,12 +137,22 @@ pub(super) fn prepare(
     })?;
     let aside = move_aside(store_dir)?;
     mark_join_only(store_dir)?;
+    forget_request(&request);
     warn!(
         moved_to = %aside.display(),
         "damaged store moved aside: this node starts empty under a new node id and its replicas \
          are rebuilt from the cluster"
     );
     Ok(Some(aside))
+}
+
+/// Removes a one-off repair request once a start dealt with the store.
+fn forget_request(request: &Path) {
+    match std::fs::remove_file(request) {
+        Ok(()) => info!(file = %request.display(), "repair request done and removed"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => warn!(file = %request.display(), error = %e, "repair request not removed"),
+    }
 }
 
 /// Marks the store dir so the node joins the existing cluster only (see [`JOIN_ONLY_FILE`]).
@@ -193,6 +215,14 @@ mod tests {
         let hint = decide(DamageKind::LogOrManifest, false, true).expect_err("refused");
         assert!(hint.contains("--repair_store"), "{hint}");
         assert!(decide(DamageKind::Tables, true, false).is_err());
+    }
+
+    #[test]
+    fn a_repair_request_is_removed_by_the_start_that_saw_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join(REPAIR_REQUEST_FILE), "").expect("request");
+        assert_eq!(prepare(dir.path(), false, true).expect("prepared"), None);
+        assert!(!dir.path().join(REPAIR_REQUEST_FILE).exists());
     }
 
     #[test]
