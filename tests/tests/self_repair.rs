@@ -65,7 +65,7 @@ fn files(dir: &Path, pick: impl Fn(&str) -> bool) -> Vec<PathBuf> {
         .filter_map(|e| Some((e.metadata().ok()?.len(), e.path())))
         .filter(|(len, _)| *len > 0)
         .collect();
-    out.sort_by(|a, b| b.0.cmp(&a.0));
+    out.sort_by_key(|e| std::cmp::Reverse(e.0));
     out.into_iter().map(|(_, p)| p).collect()
 }
 
