@@ -9,7 +9,9 @@
 //!   with it rejoins and gets its replica again, as above;
 //! - a second fault while the first repair runs (the stream's leader killed with SIGKILL right
 //!   after the damaged node came back, under a publisher): no acknowledged message is lost, and
-//!   every replica holds every one of them afterwards.
+//!   every replica holds every one of them afterwards;
+//! - every node damaged at once: each moves its store aside, and none forms a new, empty
+//!   cluster (the data stays in the moved-aside stores for an operator).
 //!
 //! jetraft only: the store layout and the repair are jetraft's.
 
@@ -335,5 +337,53 @@ async fn a_second_fault_during_a_repair_loses_no_acknowledged_message() {
         let name = cluster.node(i).name().to_string();
         move_leader_to(&nc, &name).await;
         assert_stored(&nc, &acked).await;
+    }
+}
+
+#[tokio::test]
+async fn nodes_that_all_moved_their_stores_aside_form_no_new_cluster() {
+    if !jetraft_only() {
+        return;
+    }
+    let mut cluster = Cluster::start(3, "heal-all").await.expect("cluster");
+    let nc = connect(cluster.node(0)).await;
+    fill(&nc, 50).await;
+    let formed = |c: &Cluster| -> usize {
+        (0..3)
+            .map(|i| c.node(i).log().matches("meta group initialised").count())
+            .sum()
+    };
+    let formed_before = formed(&cluster);
+    for i in 0..3 {
+        cluster.node_mut(i).stop().await.expect("stop");
+        assert!(damage_tables(cluster.node(i)) > 0, "no table file");
+    }
+    for i in 0..3 {
+        cluster.node_mut(i).start_again().await.expect("start");
+        assert!(
+            cluster.node(i).log().contains("damaged store moved aside"),
+            "the damage was found at start"
+        );
+    }
+    cluster.wait_formed().await.expect("linked");
+    // A fresh cluster forms within a second or two of its nodes linking: give it longer.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        formed(&cluster),
+        formed_before,
+        "a new meta group was formed"
+    );
+    let nc = connect(cluster.node(0)).await;
+    let names = try_api(&nc, "$JS.API.STREAM.NAMES", &json!({})).await;
+    assert!(
+        names.as_ref().is_none_or(|n| n["total"].is_null()),
+        "an empty cluster answers: {names:?}"
+    );
+    for i in 0..3 {
+        assert_eq!(
+            damaged_dirs(cluster.node(i)).len(),
+            1,
+            "the old store is kept"
+        );
     }
 }
