@@ -144,12 +144,12 @@ class Node:
         self.proc = None
         self.stopped = False  # SIGSTOPped
 
-    def start(self, note=""):
+    def start(self, note="", extra=()):
         os.makedirs(self.store, exist_ok=True)
         with open(self.log_path, "ab") as f:
             f.write(f"\n===== chaos: start {note} at {time.time():.3f} =====\n".encode())
             # `ip netns exec` execs the server: the PID is the server's.
-            self.proc = subprocess.Popen(["ip", "netns", "exec", self.ns, *self.argv],
+            self.proc = subprocess.Popen(["ip", "netns", "exec", self.ns, *self.argv, *extra],
                                          stdout=f, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
         with open(self.pidfile, "a") as f:
@@ -757,9 +757,9 @@ class Ctx:
         self.heals.append(t)
         log(f"  {what}: healthy after {t if t is None else round(t, 2)}s")
 
-    async def restart_and_measure(self, node, what):
+    async def restart_and_measure(self, node, what, extra=()):
         t0 = now()
-        node.start(what)
+        node.start(what, extra)
         t = await self.c.wait_healthy(since=t0)
         self.heals.append(t)
         log(f"  {what} {node.name}: healthy after {t if t is None else round(t, 2)}s")
@@ -958,7 +958,15 @@ def sc_corrupt(what):
         log(f"  damaged: {done}")
         await x.restart_and_measure(n, "restart (damaged)")
         await asyncio.sleep(2)
-        if not n.alive():
+        if not n.alive() and x.c.kind == "jetraft":
+            # jetraft repairs damaged table files on its own; a damaged WAL or MANIFEST needs
+            # the operator's --repair_store (the store is moved aside, the node rejoins under
+            # a new id).
+            x.notes.append(f"{n.name} exited after the restart (rc {n.proc.returncode}: "
+                           f"{last_error(n.log_path)}); restarted with --repair_store")
+            await x.restart_and_measure(n, "restart (--repair_store)",
+                                        extra=("--repair_store",))
+        elif not n.alive():
             x.notes.append(f"{n.name} exited after the restart (rc {n.proc.returncode}: "
                            f"{last_error(n.log_path)}); store wiped and restarted (operator "
                            "repair)")

@@ -8,6 +8,7 @@ mod lame_duck;
 mod ports_file;
 mod reload;
 mod store_lock;
+mod store_repair;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -68,6 +69,9 @@ pub enum StartError {
     /// Another server uses the store dir.
     #[error(transparent)]
     StoreLock(#[from] store_lock::StoreLockError),
+    /// The store is damaged and was not repaired (see `store_repair`).
+    #[error(transparent)]
+    StoreRepair(#[from] store_repair::StoreRepairError),
     /// A TLS certificate, key or CA file could not be used.
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
@@ -179,7 +183,14 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
             path: store_dir.display().to_string(),
             source,
         })?;
-        Some(store_lock::StoreLock::acquire(store_dir)?)
+        let lock = store_lock::StoreLock::acquire(store_dir)?;
+        // Before the node id is read: a repair moves the id aside with the damaged store.
+        store_repair::prepare(
+            store_dir,
+            config.jetstream.repair_store,
+            config.cluster.port.is_some(),
+        )?;
+        Some(lock)
     } else {
         None
     };

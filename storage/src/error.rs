@@ -19,7 +19,7 @@ pub enum StorageError {
     },
     /// A read or write failed inside RocksDB.
     #[error("rocksdb operation failed")]
-    Rocks(#[from] rocksdb::Error),
+    Rocks(#[source] rocksdb::Error),
     /// A stored key or record did not decode; the data is never returned as valid.
     #[error("corrupt record in column family {cf}: {detail}")]
     Corrupt {
@@ -83,6 +83,15 @@ impl StorageError {
             cf,
             detail: detail.into(),
         }
+    }
+}
+
+impl From<rocksdb::Error> for StorageError {
+    fn from(e: rocksdb::Error) -> Self {
+        if e.kind() == rocksdb::ErrorKind::Corruption {
+            crate::damage::note(e.as_ref());
+        }
+        Self::Rocks(e)
     }
 }
 

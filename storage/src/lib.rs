@@ -32,6 +32,7 @@
 //! streams are keyed by [`stream::StreamUid`], never by name.
 
 pub mod consumer;
+pub mod damage;
 pub mod db;
 pub mod error;
 pub mod keys;
@@ -40,6 +41,7 @@ pub mod record;
 pub mod rocks;
 pub mod stream;
 pub mod subject;
+pub mod verify;
 mod wal_check;
 
 pub use db::{ColumnFamily, Db};

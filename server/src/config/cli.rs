@@ -58,6 +58,7 @@ Logging Options:
 JetStream Options:
     -js, --jetstream                 Enable JetStream functionality
     -sd, --store_dir <dir>           Set the storage directory (default: /tmp/nats/jetstream)
+        --repair_store               Move a damaged store aside and rejoin under a new node id
 
 Authorization Options:
         --user <user>                User required for connections
@@ -103,6 +104,7 @@ enum Flag {
     NoConsole,
     Name,
     JetStream,
+    RepairStore,
     StoreDir,
     ConfigFile,
     ClusterName,
@@ -144,6 +146,7 @@ const FLAGS: &[(&str, bool, Flag)] = &[
     ("server_name", false, Flag::Name),
     ("js", true, Flag::JetStream),
     ("jetstream", true, Flag::JetStream),
+    ("repair_store", true, Flag::RepairStore),
     ("sd", false, Flag::StoreDir),
     ("store_dir", false, Flag::StoreDir),
     ("c", false, Flag::ConfigFile),
@@ -361,6 +364,7 @@ fn apply(g: &Given, cfg: &mut Config) -> Result<(), ConfigError> {
         Flag::Pass => cfg.auth.password = Some(text.to_string()),
         Flag::Auth => cfg.auth.token = Some(text.to_string()),
         Flag::JetStream => cfg.jetstream.enabled = on,
+        Flag::RepairStore => cfg.jetstream.repair_store = on,
         Flag::Debug => cfg.log.debug = on,
         Flag::Trace => cfg.log.trace = on,
         Flag::DebugAndTrace if on => {

@@ -141,6 +141,10 @@ pub struct JetStreamConfig {
     /// JetStream domain (`jetstream { domain }`): the API also answers on
     /// `$JS.<domain>.API.>` and PubAcks and account info name it.
     pub domain: Option<String>,
+    /// Move a damaged store aside at start and rejoin the cluster under a new node id, whatever
+    /// is damaged (`--repair_store`, `jetstream { repair_store: true }`, a jetraft extension).
+    /// Damage in table files is repaired without it; WAL or MANIFEST damage only with it.
+    pub repair_store: bool,
 }
 
 impl Default for JetStreamConfig {
@@ -151,6 +155,7 @@ impl Default for JetStreamConfig {
             max_memory_store: None,
             max_file_store: None,
             domain: None,
+            repair_store: false,
         }
     }
 }

@@ -264,6 +264,8 @@ fn jetstream_fixed(old: &JetStreamConfig, new: &JetStreamConfig) -> Result<(), N
         max_memory_store,
         max_file_store,
         domain,
+        // Acted on at start only (a damaged store moved aside); nothing to apply later.
+        repair_store: _,
     } = new;
     fixed("JetStream", &old.enabled, enabled)?;
     fixed("StoreDir", &old.store_dir, store_dir)?;

@@ -15,7 +15,8 @@ use crate::jetstream::runtime::{HealthProblem, HealthScope};
 ///
 /// 200 `{"status":"ok"}` when healthy. The default check (the Kubernetes startup probe's) also
 /// requires JetStream to be current: a meta leader heard from, and every stream replica
-/// assigned here caught up with its leader. 503 while shutting down or in lame duck mode.
+/// assigned here caught up with its leader. 503 while shutting down or in lame duck mode, and
+/// (every check) once damage was found in the store.
 pub(super) async fn handler(
     State(s): State<Arc<MonitorView>>,
     Query(q): Params,
@@ -73,6 +74,15 @@ fn check(
             "server is in lame duck mode"
         };
         return unavailable(details, &[HealthProblem::server(why)]);
+    }
+    // Damage found in the store while running fails every check, liveness included: the
+    // restart it leads to moves the store aside and rebuilds the node from its peers
+    // (`server::store_repair`).
+    if s.config.jetstream.enabled
+        && let Some(damage) = jetraft_storage::damage::found()
+    {
+        let why = format!("store damaged ({damage}): restart the server to repair it");
+        return unavailable(details, &[HealthProblem::server(&why)]);
     }
     // jetraft always runs JetStream: `js-enabled-only` only needs the server up.
     if server_only {

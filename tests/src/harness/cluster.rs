@@ -217,6 +217,11 @@ impl Cluster {
         &self.nodes[i]
     }
 
+    /// Member `i` (0-based), to stop or start it with other arguments.
+    pub fn node_mut(&mut self, i: usize) -> &mut ServerProcess {
+        &mut self.nodes[i]
+    }
+
     /// Whether member `i` is running (reaps it if it exited).
     pub fn node_running(&mut self, i: usize) -> bool {
         self.nodes[i].is_running()

@@ -255,6 +255,16 @@ impl ServerProcess {
         Err(last.unwrap_or_else(|| anyhow::anyhow!("server did not restart")))
     }
 
+    /// [`start_again`](Self::start_again) with `extra` arguments for this start only (later
+    /// starts use the original arguments again).
+    pub async fn start_again_with(&mut self, extra: &[&str]) -> anyhow::Result<()> {
+        let kept = self.args.clone();
+        self.args.extend(extra.iter().map(|a| (*a).to_string()));
+        let started = self.start_again().await;
+        self.args = kept;
+        started
+    }
+
     /// Stops the server with SIGTERM (if running) and starts it again on the same ports.
     pub async fn restart(&mut self) -> anyhow::Result<()> {
         if self.is_running() {

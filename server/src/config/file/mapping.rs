@@ -241,6 +241,7 @@ fn jetstream(node: &Node, key: &str, js: &mut JetStreamConfig) -> Result<(), Con
                     }
                     "max_file_store" | "max_file" => js.max_file_store = store_limit(node, key)?,
                     "enabled" | "enable" => js.enabled = node.boolean(key)?,
+                    "repair_store" => js.repair_store = node.boolean(key)?,
                     "domain" => {
                         let domain = node.string(key)?;
                         js.domain = (!domain.is_empty()).then_some(domain);

@@ -26,6 +26,13 @@ use crate::jetstream::meta::formation::{self, Formation, PeerStatus};
 /// Re-evaluation period when nothing changes (retries failed steps).
 const TICK: Duration = Duration::from_secs(1);
 
+/// A file in the store dir that marks a node whose damaged store was moved aside
+/// (`server::store_repair`): it only joins a cluster whose meta group exists and never forms a
+/// new one. Had every node of a cluster moved its store aside at once (say, a bug that made
+/// sound files read as damaged), they would otherwise form a new, empty cluster and leave the
+/// data only in the moved-aside stores.
+pub const JOIN_ONLY_FILE: &str = "join_only";
+
 impl JetStream {
     /// Forms or joins the cluster and keeps the meta membership in step with the live peers.
     pub async fn membership_loop(self: Arc<Self>, cluster: Arc<ClusterState>) {
@@ -33,6 +40,15 @@ impl JetStream {
         // Each peer's server id (new on every start), to notice a restart even when its links
         // came back before this loop saw them down.
         let mut runs: BTreeMap<u64, String> = BTreeMap::new();
+        let join_only = self
+            .config
+            .jetstream
+            .store_dir
+            .join(JOIN_ONLY_FILE)
+            .exists();
+        if join_only {
+            info!("this node's store was repaired: it joins the existing cluster only");
+        }
         loop {
             let peers = cluster.peers.snapshot();
             for p in peers.values() {
@@ -54,7 +70,7 @@ impl JetStream {
             cluster.set_has_meta_state(has_state);
             if has_state {
                 self.admit_peers(&peers).await;
-            } else {
+            } else if !join_only {
                 self.try_form(&peers, cluster.expected_peers()).await;
             }
             tokio::select! {

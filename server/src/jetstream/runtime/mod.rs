@@ -77,6 +77,7 @@ use crate::jetstream::stream::ServerIdentity;
 use crate::node::{API_LEVEL, NATS_VERSION, NodeInfo};
 pub use health::{HealthProblem, HealthScope};
 pub use jsz::{JszDetail, JszStats};
+pub use membership::JOIN_ONLY_FILE;
 use replica::LocalStream;
 
 /// Why JetStream could not start.
