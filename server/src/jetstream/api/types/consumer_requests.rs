@@ -49,6 +49,8 @@ pub struct CreateConsumerRequest {
 
 impl ApiRequest for CreateConsumerRequest {
     const GO_TYPE: &'static str = "server.CreateConsumerRequest";
+    const GO_SCHEMA: Option<&'static crate::jetstream::api::go_json::GoStruct> =
+        Some(&crate::jetstream::api::go_schema::CREATE_CONSUMER_REQUEST);
 }
 
 impl CreateConsumerRequest {
@@ -89,6 +91,8 @@ pub struct ConsumerNamesRequest {
 
 impl ApiRequest for ConsumerNamesRequest {
     const GO_TYPE: &'static str = "server.JSApiConsumersRequest";
+    const GO_SCHEMA: Option<&'static crate::jetstream::api::go_json::GoStruct> =
+        Some(&crate::jetstream::api::go_schema::CONSUMERS_REQUEST);
 }
 
 /// `$JS.API.CONSUMER.LIST.<S>` options.
@@ -102,6 +106,8 @@ pub struct ConsumerListRequest {
 
 impl ApiRequest for ConsumerListRequest {
     const GO_TYPE: &'static str = "server.JSApiConsumersRequest";
+    const GO_SCHEMA: Option<&'static crate::jetstream::api::go_json::GoStruct> =
+        Some(&crate::jetstream::api::go_schema::CONSUMERS_REQUEST);
 }
 
 /// Page size of CONSUMER.NAMES (Go `JSApiNamesLimit`).
@@ -201,6 +207,8 @@ pub struct ConsumerPauseRequest {
 
 impl ApiRequest for ConsumerPauseRequest {
     const GO_TYPE: &'static str = "server.JSApiConsumerPauseRequest";
+    const GO_SCHEMA: Option<&'static crate::jetstream::api::go_json::GoStruct> =
+        Some(&crate::jetstream::api::go_schema::CONSUMER_PAUSE_REQUEST);
 }
 
 impl ConsumerPauseRequest {

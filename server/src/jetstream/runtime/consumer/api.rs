@@ -226,7 +226,7 @@ impl JetStream {
         name: &str,
         msg: &InternalMsg,
     ) -> Result<String, ApiError> {
-        parse_body::<ConsumerNamesRequest>(BodyRule::Optional, &msg.payload)?;
+        parse_body::<ConsumerNamesRequest>(BodyRule::Empty, &msg.payload)?;
         let ls = self.leader_stream(stream)?;
         let info = self
             .consumer_info(&ls, name)
@@ -248,12 +248,14 @@ impl JetStream {
         Ok(())
     }
 
-    /// `CONSUMER.DELETE.<S>.<C>`.
+    /// `CONSUMER.DELETE.<S>.<C>`: the body must be empty (`10038`), as for INFO.
     pub(crate) async fn consumer_delete_api(
         &self,
         stream: &str,
         name: &str,
+        msg: &InternalMsg,
     ) -> Result<String, ApiError> {
+        parse_body::<ConsumerNamesRequest>(BodyRule::Empty, &msg.payload)?;
         self.delete_consumer(stream, name).await?;
         Ok(format!(
             "{{\"type\":\"{}\",\"success\":true}}",
