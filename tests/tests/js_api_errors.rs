@@ -271,18 +271,27 @@ fn stream_create_cases(c: &mut Cases) {
         ("replicas_negative", json!({"num_replicas":-1})),
         ("replicas_six", json!({"num_replicas":6})),
         ("replicas_three", json!({"num_replicas":3})),
-        ("max_msg_size_int32_overflow", json!({"max_msg_size":2_147_483_648i64})),
+        (
+            "max_msg_size_int32_overflow",
+            json!({"max_msg_size":2_147_483_648i64}),
+        ),
         ("max_msg_size_negative", json!({"max_msg_size":-5})),
         ("max_msgs_negative", json!({"max_msgs":-5})),
         ("max_consumers_negative", json!({"max_consumers":-5})),
         ("first_seq_max", json!({"first_seq":u64::MAX})),
         ("marker_ttl_tiny", json!({"subject_delete_marker_ttl":1})),
-        ("marker_ttl_negative", json!({"subject_delete_marker_ttl":-1})),
+        (
+            "marker_ttl_negative",
+            json!({"subject_delete_marker_ttl":-1}),
+        ),
         (
             "marker_ttl_on_mirror",
             json!({"subject_delete_marker_ttl":1_000_000_000i64,"mirror":{"name":"S"}}),
         ),
-        ("description_too_long", json!({"description":"d".repeat(4097)})),
+        (
+            "description_too_long",
+            json!({"description":"d".repeat(4097)}),
+        ),
         (
             "metadata_too_big",
             json!({"metadata":{"k":"v".repeat(128 * 1024 + 1)}}),
@@ -299,19 +308,31 @@ fn stream_create_cases(c: &mut Cases) {
         ("subject_overlap_self", json!({"subjects":["x.*","x.a"]})),
         ("subject_overlap_other", json!({"subjects":["s.a"]})),
         ("sealed_on_create", json!({"sealed":true})),
-        ("discard_new_per_subject_old", json!({"discard_new_per_subject":true})),
+        (
+            "discard_new_per_subject_old",
+            json!({"discard_new_per_subject":true}),
+        ),
         (
             "discard_new_per_subject_no_limit",
             json!({"discard_new_per_subject":true,"discard":"new"}),
         ),
-        ("deny_purge_rollup", json!({"deny_purge":true,"allow_rollup_hdrs":true})),
+        (
+            "deny_purge_rollup",
+            json!({"deny_purge":true,"allow_rollup_hdrs":true}),
+        ),
         ("mirror_direct_no_mirror", json!({"mirror_direct":true})),
-        ("mirror_with_subjects", json!({"mirror":{"name":"S"},"subjects":["m.x"]})),
+        (
+            "mirror_with_subjects",
+            json!({"mirror":{"name":"S"},"subjects":["m.x"]}),
+        ),
         (
             "mirror_with_sources",
             json!({"mirror":{"name":"S"},"sources":[{"name":"WQ"}]}),
         ),
-        ("mirror_first_seq", json!({"mirror":{"name":"S"},"first_seq":5})),
+        (
+            "mirror_first_seq",
+            json!({"mirror":{"name":"S"},"first_seq":5}),
+        ),
         ("mirror_bad_name", json!({"mirror":{"name":"a.b"}})),
         ("mirror_empty_name", json!({"mirror":{}})),
         (
@@ -323,7 +344,10 @@ fn stream_create_cases(c: &mut Cases) {
             json!({"mirror":{"name":"S","filter_subject":"s.a","subject_transforms":[{"src":"s.b","dest":"x"}]}}),
         ),
         ("source_bad_name", json!({"sources":[{"name":"a*"}]})),
-        ("source_duplicate", json!({"sources":[{"name":"S"},{"name":"S"}]})),
+        (
+            "source_duplicate",
+            json!({"sources":[{"name":"S"},{"name":"S"}]}),
+        ),
         (
             "source_bad_filter",
             json!({"sources":[{"name":"S","filter_subject":"a..b"}]}),
@@ -336,56 +360,110 @@ fn stream_create_cases(c: &mut Cases) {
             "source_overlapping_transforms",
             json!({"sources":[{"name":"S","subject_transforms":[{"src":"s.>","dest":"x.>"},{"src":"s.a","dest":"y"}]}]}),
         ),
-        ("republish_cycle", json!({"subjects":["rp.>"],"republish":{"src":">","dest":"rp.x"}})),
-        ("republish_no_dest", json!({"subjects":["rq.>"],"republish":{"src":">"}})),
+        (
+            "republish_cycle",
+            json!({"subjects":["rp.>"],"republish":{"src":">","dest":"rp.x"}}),
+        ),
+        (
+            "republish_no_dest",
+            json!({"subjects":["rq.>"],"republish":{"src":">"}}),
+        ),
         (
             "republish_bad_transform",
             json!({"subjects":["rr.>"],"republish":{"src":"rr.*","dest":"out.{{wildcard(3)}}"}}),
         ),
-        ("transform_bad_src", json!({"subject_transform":{"src":"a..b","dest":"x"}})),
+        (
+            "transform_bad_src",
+            json!({"subject_transform":{"src":"a..b","dest":"x"}}),
+        ),
         (
             "transform_bad_dest",
             json!({"subject_transform":{"src":"tt.*","dest":"x.{{wildcard(4)}}"}}),
         ),
-        ("placement_preferred", json!({"placement":{"preferred":"n1"}})),
-        ("placement_unknown_cluster", json!({"placement":{"cluster":"nope"}})),
+        (
+            "placement_preferred",
+            json!({"placement":{"preferred":"n1"}}),
+        ),
+        (
+            "placement_unknown_cluster",
+            json!({"placement":{"cluster":"nope"}}),
+        ),
         (
             "marker_ttl_without_allow",
             json!({"subject_delete_marker_ttl":1_000_000_000i64}),
         ),
         ("retention_interest", json!({"retention":"interest"})),
-        ("compression_s2_memory", json!({"compression":"s2","storage":"memory"})),
-        ("consumer_limits_negative", json!({"consumer_limits":{"inactive_threshold":-1}})),
+        (
+            "compression_s2_memory",
+            json!({"compression":"s2","storage":"memory"}),
+        ),
+        (
+            "consumer_limits_negative",
+            json!({"consumer_limits":{"inactive_threshold":-1}}),
+        ),
         (
             "consumer_limits_max_ack_pending_negative",
             json!({"consumer_limits":{"max_ack_pending":-1}}),
         ),
         ("template_owner_set", json!({"template_owner":"tmpl"})),
-        ("pedantic_marker", json!({"pedantic":true,"subject_delete_marker_ttl":1_000_000_000i64})),
+        (
+            "pedantic_marker",
+            json!({"pedantic":true,"subject_delete_marker_ttl":1_000_000_000i64}),
+        ),
         ("allow_msg_counter", json!({"allow_msg_counter":true})),
         ("allow_atomic", json!({"allow_atomic":true})),
         ("allow_msg_schedules", json!({"allow_msg_schedules":true})),
         ("allow_batched", json!({"allow_batched":true})),
         ("persist_mode_async", json!({"persist_mode":"async"})),
-        ("workqueue_mirror", json!({"retention":"workqueue","mirror":{"name":"S"}})),
+        (
+            "workqueue_mirror",
+            json!({"retention":"workqueue","mirror":{"name":"S"}}),
+        ),
         ("max_bytes_negative_two", json!({"max_bytes":-2})),
         ("unknown_field_ok", json!({"bogus_field":true})),
-        ("nested_placement_cluster_num", json!({"placement":{"cluster":1}})),
+        (
+            "nested_placement_cluster_num",
+            json!({"placement":{"cluster":1}}),
+        ),
         ("nested_source_name_num", json!({"sources":[{"name":1}]})),
-        ("nested_source_unknown_field", json!({"sources":[{"name":"S","bogus":1}]})),
-        ("nested_transform_num", json!({"sources":[{"name":"S","subject_transforms":[{"src":1}]}]})),
+        (
+            "nested_source_unknown_field",
+            json!({"sources":[{"name":"S","bogus":1}]}),
+        ),
+        (
+            "nested_transform_num",
+            json!({"sources":[{"name":"S","subject_transforms":[{"src":1}]}]}),
+        ),
         ("retention_null", json!({"retention":null})),
         ("compression_null", json!({"compression":null})),
         ("discard_upper", json!({"discard":"NEW"})),
         ("name_upper_key", json!({"NAME":"x"})),
         ("pedantic_max_msgs", json!({"pedantic":true,"max_msgs":-2})),
-        ("pedantic_max_bytes", json!({"pedantic":true,"max_bytes":-2})),
-        ("pedantic_max_msgs_per_subject", json!({"pedantic":true,"max_msgs_per_subject":-2})),
-        ("pedantic_max_msg_size", json!({"pedantic":true,"max_msg_size":-2})),
-        ("pedantic_max_consumers", json!({"pedantic":true,"max_consumers":-2})),
-        ("pedantic_dupe_over_max_age", json!({"pedantic":true,"max_age":1_000_000_000i64})),
+        (
+            "pedantic_max_bytes",
+            json!({"pedantic":true,"max_bytes":-2}),
+        ),
+        (
+            "pedantic_max_msgs_per_subject",
+            json!({"pedantic":true,"max_msgs_per_subject":-2}),
+        ),
+        (
+            "pedantic_max_msg_size",
+            json!({"pedantic":true,"max_msg_size":-2}),
+        ),
+        (
+            "pedantic_max_consumers",
+            json!({"pedantic":true,"max_consumers":-2}),
+        ),
+        (
+            "pedantic_dupe_over_max_age",
+            json!({"pedantic":true,"max_age":1_000_000_000i64}),
+        ),
         ("pedantic_ok", json!({"pedantic":true})),
-        ("mirror_consumer_bad_name", json!({"mirror":{"name":"S","consumer":{"name":"a.b"}}})),
+        (
+            "mirror_consumer_bad_name",
+            json!({"mirror":{"name":"S","consumer":{"name":"a.b"}}}),
+        ),
         (
             "mirror_external_overlap",
             json!({"mirror":{"name":"S","external":{"api":"$JS.API","deliver":"dx"}}}),
@@ -395,11 +473,26 @@ fn stream_create_cases(c: &mut Cases) {
             json!({"sources":[{"name":"S","external":{"api":"$JS.Y.API","deliver":"dl.*"}}]}),
         ),
         ("source_self", json!({"sources":[{"name":"E__SELF"}]})),
-        ("mirror_max_msg_size_small", json!({"mirror":{"name":"S"},"max_msg_size":1})),
-        ("subjects_and_transform_dest_cycle", json!({"subjects":["tc.>"],"subject_transform":{"src":"tc.>","dest":"tc.x.>"}})),
-        ("republish_headers_only", json!({"subjects":["rh.>"],"republish":{"dest":"rhout.>","headers_only":true}})),
-        ("interest_with_dupes", json!({"retention":"interest","duplicate_window":0})),
-        ("max_age_and_marker", json!({"max_age":500_000_000i64,"subject_delete_marker_ttl":1_000_000_000i64})),
+        (
+            "mirror_max_msg_size_small",
+            json!({"mirror":{"name":"S"},"max_msg_size":1}),
+        ),
+        (
+            "subjects_and_transform_dest_cycle",
+            json!({"subjects":["tc.>"],"subject_transform":{"src":"tc.>","dest":"tc.x.>"}}),
+        ),
+        (
+            "republish_headers_only",
+            json!({"subjects":["rh.>"],"republish":{"dest":"rhout.>","headers_only":true}}),
+        ),
+        (
+            "interest_with_dupes",
+            json!({"retention":"interest","duplicate_window":0}),
+        ),
+        (
+            "max_age_and_marker",
+            json!({"max_age":500_000_000i64,"subject_delete_marker_ttl":1_000_000_000i64}),
+        ),
         ("first_seq_with_subjects", json!({"first_seq":10})),
     ];
     for (i, (what, extra)) in edge.iter().enumerate() {
@@ -454,9 +547,21 @@ fn stream_other_cases(c: &mut Cases) {
             "S",
             json!({"name":"S","subjects":["s.>","wq.a"],"storage":"memory","allow_direct":true}),
         ),
-        ("cancel_deny_delete", "DD", json!({"name":"DD","subjects":["dd.>"],"deny_purge":true})),
-        ("cancel_deny_purge", "DD", json!({"name":"DD","subjects":["dd.>"],"deny_delete":true})),
-        ("max_age_tiny", "S", json!({"name":"S","subjects":["s.>"],"max_age":5,"storage":"memory"})),
+        (
+            "cancel_deny_delete",
+            "DD",
+            json!({"name":"DD","subjects":["dd.>"],"deny_purge":true}),
+        ),
+        (
+            "cancel_deny_purge",
+            "DD",
+            json!({"name":"DD","subjects":["dd.>"],"deny_delete":true}),
+        ),
+        (
+            "max_age_tiny",
+            "S",
+            json!({"name":"S","subjects":["s.>"],"max_age":5,"storage":"memory"}),
+        ),
         ("wrong_type", "S", json!({"name":"S","max_msgs":"x"})),
         ("name_bad", "a.b", json!({"name":"a.b"})),
         (
@@ -482,7 +587,11 @@ fn stream_other_cases(c: &mut Cases) {
         ("subjects_filter_bad", "{\"subjects_filter\":\"a..b\"}"),
         ("subjects_filter_ok", "{\"subjects_filter\":\"s.*\"}"),
     ] {
-        c.raw(&format!("stream_info/{what}"), "$JS.API.STREAM.INFO.S", body);
+        c.raw(
+            &format!("stream_info/{what}"),
+            "$JS.API.STREAM.INFO.S",
+            body,
+        );
     }
     for api in ["NAMES", "LIST"] {
         let family = format!("stream_{}", api.to_lowercase());
@@ -513,10 +622,18 @@ fn stream_other_cases(c: &mut Cases) {
         ("filter_space", "{\"filter\":\"a b\"}"),
         ("filter_outside", "{\"filter\":\"zz.>\"}"),
     ] {
-        c.raw(&format!("stream_purge/{what}"), "$JS.API.STREAM.PURGE.WQ", body);
+        c.raw(
+            &format!("stream_purge/{what}"),
+            "$JS.API.STREAM.PURGE.WQ",
+            body,
+        );
     }
     c.bad_bodies("msg_get", "$JS.API.STREAM.MSG.GET.S");
-    c.raw("msg_get/not_found_stream", "$JS.API.STREAM.MSG.GET.NOPE", "{\"seq\":1}");
+    c.raw(
+        "msg_get/not_found_stream",
+        "$JS.API.STREAM.MSG.GET.NOPE",
+        "{\"seq\":1}",
+    );
     for (what, body) in [
         ("seq_zero", "{\"seq\":0}"),
         ("seq_missing", "{\"seq\":999}"),
@@ -526,9 +643,15 @@ fn stream_other_cases(c: &mut Cases) {
         ("last_by_subj_bad", "{\"last_by_subj\":\"a b\"}"),
         ("seq_and_last", "{\"seq\":1,\"last_by_subj\":\"s.a\"}"),
         ("next_by_subj_only", "{\"next_by_subj\":\"s.a\"}"),
-        ("next_and_last", "{\"next_by_subj\":\"s.a\",\"last_by_subj\":\"s.a\"}"),
+        (
+            "next_and_last",
+            "{\"next_by_subj\":\"s.a\",\"last_by_subj\":\"s.a\"}",
+        ),
         ("start_time_bad", "{\"start_time\":\"x\"}"),
-        ("start_time_and_seq", "{\"seq\":1,\"start_time\":\"2020-01-01T00:00:00Z\"}"),
+        (
+            "start_time_and_seq",
+            "{\"seq\":1,\"start_time\":\"2020-01-01T00:00:00Z\"}",
+        ),
         ("batch", "{\"seq\":1,\"batch\":2}"),
         ("multi_last", "{\"multi_last\":[\"s.>\"]}"),
         ("ok", "{\"seq\":1}"),
@@ -537,8 +660,16 @@ fn stream_other_cases(c: &mut Cases) {
         c.raw(&format!("msg_get/{what}"), "$JS.API.STREAM.MSG.GET.S", body);
     }
     c.bad_bodies("msg_delete", "$JS.API.STREAM.MSG.DELETE.S");
-    c.raw("msg_delete/not_found_stream", "$JS.API.STREAM.MSG.DELETE.NOPE", "{\"seq\":1}");
-    c.raw("msg_delete/deny_delete", "$JS.API.STREAM.MSG.DELETE.DD", "{\"seq\":1}");
+    c.raw(
+        "msg_delete/not_found_stream",
+        "$JS.API.STREAM.MSG.DELETE.NOPE",
+        "{\"seq\":1}",
+    );
+    c.raw(
+        "msg_delete/deny_delete",
+        "$JS.API.STREAM.MSG.DELETE.DD",
+        "{\"seq\":1}",
+    );
     for (what, body) in [
         ("seq_zero", "{\"seq\":0}"),
         ("seq_missing", "{\"seq\":999}"),
@@ -548,7 +679,11 @@ fn stream_other_cases(c: &mut Cases) {
         ("ok", "{\"seq\":2,\"no_erase\":true}"),
         ("again", "{\"seq\":2}"),
     ] {
-        c.raw(&format!("msg_delete/{what}"), "$JS.API.STREAM.MSG.DELETE.S", body);
+        c.raw(
+            &format!("msg_delete/{what}"),
+            "$JS.API.STREAM.MSG.DELETE.S",
+            body,
+        );
     }
     c.raw("stream_delete/not_found", "$JS.API.STREAM.DELETE.NOPE", "");
     for (what, body) in [
@@ -557,7 +692,11 @@ fn stream_other_cases(c: &mut Cases) {
         ("body_array", "[]"),
         ("body_null", "null"),
     ] {
-        c.raw(&format!("stream_delete/{what}"), "$JS.API.STREAM.DELETE.DD", body);
+        c.raw(
+            &format!("stream_delete/{what}"),
+            "$JS.API.STREAM.DELETE.DD",
+            body,
+        );
     }
     // Account info and the API's edge subjects.
     for (what, body) in [("empty", ""), ("junk", "junk"), ("obj", "{\"a\":1}")] {
@@ -572,15 +711,39 @@ fn consumer_create_cases(c: &mut Cases) {
         ("stream_name_num", json!({"stream_name":1,"config":{}})),
         ("config_str", json!({"stream_name":"S","config":"x"})),
         ("config_arr", json!({"stream_name":"S","config":[]})),
-        ("action_num", json!({"stream_name":"S","config":{},"action":1})),
-        ("action_bogus", json!({"stream_name":"S","config":{},"action":"bogus"})),
-        ("action_null", json!({"stream_name":"S","config":{},"action":null})),
-        ("deliver_policy_null", json!({"stream_name":"S","config":{"deliver_policy":null}})),
-        ("opt_start_time_null", json!({"stream_name":"S","config":{"opt_start_time":null}})),
+        (
+            "action_num",
+            json!({"stream_name":"S","config":{},"action":1}),
+        ),
+        (
+            "action_bogus",
+            json!({"stream_name":"S","config":{},"action":"bogus"}),
+        ),
+        (
+            "action_null",
+            json!({"stream_name":"S","config":{},"action":null}),
+        ),
+        (
+            "deliver_policy_null",
+            json!({"stream_name":"S","config":{"deliver_policy":null}}),
+        ),
+        (
+            "opt_start_time_null",
+            json!({"stream_name":"S","config":{"opt_start_time":null}}),
+        ),
         ("config_null", json!({"stream_name":"S","config":null})),
-        ("config_unknown_nested", json!({"stream_name":"S","config":{"metadata":{},"zz":1}})),
-        ("config_upper_key", json!({"stream_name":"S","config":{"DURABLE_NAME":"UPK"}})),
-        ("pedantic_str", json!({"stream_name":"S","config":{},"pedantic":"x"})),
+        (
+            "config_unknown_nested",
+            json!({"stream_name":"S","config":{"metadata":{},"zz":1}}),
+        ),
+        (
+            "config_upper_key",
+            json!({"stream_name":"S","config":{"DURABLE_NAME":"UPK"}}),
+        ),
+        (
+            "pedantic_str",
+            json!({"stream_name":"S","config":{},"pedantic":"x"}),
+        ),
         ("no_config", json!({"stream_name":"S"})),
         ("stream_mismatch", json!({"stream_name":"WQ","config":{}})),
         ("no_stream_name", json!({"config":{}})),
@@ -605,7 +768,11 @@ fn consumer_create_cases(c: &mut Cases) {
     // Subject forms and names.
     let long = "c".repeat(256);
     let forms: &[(&str, String, Value)] = &[
-        ("plain_ok", "$JS.API.CONSUMER.CREATE.S".into(), json!({"stream_name":"S","config":{}})),
+        (
+            "plain_ok",
+            "$JS.API.CONSUMER.CREATE.S".into(),
+            json!({"stream_name":"S","config":{}}),
+        ),
         (
             "plain_named",
             "$JS.API.CONSUMER.CREATE.S".into(),
@@ -730,34 +897,70 @@ fn consumer_create_cases(c: &mut Cases) {
         ("ack_wait_negative", json!({"ack_wait":-1})),
         ("max_deliver_negative", json!({"max_deliver":-5})),
         ("max_deliver_zero", json!({"max_deliver":0})),
-        ("backoff_without_max_deliver", json!({"backoff":[1_000_000_000i64]})),
-        ("backoff_too_many", json!({"backoff":[1_000_000_000i64,2_000_000_000i64],"max_deliver":2})),
+        (
+            "backoff_without_max_deliver",
+            json!({"backoff":[1_000_000_000i64]}),
+        ),
+        (
+            "backoff_too_many",
+            json!({"backoff":[1_000_000_000i64,2_000_000_000i64],"max_deliver":2}),
+        ),
         ("backoff_negative", json!({"backoff":[-1],"max_deliver":5})),
-        ("backoff_ack_none", json!({"backoff":[1_000_000_000i64],"max_deliver":5,"ack_policy":"none"})),
+        (
+            "backoff_ack_none",
+            json!({"backoff":[1_000_000_000i64],"max_deliver":5,"ack_policy":"none"}),
+        ),
         ("heartbeat_pull", json!({"idle_heartbeat":1_000_000_000i64})),
-        ("heartbeat_tiny", json!({"idle_heartbeat":1,"deliver_subject":"hb.x"})),
+        (
+            "heartbeat_tiny",
+            json!({"idle_heartbeat":1,"deliver_subject":"hb.x"}),
+        ),
         ("flow_control_pull", json!({"flow_control":true})),
-        ("flow_control_no_heartbeat", json!({"flow_control":true,"deliver_subject":"fc.x"})),
+        (
+            "flow_control_no_heartbeat",
+            json!({"flow_control":true,"deliver_subject":"fc.x"}),
+        ),
         ("rate_limit_pull", json!({"rate_limit_bps":1000})),
-        ("max_waiting_push", json!({"max_waiting":5,"deliver_subject":"mw.x"})),
+        (
+            "max_waiting_push",
+            json!({"max_waiting":5,"deliver_subject":"mw.x"}),
+        ),
         ("max_waiting_negative", json!({"max_waiting":-1})),
-        ("deliver_subject_wildcard", json!({"deliver_subject":"ds.*"})),
-        ("deliver_subject_cycle", json!({"deliver_subject":"s.cycle"})),
+        (
+            "deliver_subject_wildcard",
+            json!({"deliver_subject":"ds.*"}),
+        ),
+        (
+            "deliver_subject_cycle",
+            json!({"deliver_subject":"s.cycle"}),
+        ),
         ("deliver_subject_bad", json!({"deliver_subject":"a..b"})),
         ("deliver_group_pull", json!({"deliver_group":"g"})),
         ("opt_start_seq_with_all", json!({"opt_start_seq":5})),
-        ("by_start_sequence_no_seq", json!({"deliver_policy":"by_start_sequence"})),
-        ("by_start_time_no_time", json!({"deliver_policy":"by_start_time"})),
+        (
+            "by_start_sequence_no_seq",
+            json!({"deliver_policy":"by_start_sequence"}),
+        ),
+        (
+            "by_start_time_no_time",
+            json!({"deliver_policy":"by_start_time"}),
+        ),
         (
             "by_start_time_and_seq",
             json!({"deliver_policy":"by_start_time","opt_start_time":"2020-01-01T00:00:00Z","opt_start_seq":2}),
         ),
-        ("opt_start_time_with_all", json!({"opt_start_time":"2020-01-01T00:00:00Z"})),
+        (
+            "opt_start_time_with_all",
+            json!({"opt_start_time":"2020-01-01T00:00:00Z"}),
+        ),
         (
             "last_per_subject_no_filter",
             json!({"deliver_policy":"last_per_subject"}),
         ),
-        ("filter_and_filters", json!({"filter_subject":"s.a","filter_subjects":["s.b"]})),
+        (
+            "filter_and_filters",
+            json!({"filter_subject":"s.a","filter_subjects":["s.b"]}),
+        ),
         ("filters_overlap", json!({"filter_subjects":["s.*","s.a"]})),
         ("filters_empty_entry", json!({"filter_subjects":[""]})),
         ("filter_not_in_stream", json!({"filter_subject":"zz.x"})),
@@ -765,25 +968,52 @@ fn consumer_create_cases(c: &mut Cases) {
         ("filter_space", json!({"filter_subject":"a b"})),
         ("replicas_over_stream", json!({"num_replicas":3})),
         ("replicas_negative", json!({"num_replicas":-1})),
-        ("description_too_long", json!({"description":"d".repeat(4097)})),
-        ("metadata_too_big", json!({"metadata":{"k":"v".repeat(128 * 1024 + 1)}})),
+        (
+            "description_too_long",
+            json!({"description":"d".repeat(4097)}),
+        ),
+        (
+            "metadata_too_big",
+            json!({"metadata":{"k":"v".repeat(128 * 1024 + 1)}}),
+        ),
         ("max_request_batch_negative", json!({"max_batch":-1})),
         ("max_request_expires_tiny", json!({"max_expires":1})),
         ("max_request_max_bytes_negative", json!({"max_bytes":-1})),
-        ("max_ack_pending_ack_none", json!({"max_ack_pending":5,"ack_policy":"none"})),
+        (
+            "max_ack_pending_ack_none",
+            json!({"max_ack_pending":5,"ack_policy":"none"}),
+        ),
         ("max_ack_pending_negative", json!({"max_ack_pending":-5})),
-        ("inactive_threshold_negative", json!({"inactive_threshold":-1})),
+        (
+            "inactive_threshold_negative",
+            json!({"inactive_threshold":-1}),
+        ),
         ("sample_freq_bad", json!({"sample_freq":"abc"})),
         ("sample_freq_over", json!({"sample_freq":"101%"})),
-        ("priority_policy_no_groups", json!({"priority_policy":"pinned_client"})),
-        ("priority_policy_bogus_with_group", json!({"priority_policy":"bogus","priority_groups":["g"]})),
-        ("priority_group_empty", json!({"priority_policy":"pinned_client","priority_groups":[""]})),
+        (
+            "priority_policy_no_groups",
+            json!({"priority_policy":"pinned_client"}),
+        ),
+        (
+            "priority_policy_bogus_with_group",
+            json!({"priority_policy":"bogus","priority_groups":["g"]}),
+        ),
+        (
+            "priority_group_empty",
+            json!({"priority_policy":"pinned_client","priority_groups":[""]}),
+        ),
         (
             "priority_group_bad",
             json!({"priority_policy":"overflow","priority_groups":["bad group name!!"]}),
         ),
-        ("priority_groups_policy_none", json!({"priority_groups":["g"]})),
-        ("pinned_ttl_policy_none", json!({"priority_timeout":1_000_000_000i64})),
+        (
+            "priority_groups_policy_none",
+            json!({"priority_groups":["g"]}),
+        ),
+        (
+            "pinned_ttl_policy_none",
+            json!({"priority_timeout":1_000_000_000i64}),
+        ),
         (
             "priority_push",
             json!({"priority_policy":"overflow","priority_groups":["g"],"deliver_subject":"pp.x"}),
@@ -792,7 +1022,10 @@ fn consumer_create_cases(c: &mut Cases) {
         ("headers_only_ok", json!({"headers_only":true})),
         ("direct_set", json!({"direct":true})),
         ("mem_storage_ok", json!({"mem_storage":true})),
-        ("ack_policy_flow_control", json!({"ack_policy":"flow_control"})),
+        (
+            "ack_policy_flow_control",
+            json!({"ack_policy":"flow_control"}),
+        ),
         ("pedantic_defaults", json!({"__pedantic":true})),
         ("unknown_field", json!({"bogus_field":1})),
     ];
@@ -918,32 +1151,63 @@ fn consumer_other_cases(c: &mut Cases) {
         }
     }
     c.bad_bodies("consumer_pause", "$JS.API.CONSUMER.PAUSE.S.N");
-    c.raw("consumer_pause/not_found", "$JS.API.CONSUMER.PAUSE.S.NOPE", "");
-    c.raw("consumer_pause/stream_not_found", "$JS.API.CONSUMER.PAUSE.NOPE.C", "");
+    c.raw(
+        "consumer_pause/not_found",
+        "$JS.API.CONSUMER.PAUSE.S.NOPE",
+        "",
+    );
+    c.raw(
+        "consumer_pause/stream_not_found",
+        "$JS.API.CONSUMER.PAUSE.NOPE.C",
+        "",
+    );
     for (what, body) in [
         ("time_num", "{\"pause_until\":1}"),
         ("time_bad", "{\"pause_until\":\"x\"}"),
         ("time_past", "{\"pause_until\":\"2000-01-01T00:00:00Z\"}"),
     ] {
-        c.raw(&format!("consumer_pause/{what}"), "$JS.API.CONSUMER.PAUSE.S.N", body);
+        c.raw(
+            &format!("consumer_pause/{what}"),
+            "$JS.API.CONSUMER.PAUSE.S.N",
+            body,
+        );
     }
     // Pull requests (answered with status messages).
-    c.raw("msg_next/stream_not_found", "$JS.API.CONSUMER.MSG.NEXT.NOPE.C", "");
-    c.raw("msg_next/consumer_not_found", "$JS.API.CONSUMER.MSG.NEXT.S.NOPE", "");
-    c.raw("msg_next/push_consumer", "$JS.API.CONSUMER.MSG.NEXT.S.P", "{\"no_wait\":true}");
+    c.raw(
+        "msg_next/stream_not_found",
+        "$JS.API.CONSUMER.MSG.NEXT.NOPE.C",
+        "",
+    );
+    c.raw(
+        "msg_next/consumer_not_found",
+        "$JS.API.CONSUMER.MSG.NEXT.S.NOPE",
+        "",
+    );
+    c.raw(
+        "msg_next/push_consumer",
+        "$JS.API.CONSUMER.MSG.NEXT.S.P",
+        "{\"no_wait\":true}",
+    );
     for (what, body) in [
         ("bad_json", "{bad"),
         ("batch_str", "{\"batch\":\"x\"}"),
         ("expires_str", "{\"expires\":\"1s\"}"),
         ("no_wait_str", "{\"no_wait\":\"x\"}"),
-        ("heartbeat_too_large", "{\"expires\":1000000000,\"idle_heartbeat\":900000000}"),
+        (
+            "heartbeat_too_large",
+            "{\"expires\":1000000000,\"idle_heartbeat\":900000000}",
+        ),
         ("no_wait_empty", "{\"no_wait\":true}"),
         ("max_bytes_small", "{\"max_bytes\":1,\"no_wait\":true}"),
         ("batch_zero", "{\"batch\":0,\"no_wait\":true}"),
         ("unknown_field", "{\"bogus\":1,\"no_wait\":true}"),
         ("group_without_policy", "{\"group\":\"g\",\"no_wait\":true}"),
     ] {
-        c.raw(&format!("msg_next/{what}"), "$JS.API.CONSUMER.MSG.NEXT.S.N", body);
+        c.raw(
+            &format!("msg_next/{what}"),
+            "$JS.API.CONSUMER.MSG.NEXT.S.N",
+            body,
+        );
     }
 }
 
@@ -965,28 +1229,76 @@ fn direct_and_cluster_cases(c: &mut Cases) {
     ] {
         c.raw(&format!("direct_get/{what}"), "$JS.API.DIRECT.GET.S", body);
     }
-    c.raw("direct_get/last_subject_form", "$JS.API.DIRECT.GET.S.s.a", "");
-    c.raw("direct_get/last_subject_form_body", "$JS.API.DIRECT.GET.S.s.a", "{\"seq\":1}");
-    c.raw("direct_get/last_subject_form_none", "$JS.API.DIRECT.GET.S.s.zzz", "");
-    c.raw("direct_get/not_allowed", "$JS.API.DIRECT.GET.WQ", "{\"seq\":1}");
+    c.raw(
+        "direct_get/last_subject_form",
+        "$JS.API.DIRECT.GET.S.s.a",
+        "",
+    );
+    c.raw(
+        "direct_get/last_subject_form_body",
+        "$JS.API.DIRECT.GET.S.s.a",
+        "{\"seq\":1}",
+    );
+    c.raw(
+        "direct_get/last_subject_form_none",
+        "$JS.API.DIRECT.GET.S.s.zzz",
+        "",
+    );
+    c.raw(
+        "direct_get/not_allowed",
+        "$JS.API.DIRECT.GET.WQ",
+        "{\"seq\":1}",
+    );
     // Cluster operations on a single server.
     for (what, subject, body) in [
         ("stream_stepdown", "$JS.API.STREAM.LEADER.STEPDOWN.S", ""),
-        ("stream_stepdown_not_found", "$JS.API.STREAM.LEADER.STEPDOWN.NOPE", ""),
-        ("consumer_stepdown", "$JS.API.CONSUMER.LEADER.STEPDOWN.S.C", ""),
-        ("consumer_stepdown_not_found", "$JS.API.CONSUMER.LEADER.STEPDOWN.S.NOPE", ""),
+        (
+            "stream_stepdown_not_found",
+            "$JS.API.STREAM.LEADER.STEPDOWN.NOPE",
+            "",
+        ),
+        (
+            "consumer_stepdown",
+            "$JS.API.CONSUMER.LEADER.STEPDOWN.S.C",
+            "",
+        ),
+        (
+            "consumer_stepdown_not_found",
+            "$JS.API.CONSUMER.LEADER.STEPDOWN.S.NOPE",
+            "",
+        ),
         ("meta_stepdown", "$JS.API.META.LEADER.STEPDOWN", ""),
         ("meta_stepdown_junk", "$JS.API.META.LEADER.STEPDOWN", "junk"),
-        ("peer_remove", "$JS.API.STREAM.PEER.REMOVE.S", "{\"peer\":\"x\"}"),
+        (
+            "peer_remove",
+            "$JS.API.STREAM.PEER.REMOVE.S",
+            "{\"peer\":\"x\"}",
+        ),
         ("peer_remove_empty", "$JS.API.STREAM.PEER.REMOVE.S", ""),
         ("server_remove", "$JS.API.SERVER.REMOVE", "{\"peer\":\"x\"}"),
-        ("stream_snapshot_no_deliver", "$JS.API.STREAM.SNAPSHOT.S", "{}"),
+        (
+            "stream_snapshot_no_deliver",
+            "$JS.API.STREAM.SNAPSHOT.S",
+            "{}",
+        ),
         ("stream_snapshot_empty", "$JS.API.STREAM.SNAPSHOT.S", ""),
-        ("stream_snapshot_not_found", "$JS.API.STREAM.SNAPSHOT.NOPE", "{\"deliver_subject\":\"x.y\"}"),
+        (
+            "stream_snapshot_not_found",
+            "$JS.API.STREAM.SNAPSHOT.NOPE",
+            "{\"deliver_subject\":\"x.y\"}",
+        ),
         ("stream_restore_empty", "$JS.API.STREAM.RESTORE.R1", ""),
         ("stream_restore_junk", "$JS.API.STREAM.RESTORE.R2", "junk"),
-        ("stream_restore_existing", "$JS.API.STREAM.RESTORE.S", "{\"config\":{\"name\":\"S\"}}"),
-        ("stream_restore_mismatch", "$JS.API.STREAM.RESTORE.R3", "{\"config\":{\"name\":\"R4\"}}"),
+        (
+            "stream_restore_existing",
+            "$JS.API.STREAM.RESTORE.S",
+            "{\"config\":{\"name\":\"S\"}}",
+        ),
+        (
+            "stream_restore_mismatch",
+            "$JS.API.STREAM.RESTORE.R3",
+            "{\"config\":{\"name\":\"R4\"}}",
+        ),
     ] {
         c.raw(&format!("cluster/{what}"), subject, body);
     }

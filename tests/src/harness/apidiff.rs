@@ -31,7 +31,11 @@ pub struct Case {
 
 impl Case {
     /// A case with a raw body.
-    pub fn new(name: impl Into<String>, subject: impl Into<String>, body: impl Into<String>) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        subject: impl Into<String>,
+        body: impl Into<String>,
+    ) -> Self {
         Self {
             name: name.into(),
             subject: subject.into(),

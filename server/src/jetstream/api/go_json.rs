@@ -13,11 +13,12 @@
 //! - custom `UnmarshalJSON` types (enums, `time.Time`) abort decoding at once with their own text
 //!   (`can not unmarshal "\"bogus\""`).
 //!
-//! Everything here is pure and bounded by the input size (nesting is limited to
-//! [`MAX_DEPTH`], as Go limits it to 10,000).
+//! Everything here is pure and bounded by the input size; nesting is limited to [`MAX_DEPTH`]
+//! (serde_json's own limit, well within a task's stack; Go allows 10,000 levels, so a request
+//! nested deeper than 128 levels gets `exceeded max depth` here where Go may answer otherwise).
 
-/// Deepest nesting accepted; deeper input is refused like Go's `exceeded max depth`.
-pub const MAX_DEPTH: usize = 10_000;
+/// Deepest nesting accepted; deeper input is refused with Go's `exceeded max depth` text.
+pub const MAX_DEPTH: usize = 128;
 
 /// A Go struct: its name as errors show it and its JSON fields (embedded structs flattened).
 #[derive(Debug)]
@@ -109,7 +110,10 @@ pub fn canonicalize(value: &mut serde_json::Value, schema: &'static GoStruct) {
         if schema.fields.iter().any(|(n, _)| *n == key) {
             continue;
         }
-        if let Some((name, _)) = schema.fields.iter().find(|(n, _)| n.eq_ignore_ascii_case(&key))
+        if let Some((name, _)) = schema
+            .fields
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(&key))
             && let Some(v) = map.remove(&key)
         {
             map.entry((*name).to_string()).or_insert(v);
@@ -207,7 +211,8 @@ pub fn go_quote(s: &str) -> String {
 
 impl Parser<'_> {
     fn skip_ws(&mut self) {
-        while self.pos < self.src.len() && matches!(self.src[self.pos], b' ' | b'\t' | b'\n' | b'\r')
+        while self.pos < self.src.len()
+            && matches!(self.src[self.pos], b' ' | b'\t' | b'\n' | b'\r')
         {
             self.pos += 1;
         }
@@ -365,9 +370,7 @@ impl Parser<'_> {
                                     return Err("unexpected EOF".to_string());
                                 };
                                 let Some(d) = (h as char).to_digit(16) else {
-                                    return Err(
-                                        self.syntax("in \\u hexadecimal character escape")
-                                    );
+                                    return Err(self.syntax("in \\u hexadecimal character escape"));
                                 };
                                 code = code * 16 + d;
                                 self.pos += 1;
@@ -627,8 +630,13 @@ impl Decoder<'_> {
                 };
             }
             Enum::Priority => {
-                return if ["\"none\"", "\"overflow\"", "\"pinned_client\"", "\"prioritized\""]
-                    .contains(&raw.as_str())
+                return if [
+                    "\"none\"",
+                    "\"overflow\"",
+                    "\"pinned_client\"",
+                    "\"prioritized\"",
+                ]
+                .contains(&raw.as_str())
                 {
                     Ok(())
                 } else {
@@ -678,7 +686,8 @@ pub fn check_rfc3339(s: &str) -> Result<(), String> {
     };
     let b = s.as_bytes();
     let mut i = 0;
-    let digits = |i: usize, n: usize| b.len() >= i + n && b[i..i + n].iter().all(u8::is_ascii_digit);
+    let digits =
+        |i: usize, n: usize| b.len() >= i + n && b[i..i + n].iter().all(u8::is_ascii_digit);
     for (elem, n, sep) in [
         ("2006", 4, Some(b'-')),
         ("01", 2, Some(b'-')),
@@ -706,7 +715,9 @@ pub fn check_rfc3339(s: &str) -> Result<(), String> {
     }
     match b.get(i) {
         Some(b'Z' | b'z') if i + 1 == b.len() => Ok(()),
-        Some(b'+' | b'-') if b.len() == i + 6 && digits(i + 1, 2) && b[i + 3] == b':' && digits(i + 4, 2) => {
+        Some(b'+' | b'-')
+            if b.len() == i + 6 && digits(i + 1, 2) && b[i + 3] == b':' && digits(i + 4, 2) =>
+        {
             Ok(())
         }
         _ => fail(&s[i..], "Z07:00"),
@@ -743,7 +754,14 @@ mod tests {
 
     #[test]
     fn accepts_what_go_accepts() {
-        for body in ["", "  ", "null", "{}", "{} {}", r#"{"n":-5,"u":1,"s":null,"l":["a"]}"#] {
+        for body in [
+            "",
+            "  ",
+            "null",
+            "{}",
+            "{} {}",
+            r#"{"n":-5,"u":1,"s":null,"l":["a"]}"#,
+        ] {
             assert_eq!(check(body.as_bytes(), &ROOT), Ok(()), "{body}");
         }
     }
@@ -796,6 +814,14 @@ mod tests {
             "json: cannot unmarshal string into Go value of type server.Req"
         );
         assert_eq!(err(r#"{"zz":1,"n":"x"}"#), "json: unknown field \"zz\"");
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_without_recursing_further() {
+        let deep = "[".repeat(100_000);
+        assert_eq!(err(&deep), "exceeded max depth");
+        let fine = format!("{{\"l\":{}{}}}", "[".repeat(50), "]".repeat(50));
+        assert!(check(fine.as_bytes(), &ROOT).is_err());
     }
 
     #[test]

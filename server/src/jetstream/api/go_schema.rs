@@ -84,7 +84,11 @@ pub static STREAM_CONFIG_REQUEST: GoStruct = GoStruct {
         ("subjects", STRINGS),
         (
             "retention",
-            Ty::Enum(Enum::Exact(&["\"limits\"", "\"interest\"", "\"workqueue\""])),
+            Ty::Enum(Enum::Exact(&[
+                "\"limits\"",
+                "\"interest\"",
+                "\"workqueue\"",
+            ])),
         ),
         ("max_consumers", Ty::Int),
         ("max_msgs", Ty::Int64),
@@ -93,7 +97,10 @@ pub static STREAM_CONFIG_REQUEST: GoStruct = GoStruct {
         ("max_msgs_per_subject", Ty::Int64),
         ("max_msg_size", Ty::Int32),
         ("discard", Ty::Enum(Enum::Lower(&["\"old\"", "\"new\""]))),
-        ("storage", Ty::Enum(Enum::Exact(&["\"memory\"", "\"file\""]))),
+        (
+            "storage",
+            Ty::Enum(Enum::Exact(&["\"memory\"", "\"file\""])),
+        ),
         ("num_replicas", Ty::Int),
         ("no_ack", Ty::Bool),
         ("duplicate_window", Ty::Duration),

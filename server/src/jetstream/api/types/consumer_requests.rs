@@ -530,8 +530,8 @@ mod tests {
         assert_eq!(req.action(), Ok(CreateAction::Create));
         assert!(!req.pedantic);
         // nats-server 2.15.1 decodes strictly: unknown fields are refused at any depth.
-        let e = CreateConsumerRequest::parse(br#"{"stream_name":"S","config":{"foo":1}}"#)
-            .unwrap_err();
+        let e =
+            CreateConsumerRequest::parse(br#"{"stream_name":"S","config":{"foo":1}}"#).unwrap_err();
         assert_eq!(e.description, r#"invalid JSON: json: unknown field "foo""#);
         let e = CreateConsumerRequest::parse(b"[]").unwrap_err();
         assert_eq!(e.err_code, 10025);
@@ -563,10 +563,7 @@ mod tests {
             r#"invalid JSON: unknown consumer action: "bogus""#
         );
         let e = CreateConsumerRequest::parse(br#"{"action":null}"#).unwrap_err();
-        assert_eq!(
-            e.description,
-            "invalid JSON: unknown consumer action: null"
-        );
+        assert_eq!(e.description, "invalid JSON: unknown consumer action: null");
     }
 
     #[test]
