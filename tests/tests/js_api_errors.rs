@@ -765,6 +765,31 @@ fn consumer_create_cases(c: &mut Cases) {
             );
         }
     }
+    // Times as Go's RFC 3339 parser reads them.
+    for (i, t) in [
+        "2020-01-01",
+        "2020-13-01T00:00:00Z",
+        "2020-02-30T00:00:00Z",
+        "2020-01-01T25:00:00Z",
+        "2020-01-01T00:00:00",
+        "2020-01-01 00:00:00Z",
+        "2020-01-01T00:00:00+0100",
+        "2020-01-01T00:00:00.123456789Z",
+        "2020-01-01T00:00:00+01:00",
+        "2020-01-01t00:00:00z",
+        "20-01-01T00:00:00Z",
+        "",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let name = format!("TM{i}");
+        c.json(
+            &format!("consumer_create/opt_start_time_{i}"),
+            &format!("$JS.API.CONSUMER.CREATE.S.{name}"),
+            json!({"stream_name":"S","config":{"name":name,"deliver_policy":"by_start_time","opt_start_time":t}}),
+        );
+    }
     // Subject forms and names.
     let long = "c".repeat(256);
     let forms: &[(&str, String, Value)] = &[
@@ -1112,7 +1137,122 @@ fn consumer_create_cases(c: &mut Cases) {
     }
 }
 
+/// Limits a stream puts on its consumers, and updates of a consumer's fixed fields.
+fn consumer_limit_cases(c: &mut Cases) {
+    c.json(
+        "limits/stream",
+        "$JS.API.STREAM.CREATE.LIM",
+        json!({"name":"LIM","subjects":["lim.>"],"max_consumers":1,
+               "consumer_limits":{"inactive_threshold":10_000_000_000i64,"max_ack_pending":100}}),
+    );
+    for (what, subject, body) in [
+        (
+            "inactive_threshold_over_limit",
+            "$JS.API.CONSUMER.CREATE.LIM.L1",
+            json!({"stream_name":"LIM","config":{"name":"L1","inactive_threshold":20_000_000_000i64}}),
+        ),
+        (
+            "max_ack_pending_over_limit",
+            "$JS.API.CONSUMER.CREATE.LIM.L2",
+            json!({"stream_name":"LIM","config":{"name":"L2","max_ack_pending":1000}}),
+        ),
+        (
+            "first",
+            "$JS.API.CONSUMER.CREATE.LIM.L3",
+            json!({"stream_name":"LIM","config":{"durable_name":"L3"}}),
+        ),
+        (
+            "second_over_max_consumers",
+            "$JS.API.CONSUMER.CREATE.LIM.L4",
+            json!({"stream_name":"LIM","config":{"durable_name":"L4"}}),
+        ),
+        (
+            "update_first_same",
+            "$JS.API.CONSUMER.CREATE.LIM.L3",
+            json!({"stream_name":"LIM","config":{"durable_name":"L3"}}),
+        ),
+        (
+            "update_first_max_deliver",
+            "$JS.API.CONSUMER.CREATE.LIM.L3",
+            json!({"stream_name":"LIM","config":{"durable_name":"L3","max_deliver":5}}),
+        ),
+        (
+            "update_first_replay",
+            "$JS.API.CONSUMER.CREATE.LIM.L3",
+            json!({"stream_name":"LIM","config":{"durable_name":"L3","replay_policy":"original"}}),
+        ),
+        (
+            "update_first_opt_start_seq",
+            "$JS.API.CONSUMER.CREATE.LIM.L3",
+            json!({"stream_name":"LIM","config":{"durable_name":"L3","deliver_policy":"by_start_sequence","opt_start_seq":3}}),
+        ),
+        (
+            "update_first_mem_storage",
+            "$JS.API.CONSUMER.CREATE.LIM.L3",
+            json!({"stream_name":"LIM","config":{"durable_name":"L3","mem_storage":true}}),
+        ),
+        (
+            "update_first_replicas",
+            "$JS.API.CONSUMER.CREATE.LIM.L3",
+            json!({"stream_name":"LIM","config":{"durable_name":"L3","num_replicas":3}}),
+        ),
+    ] {
+        c.json(&format!("limits/{what}"), subject, body);
+    }
+    // Stream updates that only a later state refuses.
+    for (what, subject, body) in [
+        (
+            "stream_ttl_on",
+            "$JS.API.STREAM.UPDATE.LIM",
+            json!({"name":"LIM","subjects":["lim.>"],"max_consumers":1,"allow_msg_ttl":true,
+                   "consumer_limits":{"inactive_threshold":10_000_000_000i64,"max_ack_pending":100}}),
+        ),
+        (
+            "stream_ttl_off",
+            "$JS.API.STREAM.UPDATE.LIM",
+            json!({"name":"LIM","subjects":["lim.>"],"max_consumers":1,
+                   "consumer_limits":{"inactive_threshold":10_000_000_000i64,"max_ack_pending":100}}),
+        ),
+        (
+            "stream_seal",
+            "$JS.API.STREAM.UPDATE.LIM",
+            json!({"name":"LIM","subjects":["lim.>"],"max_consumers":1,"allow_msg_ttl":true,"sealed":true,
+                   "consumer_limits":{"inactive_threshold":10_000_000_000i64,"max_ack_pending":100}}),
+        ),
+        ("sealed_purge", "$JS.API.STREAM.PURGE.LIM", json!({})),
+        (
+            "sealed_msg_delete",
+            "$JS.API.STREAM.MSG.DELETE.LIM",
+            json!({"seq":1}),
+        ),
+        (
+            "sealed_unseal",
+            "$JS.API.STREAM.UPDATE.LIM",
+            json!({"name":"LIM","subjects":["lim.>"],"max_consumers":1,"allow_msg_ttl":true,
+                   "consumer_limits":{"inactive_threshold":10_000_000_000i64,"max_ack_pending":100}}),
+        ),
+        (
+            "stream_max_consumers_lower",
+            "$JS.API.STREAM.UPDATE.WQ",
+            json!({"name":"WQ","subjects":["wq.>"],"retention":"workqueue","max_consumers":5}),
+        ),
+        (
+            "stream_subjects_overlap_other",
+            "$JS.API.STREAM.UPDATE.WQ",
+            json!({"name":"WQ","subjects":["wq.>","s.x"],"retention":"workqueue"}),
+        ),
+        (
+            "stream_retention_interest_from_wq",
+            "$JS.API.STREAM.UPDATE.WQ",
+            json!({"name":"WQ","subjects":["wq.>"],"retention":"interest"}),
+        ),
+    ] {
+        c.json(&format!("limits/{what}"), subject, body);
+    }
+}
+
 fn consumer_other_cases(c: &mut Cases) {
+    consumer_limit_cases(c);
     for api in ["INFO", "DELETE"] {
         let family = format!("consumer_{}", api.to_lowercase());
         c.raw(

@@ -671,8 +671,9 @@ fn type_of_string(what: &str) -> String {
     format!("json: cannot unmarshal {what} into Go value of type string")
 }
 
-/// Go's RFC 3339 parse of `s` (`time.Time.UnmarshalJSON`), with its error text for the first
-/// layout element that does not match.
+/// Go's RFC 3339 parse of `s` (`time.Time.UnmarshalText`), with its error text: the first
+/// layout element that does not match (`cannot parse "x" as "2006"`), or the first field out of
+/// range (`month out of range`, then day, hour, minute, second as Go checks them).
 pub fn check_rfc3339(s: &str) -> Result<(), String> {
     const LAYOUT: &str = "2006-01-02T15:04:05Z07:00";
     let fail = |rest: &str, elem: &str| {
@@ -688,24 +689,47 @@ pub fn check_rfc3339(s: &str) -> Result<(), String> {
     let mut i = 0;
     let digits =
         |i: usize, n: usize| b.len() >= i + n && b[i..i + n].iter().all(u8::is_ascii_digit);
-    for (elem, n, sep) in [
+    let mut fields = [0u32; 6];
+    for (k, (elem, n, sep)) in [
         ("2006", 4, Some(b'-')),
         ("01", 2, Some(b'-')),
         ("02", 2, Some(b'T')),
         ("15", 2, Some(b':')),
         ("04", 2, Some(b':')),
         ("05", 2, None),
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
         if !digits(i, n) {
             return fail(&s[i..], elem);
         }
+        fields[k] = s[i..i + n].parse().unwrap_or(0);
         i += n;
         if let Some(sep) = sep {
-            if b.get(i) != Some(&sep) && !(sep == b'T' && b.get(i) == Some(&b't')) {
+            if b.get(i) != Some(&sep) {
                 return fail(&s[i..], &(sep as char).to_string());
             }
             i += 1;
         }
+    }
+    let [year, month, day, hour, minute, second] = fields;
+    let out_of_range =
+        |what: &str| Err(format!("parsing time {}: {what} out of range", go_quote(s)));
+    if !(1..=12).contains(&month) {
+        return out_of_range("month");
+    }
+    if !(1..=31).contains(&day) {
+        return out_of_range("day");
+    }
+    if hour >= 24 {
+        return out_of_range("hour");
+    }
+    if minute >= 60 {
+        return out_of_range("minute");
+    }
+    if second >= 60 {
+        return out_of_range("second");
     }
     if b.get(i) == Some(&b'.') {
         i += 1;
@@ -713,15 +737,27 @@ pub fn check_rfc3339(s: &str) -> Result<(), String> {
             i += 1;
         }
     }
-    match b.get(i) {
-        Some(b'Z' | b'z') if i + 1 == b.len() => Ok(()),
-        Some(b'+' | b'-')
-            if b.len() == i + 6 && digits(i + 1, 2) && b[i + 3] == b':' && digits(i + 4, 2) =>
-        {
-            Ok(())
+    let zone_ok = match b.get(i) {
+        Some(b'Z') => i + 1 == b.len(),
+        Some(b'+' | b'-') => {
+            b.len() == i + 6 && digits(i + 1, 2) && b[i + 3] == b':' && digits(i + 4, 2)
         }
-        _ => fail(&s[i..], "Z07:00"),
+        _ => false,
+    };
+    if !zone_ok {
+        return fail(&s[i..], "Z07:00");
     }
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days_in_month = match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    if day > days_in_month {
+        return out_of_range("day");
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -837,5 +873,17 @@ mod tests {
             "json: cannot unmarshal number into Go struct field Req.t of type time.Time"
         );
         assert_eq!(check(br#"{"t":"2020-01-01T00:00:00Z"}"#, &ROOT), Ok(()));
+        assert_eq!(
+            check(br#"{"t":"2024-02-29T23:59:59.5+01:00"}"#, &ROOT),
+            Ok(())
+        );
+        assert_eq!(
+            err(r#"{"t":"2023-02-29T00:00:00Z"}"#),
+            r#"parsing time "2023-02-29T00:00:00Z": day out of range"#
+        );
+        assert_eq!(
+            err(r#"{"t":"2020-13-01T00:00:00Z"}"#),
+            r#"parsing time "2020-13-01T00:00:00Z": month out of range"#
+        );
     }
 }
