@@ -1439,6 +1439,59 @@ fn direct_and_cluster_cases(c: &mut Cases) {
             "$JS.API.STREAM.RESTORE.R3",
             "{\"config\":{\"name\":\"R4\"}}",
         ),
+        (
+            "consumer_pinned_create",
+            "$JS.API.CONSUMER.CREATE.S.PG",
+            "{\"stream_name\":\"S\",\"config\":{\"durable_name\":\"PG\",\"priority_policy\":\"pinned_client\",\"priority_groups\":[\"g\"]}}",
+        ),
+        (
+            "consumer_unpin_ok",
+            "$JS.API.CONSUMER.UNPIN.S.PG",
+            "{\"group\":\"g\"}",
+        ),
+        (
+            "consumer_unpin_other_group",
+            "$JS.API.CONSUMER.UNPIN.S.PG",
+            "{\"group\":\"h\"}",
+        ),
+        (
+            "consumer_unpin_group_num",
+            "$JS.API.CONSUMER.UNPIN.S.PG",
+            "{\"group\":1}",
+        ),
+        (
+            "consumer_unpin_group_invalid",
+            "$JS.API.CONSUMER.UNPIN.S.PG",
+            "{\"group\":\"a b\"}",
+        ),
+        (
+            "consumer_unpin_trailing",
+            "$JS.API.CONSUMER.UNPIN.S.PG",
+            "{\"group\":\"g\"} x",
+        ),
+        (
+            "consumer_unpin_no_group",
+            "$JS.API.CONSUMER.UNPIN.S.C",
+            "{}",
+        ),
+        ("consumer_unpin_empty", "$JS.API.CONSUMER.UNPIN.S.C", ""),
+        (
+            "consumer_unpin_bad_group",
+            "$JS.API.CONSUMER.UNPIN.S.C",
+            "{\"group\":\"nope\"}",
+        ),
+        (
+            "consumer_unpin_not_found",
+            "$JS.API.CONSUMER.UNPIN.S.NOPE",
+            "{\"group\":\"g\"}",
+        ),
+        (
+            "consumer_unpin_stream_not_found",
+            "$JS.API.CONSUMER.UNPIN.NOPE.C",
+            "{\"group\":\"g\"}",
+        ),
+        ("consumer_unpin_junk", "$JS.API.CONSUMER.UNPIN.S.C", "junk"),
+        ("stream_info_dotted", "$JS.API.STREAM.INFO.S.x", ""),
     ] {
         c.raw(&format!("cluster/{what}"), subject, body);
     }

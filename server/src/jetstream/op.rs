@@ -60,6 +60,8 @@ pub enum ApiOp {
     ConsumerNext(String, String),
     /// `$JS.API.CONSUMER.PAUSE.<S>.<C>`
     ConsumerPause(String, String),
+    /// `$JS.API.CONSUMER.UNPIN.<S>.<C>`
+    ConsumerUnpin(String, String),
     /// `$JS.API.CONSUMER.LEADER.STEPDOWN.<S>.<C>`
     ConsumerLeaderStepdown(String, String),
 }
@@ -120,6 +122,7 @@ impl ApiOp {
                 Some(ApiOp::ConsumerNext(s.to_string(), c.to_string()))
             }
             ["CONSUMER", "PAUSE", s, c] => Some(ApiOp::ConsumerPause(s.to_string(), c.to_string())),
+            ["CONSUMER", "UNPIN", s, c] => Some(ApiOp::ConsumerUnpin(s.to_string(), c.to_string())),
             ["CONSUMER", "LEADER", "STEPDOWN", s, c] => {
                 Some(ApiOp::ConsumerLeaderStepdown(s.to_string(), c.to_string()))
             }
@@ -154,6 +157,7 @@ impl ApiOp {
             | ApiOp::ConsumerList(s)
             | ApiOp::ConsumerNext(s, _)
             | ApiOp::ConsumerPause(s, _)
+            | ApiOp::ConsumerUnpin(s, _)
             | ApiOp::ConsumerLeaderStepdown(s, _) => Some(s),
             ApiOp::AccountInfo
             | ApiOp::StreamNames
@@ -193,6 +197,7 @@ impl ApiOp {
             | ApiOp::ConsumerList(_)
             | ApiOp::ConsumerNext(..)
             | ApiOp::ConsumerPause(..)
+            | ApiOp::ConsumerUnpin(..)
             | ApiOp::ConsumerLeaderStepdown(..)
             // Direct gets too: the leader answers once it confirmed it still leads, so a read
             // never returns less than a write acknowledged before it (nats-server lets any

@@ -90,6 +90,7 @@ pub fn check(body: &[u8], root: &'static GoStruct) -> Result<(), String> {
             saved: None,
             stack: Vec::new(),
             structs: Vec::new(),
+            allow_unknown: false,
         };
         d.decode(&value, &Ty::Struct(root))?;
         if let Some(e) = d.saved {
@@ -135,6 +136,35 @@ pub fn canonicalize(value: &mut serde_json::Value, schema: &'static GoStruct) {
             _ => {}
         }
     }
+}
+
+/// Checks `body` as Go's plain `json.Unmarshal` into `root` (unknown fields ignored, exactly
+/// one value): the few handlers of nats-server that do not use its request decoder (UNPIN).
+pub fn check_unmarshal(body: &[u8], root: &'static GoStruct) -> Result<(), String> {
+    let plain = |e: String| {
+        if e == "unexpected EOF" {
+            return "unexpected end of JSON input".to_string();
+        }
+        match e.rfind(" at offset ") {
+            Some(i) => e[..i].to_string(),
+            None => e,
+        }
+    };
+    let mut p = Parser { src: body, pos: 0 };
+    let value = p.value(0).map_err(plain)?;
+    p.skip_ws();
+    if p.pos < body.len() {
+        return Err(plain(p.syntax("after top-level value")));
+    }
+    let mut d = Decoder {
+        src: body,
+        saved: None,
+        stack: Vec::new(),
+        structs: Vec::new(),
+        allow_unknown: true,
+    };
+    d.decode(&value, &Ty::Struct(root))?;
+    d.saved.map_or(Ok(()), Err)
 }
 
 /// Checks only the syntax of `body` as Go's decoder reads it (for request types without a
@@ -460,6 +490,8 @@ struct Decoder<'a> {
     stack: Vec<PathElem>,
     /// Names of the structs being decoded, outermost first.
     structs: Vec<&'static str>,
+    /// Unknown fields are skipped (plain `json.Unmarshal`) instead of refused.
+    allow_unknown: bool,
 }
 
 impl Ty {
@@ -594,7 +626,7 @@ impl Decoder<'_> {
                 .find(|(n, _)| n == key)
                 .or_else(|| s.fields.iter().find(|(n, _)| n.eq_ignore_ascii_case(key)));
             let Some((name, ty)) = field else {
-                if self.saved.is_none() {
+                if self.saved.is_none() && !self.allow_unknown {
                     self.saved = Some(format!("json: unknown field {}", go_quote(key)));
                 }
                 continue;
@@ -850,6 +882,19 @@ mod tests {
             "json: cannot unmarshal string into Go value of type server.Req"
         );
         assert_eq!(err(r#"{"zz":1,"n":"x"}"#), "json: unknown field \"zz\"");
+    }
+
+    #[test]
+    fn plain_unmarshal_has_its_own_texts() {
+        let e = |b: &str| check_unmarshal(b.as_bytes(), &ROOT).expect_err(b);
+        assert_eq!(e(""), "unexpected end of JSON input");
+        assert_eq!(e("{\"n\":"), "unexpected end of JSON input");
+        assert_eq!(
+            e("junk"),
+            "invalid character 'j' looking for beginning of value"
+        );
+        assert_eq!(e("{} x"), "invalid character 'x' after top-level value");
+        assert_eq!(check_unmarshal(br#"{"zz":1}"#, &ROOT), Ok(()));
     }
 
     #[test]

@@ -287,3 +287,10 @@ pub static CONSUMER_PAUSE_REQUEST: GoStruct = GoStruct {
     qualified: "server.JSApiConsumerPauseRequest",
     fields: &[("pause_until", Ty::Time)],
 };
+
+/// `server.JSApiConsumerUnpinRequest` (decoded with plain `json.Unmarshal`).
+pub static CONSUMER_UNPIN_REQUEST: GoStruct = GoStruct {
+    name: "JSApiConsumerUnpinRequest",
+    qualified: "server.JSApiConsumerUnpinRequest",
+    fields: &[("group", Ty::Str)],
+};

@@ -72,6 +72,8 @@ pub mod response_type {
     pub const CONSUMER_LIST: &str = "io.nats.jetstream.api.v1.consumer_list_response";
     /// `$JS.API.CONSUMER.PAUSE.<S>.<C>`.
     pub const CONSUMER_PAUSE: &str = "io.nats.jetstream.api.v1.consumer_pause_response";
+    /// CONSUMER.UNPIN answer.
+    pub const CONSUMER_UNPIN: &str = "io.nats.jetstream.api.v1.consumer_unpin_response";
     /// `$JS.API.CONSUMER.LEADER.STEPDOWN.<S>.<C>`.
     pub const CONSUMER_LEADER_STEPDOWN: &str =
         "io.nats.jetstream.api.v1.consumer_leader_stepdown_response";

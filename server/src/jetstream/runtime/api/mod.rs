@@ -81,6 +81,7 @@ fn kind(op: &ApiOp) -> &'static str {
         ApiOp::ConsumerNames(_) => response_type::CONSUMER_NAMES,
         ApiOp::ConsumerList(_) => response_type::CONSUMER_LIST,
         ApiOp::ConsumerPause(..) => response_type::CONSUMER_PAUSE,
+        ApiOp::ConsumerUnpin(..) => response_type::CONSUMER_UNPIN,
         ApiOp::ConsumerLeaderStepdown(..) => response_type::CONSUMER_LEADER_STEPDOWN,
     }
 }
@@ -380,6 +381,7 @@ impl JetStream {
                 return None;
             }
             ApiOp::ConsumerPause(s, c) => self.consumer_pause_api(s, c, msg).await,
+            ApiOp::ConsumerUnpin(s, c) => self.consumer_unpin_api(s, c, msg),
             ApiOp::ConsumerLeaderStepdown(s, c) => self.consumer_stepdown(s, c).await,
         };
         Some(result)

@@ -346,6 +346,43 @@ impl JetStream {
     }
 }
 
+impl JetStream {
+    /// `CONSUMER.UNPIN.<S>.<C>`, checked as nats-server checks it (plain `json.Unmarshal` of
+    /// `{"group":..}`, a valid group name, the stream, the consumer, the group among the
+    /// consumer's `priority_groups`). jetraft does not pin clients (priority policies are
+    /// stored, not applied), so a valid request has nothing to unpin and succeeds.
+    pub(crate) fn consumer_unpin_api(
+        &self,
+        stream: &str,
+        name: &str,
+        msg: &InternalMsg,
+    ) -> Result<String, ApiError> {
+        let schema = &crate::jetstream::api::go_schema::CONSUMER_UNPIN_REQUEST;
+        crate::jetstream::api::go_json::check_unmarshal(&msg.payload, schema)
+            .map_err(|e| ApiError::invalid_json(&e))?;
+        let group = serde_json::from_slice::<serde_json::Value>(&msg.payload)
+            .ok()
+            .and_then(|v| v.get("group").and_then(|g| g.as_str().map(str::to_string)))
+            .unwrap_or_default();
+        if group.is_empty() {
+            return Err(ApiError::invalid_json("consumer group not specified"));
+        }
+        if !crate::jetstream::api::consumer_validate::is_valid_group_name(&group) {
+            return Err(ApiError::new(ErrorKind::ConsumerInvalidGroupName));
+        }
+        let ls = self.leader_stream(stream)?;
+        let sm = ls.sm.lock();
+        let rec = sm.consumer(name).ok_or_else(consumer_not_found)?;
+        if !rec.config.priority_groups.contains(&group) {
+            return Err(ApiError::new(ErrorKind::ConsumerInvalidPriorityGroup));
+        }
+        Ok(format!(
+            "{{\"type\":\"{}\"}}",
+            response_type::CONSUMER_UNPIN
+        ))
+    }
+}
+
 /// A view of a consumer from the replicated record (no engine here).
 fn view_from_record(
     rec: &ConsumerRecord,
