@@ -494,6 +494,59 @@ fn stream_create_cases(c: &mut Cases) {
             json!({"max_age":500_000_000i64,"subject_delete_marker_ttl":1_000_000_000i64}),
         ),
         ("first_seq_with_subjects", json!({"first_seq":10})),
+        // Several bad options at once: the first check in nats-server's order answers.
+        (
+            "order_replicas_before_max_age",
+            json!({"max_age":-1,"duplicate_window":-1,"num_replicas":-1}),
+        ),
+        (
+            "order_description_before_metadata",
+            json!({"description":"d".repeat(4097),"metadata":{"k":"v".repeat(128 * 1024 + 1)}}),
+        ),
+        (
+            "order_mirror_before_subjects",
+            json!({"subjects":["a b"],"mirror":{"name":"S"}}),
+        ),
+        (
+            "order_rollup_before_discard",
+            json!({"deny_purge":true,"allow_rollup_hdrs":true,"discard_new_per_subject":true}),
+        ),
+        (
+            "order_sources_before_subjects",
+            json!({"subjects":[">"],"sources":[{"name":"a.b"}]}),
+        ),
+        (
+            "order_sealed_before_mirror_direct",
+            json!({"sealed":true,"mirror_direct":true}),
+        ),
+        (
+            "order_mirror_direct_before_max_age",
+            json!({"mirror_direct":true,"max_age":-1}),
+        ),
+        (
+            "order_max_age_before_dupes",
+            json!({"max_age":1,"duplicate_window":-1}),
+        ),
+        (
+            "order_dupes_before_marker",
+            json!({"duplicate_window":-1,"subject_delete_marker_ttl":-1}),
+        ),
+        (
+            "order_marker_before_mirror",
+            json!({"subject_delete_marker_ttl":-1,"mirror":{"name":"a.b"}}),
+        ),
+        (
+            "order_subjects_before_transform",
+            json!({"subjects":["a b"],"subject_transform":{"src":"a..b","dest":"x"}}),
+        ),
+        (
+            "capture_all_replicas_three",
+            json!({"subjects":[">"],"no_ack":true,"num_replicas":3}),
+        ),
+        (
+            "order_republish_before_subjects",
+            json!({"subjects":["a..b"],"republish":{"src":">","dest":"a.>"}}),
+        ),
     ];
     for (i, (what, extra)) in edge.iter().enumerate() {
         let name = format!("E{i}");
@@ -1052,6 +1105,58 @@ fn consumer_create_cases(c: &mut Cases) {
             json!({"ack_policy":"flow_control"}),
         ),
         ("pedantic_defaults", json!({"__pedantic":true})),
+        (
+            "order_ack_none_max_ack_pending_bad_filter",
+            json!({"ack_policy":"none","max_ack_pending":5,"filter_subject":"a..b"}),
+        ),
+        (
+            "order_wildcard_deliver_max_waiting",
+            json!({"deliver_subject":"ds.*","max_waiting":5}),
+        ),
+        (
+            "order_pull_heartbeat_flow_control",
+            json!({"idle_heartbeat":1,"flow_control":true}),
+        ),
+        (
+            "order_backoff_ack_wait",
+            json!({"backoff":[-1],"ack_wait":-1}),
+        ),
+        (
+            "order_description_metadata",
+            json!({"description":"d".repeat(4097),"metadata":{"k":"v".repeat(128 * 1024 + 1)}}),
+        ),
+        (
+            "order_start_seq_and_time_all",
+            json!({"opt_start_seq":5,"opt_start_time":"2020-01-01T00:00:00Z"}),
+        ),
+        (
+            "order_replicas_max_waiting",
+            json!({"num_replicas":-1,"max_waiting":-1}),
+        ),
+        (
+            "order_filters_duplicate",
+            json!({"filter_subjects":["s.a","s.a"]}),
+        ),
+        (
+            "order_inactive_max_batch",
+            json!({"inactive_threshold":-1,"max_batch":-1}),
+        ),
+        (
+            "order_rate_limit_heartbeat_pull",
+            json!({"rate_limit_bps":10,"idle_heartbeat":1_000_000_000i64}),
+        ),
+        (
+            "order_max_deliver_backoff_ack_none",
+            json!({"ack_policy":"none","backoff":[1_000_000_000i64],"max_deliver":1}),
+        ),
+        (
+            "deliver_group_push_ok",
+            json!({"deliver_group":"g","deliver_subject":"dg.x"}),
+        ),
+        (
+            "push_ack_none_ok",
+            json!({"deliver_subject":"pn.x","ack_policy":"none"}),
+        ),
         ("unknown_field", json!({"bogus_field":1})),
     ];
     for (i, (what, extra)) in edge.iter().enumerate() {

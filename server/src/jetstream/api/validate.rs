@@ -177,12 +177,17 @@ pub fn subjects_overlap(a: &str, b: &str) -> bool {
 }
 
 /// Reserved subject spaces a stream may only capture with `no_ack`.
-fn check_reserved_subject(subj: &str, no_ack: bool) -> Result<(), ApiError> {
+fn check_reserved_subject(subj: &str, no_ack: bool, replicas: i64) -> Result<(), ApiError> {
+    if subj == ">" {
+        if !no_ack {
+            return Err(invalid("capturing all subjects requires no-ack to be true"));
+        }
+        if replicas != 1 {
+            return Err(invalid("capturing all subjects requires replicas of 1"));
+        }
+    }
     if no_ack {
         return Ok(());
-    }
-    if subj == ">" {
-        return Err(invalid("capturing all subjects requires no-ack to be true"));
     }
     // All of `$JS.` but its event subjects (acks, flow control and API included), as
     // nats-server 2.15.1 answers.
@@ -408,7 +413,7 @@ fn check_subjects(cfg: &StreamConfig) -> Result<(), ApiError> {
         if !subject::is_valid_subject(subj) {
             return Err(invalid("invalid subject"));
         }
-        check_reserved_subject(subj, cfg.no_ack)?;
+        check_reserved_subject(subj, cfg.no_ack, cfg.num_replicas)?;
         if let Some(prev) = cfg.subjects[..i].iter().find(|p| subjects_overlap(p, subj)) {
             return Err(invalid(&format!("subject {prev:?} overlaps with {subj:?}")));
         }
@@ -568,8 +573,8 @@ fn check_body(cfg: &StreamConfig) -> Result<(), ApiError> {
     }
     check_sources(cfg)?;
     check_external_prefixes(cfg)?;
-    check_transforms(cfg)?;
     check_subjects(cfg)?;
+    check_transforms(cfg)?;
     check_supported(cfg)
 }
 
