@@ -709,6 +709,24 @@ fn stream_other_cases(c: &mut Cases) {
         ("multi_last", "{\"multi_last\":[\"s.>\"]}"),
         ("ok", "{\"seq\":1}"),
         ("ok_last", "{\"last_by_subj\":\"s.a\"}"),
+        ("next_with_seq", "{\"seq\":1,\"next_by_subj\":\"s.*\"}"),
+        (
+            "next_with_start_time",
+            "{\"start_time\":\"2020-01-01T00:00:00Z\",\"next_by_subj\":\"s.*\"}",
+        ),
+        (
+            "start_time_only",
+            "{\"start_time\":\"2020-01-01T00:00:00Z\"}",
+        ),
+        (
+            "start_time_future",
+            "{\"start_time\":\"2999-01-01T00:00:00Z\"}",
+        ),
+        ("up_to_seq", "{\"seq\":1,\"up_to_seq\":2}"),
+        ("no_hdr", "{\"seq\":1,\"no_hdr\":true}"),
+        ("max_bytes", "{\"seq\":1,\"max_bytes\":10}"),
+        ("last_wildcard", "{\"last_by_subj\":\"s.*\"}"),
+        ("next_bad_subject", "{\"next_by_subj\":\"a..b\"}"),
     ] {
         c.raw(&format!("msg_get/{what}"), "$JS.API.STREAM.MSG.GET.S", body);
     }
@@ -1447,6 +1465,20 @@ fn consumer_other_cases(c: &mut Cases) {
         ("batch_zero", "{\"batch\":0,\"no_wait\":true}"),
         ("unknown_field", "{\"bogus\":1,\"no_wait\":true}"),
         ("group_without_policy", "{\"group\":\"g\",\"no_wait\":true}"),
+        ("batch_negative", "{\"batch\":-5,\"no_wait\":true}"),
+        (
+            "expires_negative_no_wait",
+            "{\"expires\":-1,\"no_wait\":true}",
+        ),
+        ("max_bytes_negative", "{\"max_bytes\":-1,\"no_wait\":true}"),
+        ("batch_float", "{\"batch\":1.5}"),
+        ("batch_over_limit", "{\"batch\":1000000,\"no_wait\":true}"),
+        (
+            "heartbeat_without_expires",
+            "{\"idle_heartbeat\":1000000000,\"no_wait\":true}",
+        ),
+        ("array", "[1]"),
+        ("trailing", "{\"no_wait\":true} x"),
     ] {
         c.raw(
             &format!("msg_next/{what}"),

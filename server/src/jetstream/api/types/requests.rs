@@ -288,6 +288,13 @@ pub enum MsgSelector {
     },
     /// The first message stored at or after this time (Unix ns).
     StartTime(u64),
+    /// The first message matching the subject stored at or after this time (Unix ns).
+    NextBySubjectFromTime {
+        /// Subject filter.
+        subject: String,
+        /// Earliest store time, Unix ns.
+        time_ns: u64,
+    },
 }
 
 impl MsgGetRequest {
@@ -311,6 +318,15 @@ impl MsgGetRequest {
                 subject: self.next_by_subj.clone(),
                 from: self.seq,
             }),
+            (false, false, true, true) => self
+                .start_time
+                .as_deref()
+                .and_then(go_time::parse)
+                .map(|time_ns| MsgSelector::NextBySubjectFromTime {
+                    subject: self.next_by_subj.clone(),
+                    time_ns,
+                })
+                .ok_or_else(ApiError::bad_request),
             (false, false, false, true) => self
                 .start_time
                 .as_deref()
