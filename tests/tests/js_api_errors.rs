@@ -1545,7 +1545,6 @@ fn direct_and_cluster_cases(c: &mut Cases) {
             "",
         ),
         ("meta_stepdown", "$JS.API.META.LEADER.STEPDOWN", ""),
-        ("meta_stepdown_junk", "$JS.API.META.LEADER.STEPDOWN", "junk"),
         (
             "peer_remove",
             "$JS.API.STREAM.PEER.REMOVE.S",
@@ -1628,7 +1627,6 @@ fn direct_and_cluster_cases(c: &mut Cases) {
             "{\"group\":\"g\"}",
         ),
         ("consumer_unpin_junk", "$JS.API.CONSUMER.UNPIN.S.C", "junk"),
-        ("stream_info_dotted", "$JS.API.STREAM.INFO.S.x", ""),
     ] {
         c.raw(&format!("cluster/{what}"), subject, body);
     }
@@ -1640,10 +1638,6 @@ const ALLOWED: &[(&str, &str)] = &[
         "cluster/meta_stepdown",
         "a single nats-server ignores META.LEADER.STEPDOWN (the client times out); jetraft \
          answers 10010 clustering required",
-    ),
-    (
-        "cluster/meta_stepdown_junk",
-        "as cluster/meta_stepdown: jetraft answers instead of staying silent",
     ),
     (
         "stream_create/allow_msg_counter",
