@@ -885,6 +885,23 @@ mod tests {
     }
 
     #[test]
+    fn multi_byte_input_never_splits_a_character() {
+        for t in [
+            "2020-01-0é",
+            "é",
+            "2020-01-01T00:00:00é",
+            "2020-01-01T00:00:00.1€",
+            "２０２０",
+        ] {
+            let body = format!("{{\"t\":\"{t}\"}}");
+            assert!(check(body.as_bytes(), &ROOT).is_err(), "{t}");
+        }
+        assert!(check("{\"é\":1}".as_bytes(), &ROOT).is_err());
+        assert!(check(b"{\"s\":\"\xff\"}", &ROOT).is_ok());
+        assert!(check(b"\xff", &ROOT).is_err());
+    }
+
+    #[test]
     fn plain_unmarshal_has_its_own_texts() {
         let e = |b: &str| check_unmarshal(b.as_bytes(), &ROOT).expect_err(b);
         assert_eq!(e(""), "unexpected end of JSON input");
