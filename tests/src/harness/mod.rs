@@ -13,6 +13,7 @@
 //! Invariants: the harness only ever signals processes it spawned itself (by their pid), binds
 //! only `127.0.0.1`, and every wait is bounded.
 
+pub mod apidiff;
 pub mod backup;
 pub mod batch;
 pub mod certs;

@@ -487,7 +487,7 @@ fn invalid_policy(text: &str) -> ApiError {
 }
 
 /// Go's `validGroupName`: `^[a-zA-Z0-9/_=-]{1,16}$`.
-pub(crate) fn is_valid_group_name(g: &str) -> bool {
+pub fn is_valid_group_name(g: &str) -> bool {
     (1..=16).contains(&g.len())
         && g.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'_' | b'=' | b'-'))

@@ -5,6 +5,8 @@
 pub mod consumer_validate;
 pub mod error;
 pub mod go_duration;
+pub mod go_json;
+pub mod go_schema;
 pub mod types;
 pub mod validate;
 

@@ -194,12 +194,17 @@ pub fn subjects_overlap(a: &str, b: &str) -> bool {
 }
 
 /// Reserved subject spaces a stream may only capture with `no_ack`.
-fn check_reserved_subject(subj: &str, no_ack: bool) -> Result<(), ApiError> {
+fn check_reserved_subject(subj: &str, no_ack: bool, replicas: i64) -> Result<(), ApiError> {
+    if subj == ">" {
+        if !no_ack {
+            return Err(invalid("capturing all subjects requires no-ack to be true"));
+        }
+        if replicas != 1 {
+            return Err(invalid("capturing all subjects requires replicas of 1"));
+        }
+    }
     if no_ack {
         return Ok(());
-    }
-    if subj == ">" {
-        return Err(invalid("capturing all subjects requires no-ack to be true"));
     }
     // All of `$JS.` but its event subjects (acks, flow control and API included), as
     // nats-server 2.15.1 answers.
@@ -232,14 +237,20 @@ fn check_supported(cfg: &StreamConfig) -> Result<(), ApiError> {
 
 fn check_sources(cfg: &StreamConfig) -> Result<(), ApiError> {
     if let Some(m) = &cfg.mirror {
+        if cfg.first_seq > 0 {
+            return Err(ApiError::new(ErrorKind::MirrorWithFirstSeq));
+        }
         if !cfg.subjects.is_empty() {
             return Err(ApiError::new(ErrorKind::MirrorWithSubjects));
         }
         if !cfg.sources.is_empty() {
             return Err(ApiError::new(ErrorKind::MirrorWithSources));
         }
-        if cfg.first_seq > 0 {
-            return Err(ApiError::new(ErrorKind::MirrorWithFirstSeq));
+        if !m.filter_subject.is_empty() && !m.subject_transforms.is_empty() {
+            return Err(ApiError::new(ErrorKind::MirrorMultipleFiltersNotAllowed));
+        }
+        if cfg.subject_delete_marker_ttl > 0 {
+            return Err(invalid("subject delete markers forbidden on mirrors"));
         }
         if cfg.allow_atomic {
             return Err(ApiError::new(ErrorKind::MirrorWithAtomicPublish));
@@ -271,6 +282,44 @@ fn check_sources(cfg: &StreamConfig) -> Result<(), ApiError> {
             return Err(ApiError::new(ErrorKind::SourceDuplicateDetected));
         }
         check_source_filters(src, false)?;
+    }
+    Ok(())
+}
+
+/// The external delivery and API prefixes of the mirror and sources, as nats-server checks
+/// them after the sources (delivery prefixes first).
+fn check_external_prefixes(cfg: &StreamConfig) -> Result<(), ApiError> {
+    let externals: Vec<_> = cfg
+        .mirror
+        .iter()
+        .chain(cfg.sources.iter())
+        .filter_map(|s| s.external.as_ref())
+        .collect();
+    let publishable = |p: &str| subject::is_valid_subject(p) && subject::is_literal(p);
+    for deliver in externals.iter().map(|e| e.deliver.as_str()) {
+        if !deliver.is_empty() && !publishable(deliver) {
+            return Err(ApiError::with(
+                ErrorKind::StreamInvalidExternalDeliverySubj,
+                &[("prefix", deliver)],
+            ));
+        }
+    }
+    for api in externals.iter().map(|e| e.api.as_str()) {
+        if api.is_empty() {
+            continue;
+        }
+        if !publishable(api) {
+            return Err(invalid(&format!(
+                "stream external api prefix {} must be a valid subject without wildcards",
+                crate::jetstream::api::go_json::go_quote(api)
+            )));
+        }
+        if subjects_overlap(api, "$JS.API") {
+            return Err(ApiError::with(
+                ErrorKind::StreamExternalApiOverlap,
+                &[("prefix", api), ("subject", "$JS.API")],
+            ));
+        }
     }
     Ok(())
 }
@@ -382,7 +431,7 @@ fn check_subjects(cfg: &StreamConfig) -> Result<(), ApiError> {
         if !subject::is_valid_subject(subj) {
             return Err(invalid("invalid subject"));
         }
-        check_reserved_subject(subj, cfg.no_ack)?;
+        check_reserved_subject(subj, cfg.no_ack, cfg.num_replicas)?;
         if let Some(prev) = cfg.subjects[..i].iter().find(|p| subjects_overlap(p, subj)) {
             return Err(invalid(&format!("subject {prev:?} overlaps with {subj:?}")));
         }
@@ -400,20 +449,34 @@ fn check_metadata(metadata: &BTreeMap<String, String>) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Validates a normalised config on its own (no knowledge of other streams).
+/// True if `name` has none of the characters nats-server refuses in asset names (whitespace,
+/// `.`, `*`, `>`, `\\`, `/`) and is not empty; the length is checked apart.
+fn has_valid_name_chars(name: &str) -> bool {
+    !name.is_empty()
+        && !name
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || matches!(b, b'.' | b'*' | b'>' | b'/' | b'\\'))
+}
+
+/// Validates a normalised config on its own (no knowledge of other streams), in the order of
+/// nats-server's `checkStreamCfg`: the first failing check is the one reported.
 pub fn check(cfg: &StreamConfig) -> Result<(), ApiError> {
+    check_head(cfg)?;
+    check_body(cfg)
+}
+
+/// The checks nats-server makes before it corrects limits: name, description, metadata,
+/// replicas.
+fn check_head(cfg: &StreamConfig) -> Result<(), ApiError> {
+    if !has_valid_name_chars(&cfg.name) {
+        return Err(invalid(
+            "stream name is required and can not contain '.', '*', '>', '\\', '/'",
+        ));
+    }
     if cfg.name.len() > MAX_NAME_LEN {
         return Err(invalid(&format!(
             "stream name is too long, maximum allowed is {MAX_NAME_LEN}"
         )));
-    }
-    if cfg.name.bytes().any(|b| matches!(b, b'/' | b'\\')) {
-        return Err(ApiError::new(ErrorKind::StreamNameContainsPathSeparators));
-    }
-    if !is_valid_stream_name(&cfg.name) {
-        return Err(invalid(
-            "stream name is required and can not contain '.', '*', '>'",
-        ));
     }
     if cfg.description.len() > MAX_DESCRIPTION_LEN {
         return Err(invalid(&format!(
@@ -421,12 +484,54 @@ pub fn check(cfg: &StreamConfig) -> Result<(), ApiError> {
         )));
     }
     check_metadata(&cfg.metadata)?;
-    if cfg.num_replicas < 0 {
-        return Err(ApiError::new(ErrorKind::ReplicasCountCannotBeNegative));
-    }
     if cfg.num_replicas > MAX_REPLICAS {
         return Err(invalid(&format!("maximum replicas is {MAX_REPLICAS}")));
     }
+    if cfg.num_replicas < 0 {
+        return Err(ApiError::new(ErrorKind::ReplicasCountCannotBeNegative));
+    }
+    Ok(())
+}
+
+/// Pedantic mode (`"pedantic": true`): the values nats-server would otherwise correct are
+/// refused with `10157`, each where nats-server's `checkStreamCfg` corrects it. Runs on the
+/// config as sent, before [`normalize`].
+pub fn check_pedantic(cfg: &StreamConfig) -> Result<(), ApiError> {
+    if !cfg.pedantic {
+        return Ok(());
+    }
+    check_head(cfg)?;
+    let pedantic = |what: &str| Err(ApiError::with_err(ErrorKind::Pedantic, what));
+    for (value, field) in [
+        (cfg.max_msgs, "max_msgs"),
+        (cfg.max_msgs_per_subject, "max_msgs_per_subject"),
+        (cfg.max_bytes, "max_bytes"),
+        (i64::from(cfg.max_msg_size), "max_msg_size"),
+        (cfg.max_consumers, "max_consumers"),
+    ] {
+        if value < -1 {
+            return pedantic(&format!("{field} must be set to -1"));
+        }
+    }
+    if cfg.max_age < 0 {
+        return Err(invalid("max age can not be negative"));
+    }
+    if cfg.max_age > 0 && cfg.max_age < MIN_WINDOW_NS {
+        return Err(invalid("max age needs to be >= 100ms"));
+    }
+    let sourced = cfg.mirror.is_some() || !cfg.sources.is_empty();
+    if cfg.duplicate_window == 0
+        && !sourced
+        && cfg.max_age > 0
+        && cfg.max_age < DEFAULT_DUPLICATE_WINDOW_NS
+    {
+        return pedantic("duplicate window cannot be bigger than max age");
+    }
+    Ok(())
+}
+
+/// The checks after the limits are corrected, in nats-server's order.
+fn check_body(cfg: &StreamConfig) -> Result<(), ApiError> {
     if cfg.max_age < 0 {
         return Err(invalid("max age can not be negative"));
     }
@@ -436,29 +541,14 @@ pub fn check(cfg: &StreamConfig) -> Result<(), ApiError> {
     if cfg.duplicate_window < 0 {
         return Err(invalid("duplicates window can not be negative"));
     }
-    if cfg.duplicate_window > 0 && cfg.duplicate_window < MIN_WINDOW_NS {
-        return Err(invalid("duplicates window needs to be >= 100ms"));
-    }
     if cfg.max_age > 0 && cfg.duplicate_window > cfg.max_age {
         return Err(invalid("duplicates window can not be larger then max age"));
     }
-    if cfg.subject_delete_marker_ttl != 0 {
-        if cfg.subject_delete_marker_ttl < MIN_MARKER_TTL_NS {
-            return Err(invalid(
-                "subject delete marker TTL must be at least 1 second",
-            ));
-        }
-        if cfg.mirror.is_some() {
-            return Err(invalid(
-                "subject delete marker TTL not allowed on mirrored stream",
-            ));
-        }
-        if !cfg.allow_msg_ttl || !cfg.allow_rollup_hdrs {
-            return Err(ApiError::with_err(
-                ErrorKind::Pedantic,
-                "subject delete marker TTL requires allow msg TTL and allow rollup headers",
-            ));
-        }
+    if cfg.duplicate_window > 0 && cfg.duplicate_window < MIN_WINDOW_NS {
+        return Err(invalid("duplicates window needs to be >= 100ms"));
+    }
+    if cfg.deny_purge && cfg.allow_rollup_hdrs {
+        return Err(invalid("roll-ups require the purge permission"));
     }
     if cfg.allow_msg_schedules {
         if cfg.discard == DiscardPolicy::New {
@@ -499,8 +589,25 @@ pub fn check(cfg: &StreamConfig) -> Result<(), ApiError> {
             ));
         }
     }
-    if cfg.deny_purge && cfg.allow_rollup_hdrs {
-        return Err(invalid("roll-ups require the purge permission"));
+    if cfg.subject_delete_marker_ttl > 0 {
+        if cfg.subject_delete_marker_ttl < MIN_MARKER_TTL_NS {
+            return Err(invalid(
+                "subject delete marker TTL must be at least 1 second",
+            ));
+        }
+        // Without pedantic mode, `normalize` switched both on.
+        if !cfg.allow_msg_ttl {
+            return Err(invalid(
+                "subject delete marker cannot be set if message TTLs are disabled",
+            ));
+        }
+        if !cfg.allow_rollup_hdrs {
+            return Err(invalid(
+                "subject delete marker cannot be set if roll-ups are disabled",
+            ));
+        }
+    } else if cfg.subject_delete_marker_ttl < 0 {
+        return Err(invalid("subject delete marker TTL must not be negative"));
     }
     if cfg
         .placement
@@ -510,8 +617,9 @@ pub fn check(cfg: &StreamConfig) -> Result<(), ApiError> {
         return Err(invalid("preferred server not permitted in placement"));
     }
     check_sources(cfg)?;
-    check_transforms(cfg)?;
+    check_external_prefixes(cfg)?;
     check_subjects(cfg)?;
+    check_transforms(cfg)?;
     check_supported(cfg)
 }
 
@@ -554,9 +662,16 @@ pub fn check_create(
     if cfg.name != subject_name {
         return Err(ApiError::new(ErrorKind::StreamMismatch));
     }
+    if subject_name.bytes().any(|b| matches!(b, b'/' | b'\\')) {
+        return Err(ApiError::new(ErrorKind::StreamNameContainsPathSeparators));
+    }
     if cfg.sealed {
         return Err(invalid("stream configuration for create can not be sealed"));
     }
+    if cfg.mirror_direct && cfg.mirror.is_none() {
+        return Err(invalid("stream has no mirror but does have mirror direct"));
+    }
+    check_pedantic(&cfg)?;
     normalize(&mut cfg);
     check(&cfg)?;
     if let Some(existing) = existing {
@@ -578,13 +693,15 @@ pub fn check_update(
     existing: Option<&StreamConfig>,
     ctx: &ValidationContext<'_>,
 ) -> Result<StreamConfig, ApiError> {
+    check_pedantic(&cfg)?;
+    normalize(&mut cfg);
+    check(&cfg)?;
     if cfg.name != subject_name {
         return Err(ApiError::new(ErrorKind::StreamMismatch));
     }
     let Some(old) = existing else {
         return Err(ApiError::stream_not_found());
     };
-    normalize(&mut cfg);
     if cfg.sealed {
         cfg.max_age = 0;
         cfg.discard = DiscardPolicy::New;

@@ -24,15 +24,16 @@ use crate::jetstream::meta::placement::{self, Fit};
 const LEADER_ASK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl JetStream {
-    /// The nodes among `among` that fit `cfg`'s placement (tags and cluster name).
+    /// The nodes among `among` that fit `cfg`'s placement (tags and cluster name). A single
+    /// server ignores placement, as nats-server does outside a cluster.
     pub(crate) fn fitting(&self, cfg: &StreamConfig, among: &[u64]) -> Fit {
         let cluster = self.info.cluster_name.clone().unwrap_or_default();
-        placement::fitting(
-            &self.peer_records(),
-            among,
-            &cluster,
-            cfg.placement.as_ref(),
-        )
+        let placement = if self.clustered() {
+            cfg.placement.as_ref()
+        } else {
+            None
+        };
+        placement::fitting(&self.peer_records(), among, &cluster, placement)
     }
 
     /// Every node's record (name, tags): the meta peers, this node as it is now, and for nodes

@@ -47,9 +47,7 @@ pub fn answer(
 
 /// The request, checked as nats-server checks it, or the status that answers it.
 fn request(last_subject: Option<&str>, body: &[u8]) -> Result<MsgGetRequest, DirectReply> {
-    let parse = |body: &[u8]| {
-        serde_json::from_slice::<MsgGetRequest>(body).map_err(|_| status(408, "Malformed Request"))
-    };
+    let parse = |body: &[u8]| parse_lenient(body).map(|(req, _)| req);
     if let Some(subject) = last_subject {
         // `DIRECT.GET.<stream>.<subject>`: a body may only carry `no_hdr`-like options.
         let req = if body.is_empty() {
@@ -77,7 +75,7 @@ fn request(last_subject: Option<&str>, body: &[u8]) -> Result<MsgGetRequest, Dir
     if body.is_empty() {
         return Err(status(408, "Empty Request"));
     }
-    let req = parse(body)?;
+    let (req, negative_batch) = parse_lenient(body)?;
     let (seq, last, next) = (
         req.seq > 0,
         !req.last_by_subj.is_empty(),
@@ -100,7 +98,47 @@ fn request(last_subject: Option<&str>, body: &[u8]) -> Result<MsgGetRequest, Dir
     if conflict {
         return Err(status(408, "Bad Request"));
     }
+    if negative_batch {
+        // Go's `batch int` below zero: a batch request that sends nothing but its end.
+        return Err(eob(0, 0, None));
+    }
     Ok(req)
+}
+
+/// The fields of nats-server's `JSApiMsgGetRequest`.
+const MSG_GET_FIELDS: &[&str] = &[
+    "seq",
+    "last_by_subj",
+    "next_by_subj",
+    "batch",
+    "max_bytes",
+    "start_time",
+    "multi_last",
+    "up_to_seq",
+    "up_to_time",
+    "no_hdr",
+];
+
+/// Decodes a direct get body as nats-server's lenient `json.Unmarshal` does: one JSON value,
+/// `null` is the zero request, unknown fields are ignored, anything else that fails is `408
+/// Malformed Request`. A negative `batch` (Go's `int`) is reported apart (`true`).
+fn parse_lenient(body: &[u8]) -> Result<(MsgGetRequest, bool), DirectReply> {
+    let malformed = || status(408, "Malformed Request");
+    let mut fields = match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Null) => serde_json::Map::new(),
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => return Err(malformed()),
+    };
+    fields.retain(|k, _| MSG_GET_FIELDS.contains(&k.as_str()));
+    let negative_batch = fields
+        .get("batch")
+        .and_then(serde_json::Value::as_i64)
+        .is_some_and(|b| b < 0);
+    if negative_batch {
+        fields.remove("batch");
+    }
+    let req = serde_json::from_value(serde_json::Value::Object(fields)).map_err(|_| malformed())?;
+    Ok((req, negative_batch))
 }
 
 /// One message, or a batch of up to `batch` messages ended by `204 EOB`.

@@ -95,19 +95,28 @@ pub fn find_message(
         MsgSelector::NextBySubject { subject, from } => {
             store.next_matching(*from, &[subject.as_str()])
         }
-        MsgSelector::StartTime(ns) => {
-            // Timestamps grow with sequences, so the first message at or after the time is
-            // found by walking forward from the first one.
-            let mut at = store.state().first_seq;
-            while let Some(m) = store.next_matching(at, &[])? {
-                if m.timestamp_ns >= *ns {
-                    return Ok(Some(m));
-                }
-                at = m.seq + 1;
-            }
-            Ok(None)
+        MsgSelector::StartTime(ns) => first_at_or_after(store, *ns, &[]),
+        MsgSelector::NextBySubjectFromTime { subject, time_ns } => {
+            first_at_or_after(store, *time_ns, &[subject.as_str()])
         }
     }
+}
+
+/// The first message matching `filters` stored at or after `ns`. Timestamps grow with
+/// sequences, so it is found by walking forward from the first one.
+fn first_at_or_after(
+    store: &dyn StreamStore,
+    ns: u64,
+    filters: &[&str],
+) -> Result<Option<StoredMsg>, StorageError> {
+    let mut at = store.state().first_seq;
+    while let Some(m) = store.next_matching(at, filters)? {
+        if m.timestamp_ns >= ns {
+            return Ok(Some(m));
+        }
+        at = m.seq + 1;
+    }
+    Ok(None)
 }
 
 /// The STREAM.MSG.GET response JSON: the message, or `404/10037 no message found`.

@@ -52,6 +52,16 @@ impl StreamStateMachine {
                 "message delete not permitted",
             )));
         }
+        // nats-server's memory store reports a missing sequence as 10043 `sequence N not
+        // found`; its file store as 10057 (`stream store EOF` above the last sequence, `no
+        // message found` below).
+        let memory = self.config.storage == crate::jetstream::api::types::StorageType::Memory;
+        if memory && (d.seq > self.store.state().last_seq || !self.store.remove(d.seq)?) {
+            return Ok(msg_delete_error_json(ApiError::sequence_not_found(d.seq)));
+        }
+        if memory {
+            return Ok(msg_delete_json());
+        }
         if d.seq > self.store.state().last_seq {
             return Ok(msg_delete_error_json(ApiError::with_err(
                 ErrorKind::StreamMsgDeleteFailed,
@@ -75,7 +85,7 @@ impl StreamStateMachine {
         u: &UpdateConfig,
     ) -> Result<String, StateMachineError> {
         let config: StreamConfig =
-            requests::decode(&u.config_json).map_err(|e| StateMachineError::Apply {
+            requests::decode_stored(&u.config_json).map_err(|e| StateMachineError::Apply {
                 index,
                 reason: format!("undecodable config in update: {}", e.description),
             })?;

@@ -75,7 +75,7 @@ impl StreamStateMachine {
     pub(super) fn import(&mut self, bytes: &[u8]) -> Result<(), StateMachineError> {
         let corrupt = |reason: String| StateMachineError::CorruptSnapshot { reason };
         let snap = StreamSnapshot::decode(bytes).map_err(|e| corrupt(e.to_string()))?;
-        let config: StreamConfig = requests::decode(&snap.config_json)
+        let config: StreamConfig = requests::decode_stored(&snap.config_json)
             .map_err(|e| corrupt(format!("config: {}", e.description)))?;
         let ascending = snap.msgs.windows(2).all(|w| w[0].seq < w[1].seq);
         let within = snap.msgs.last().is_none_or(|m| m.seq <= snap.last_seq);

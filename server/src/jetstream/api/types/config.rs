@@ -25,8 +25,8 @@ pub enum RetentionPolicy {
     WorkQueue,
 }
 
-/// What happens when a limit is reached.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// What happens when a limit is reached. Decoded case-insensitively, as nats-server does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DiscardPolicy {
     /// Remove the oldest messages.
@@ -34,6 +34,17 @@ pub enum DiscardPolicy {
     Old,
     /// Reject new messages.
     New,
+}
+
+impl<'de> Deserialize<'de> for DiscardPolicy {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        match text.to_lowercase().as_str() {
+            "old" => Ok(DiscardPolicy::Old),
+            "new" => Ok(DiscardPolicy::New),
+            _ => Err(serde::de::Error::unknown_variant(&text, &["old", "new"])),
+        }
+    }
 }
 
 /// Where the stream's messages live.

@@ -3,8 +3,9 @@
 //! (`CONSUMER.MSG.NEXT`) parser.
 //!
 //! Decoding follows nats-server 2.15.1 (server/jetstream_api.go, server/consumer.go):
-//! - CONSUMER.CREATE bodies are decoded leniently (unknown fields ignored, `null` is absent); an
-//!   empty body is an empty request, which then fails the stream-name check with `10056`.
+//! - CONSUMER.CREATE bodies are decoded strictly, as nats-server's request decoder does
+//!   (unknown fields refused, Go's error texts: see `go_json`); an empty body is an empty
+//!   request, which then fails the stream-name check with `10056`.
 //! - CONSUMER.NAMES/LIST/PAUSE bodies follow [`BodyRule::Optional`](super::BodyRule).
 //! - Pull requests are empty, a bare integer or JSON decoded like Go's `json.Unmarshal`
 //!   (lenient); errors are the `400 Bad Request - ...` status texts Go prints, checked against
@@ -49,6 +50,8 @@ pub struct CreateConsumerRequest {
 
 impl ApiRequest for CreateConsumerRequest {
     const GO_TYPE: &'static str = "server.CreateConsumerRequest";
+    const GO_SCHEMA: Option<&'static crate::jetstream::api::go_json::GoStruct> =
+        Some(&crate::jetstream::api::go_schema::CREATE_CONSUMER_REQUEST);
 }
 
 impl CreateConsumerRequest {
@@ -63,8 +66,7 @@ impl CreateConsumerRequest {
     }
 
     /// The `action` as an enum. An unknown value is `400/10025 invalid JSON: unknown consumer
-    /// action: "bogus"` (observed). A JSON `null` counts as `""` here; nats-server 2.15.1
-    /// answers `unknown consumer action: null` instead, a deliberate leniency.
+    /// action: "bogus"` (observed; a JSON `null` is refused the same way by the decoder).
     pub fn action(&self) -> Result<CreateAction, ApiError> {
         match self.action.as_str() {
             "" => Ok(CreateAction::CreateOrUpdate),
@@ -89,6 +91,8 @@ pub struct ConsumerNamesRequest {
 
 impl ApiRequest for ConsumerNamesRequest {
     const GO_TYPE: &'static str = "server.JSApiConsumersRequest";
+    const GO_SCHEMA: Option<&'static crate::jetstream::api::go_json::GoStruct> =
+        Some(&crate::jetstream::api::go_schema::CONSUMERS_REQUEST);
 }
 
 /// `$JS.API.CONSUMER.LIST.<S>` options.
@@ -102,6 +106,8 @@ pub struct ConsumerListRequest {
 
 impl ApiRequest for ConsumerListRequest {
     const GO_TYPE: &'static str = "server.JSApiConsumersRequest";
+    const GO_SCHEMA: Option<&'static crate::jetstream::api::go_json::GoStruct> =
+        Some(&crate::jetstream::api::go_schema::CONSUMERS_REQUEST);
 }
 
 /// Page size of CONSUMER.NAMES (Go `JSApiNamesLimit`).
@@ -201,6 +207,8 @@ pub struct ConsumerPauseRequest {
 
 impl ApiRequest for ConsumerPauseRequest {
     const GO_TYPE: &'static str = "server.JSApiConsumerPauseRequest";
+    const GO_SCHEMA: Option<&'static crate::jetstream::api::go_json::GoStruct> =
+        Some(&crate::jetstream::api::go_schema::CONSUMER_PAUSE_REQUEST);
 }
 
 impl ConsumerPauseRequest {
@@ -531,7 +539,7 @@ mod tests {
     }
 
     #[test]
-    fn create_request_is_lenient_and_empty_bodies_are_empty_requests() {
+    fn create_request_is_strict_and_empty_bodies_are_empty_requests() {
         for empty in ["", "  ", "null"] {
             assert_eq!(
                 CreateConsumerRequest::parse(empty.as_bytes()).unwrap(),
@@ -539,14 +547,18 @@ mod tests {
             );
         }
         let req = CreateConsumerRequest::parse(
-            br#"{"stream_name":"S","config":{"durable_name":"d","foo":1,"ack_wait":null},
-                "action":"create","pedantic":null,"extra":[1]}"#,
+            br#"{"stream_name":"S","config":{"durable_name":"d","ack_wait":null},
+                "action":"create","pedantic":null}"#,
         )
         .unwrap();
         assert_eq!(req.stream_name, "S");
         assert_eq!(req.config.as_ref().unwrap().durable_name, "d");
         assert_eq!(req.action(), Ok(CreateAction::Create));
         assert!(!req.pedantic);
+        // nats-server 2.15.1 decodes strictly: unknown fields are refused at any depth.
+        let e =
+            CreateConsumerRequest::parse(br#"{"stream_name":"S","config":{"foo":1}}"#).unwrap_err();
+        assert_eq!(e.description, r#"invalid JSON: json: unknown field "foo""#);
         let e = CreateConsumerRequest::parse(b"[]").unwrap_err();
         assert_eq!(e.err_code, 10025);
         let e =
@@ -576,8 +588,8 @@ mod tests {
             e.description,
             r#"invalid JSON: unknown consumer action: "bogus""#
         );
-        let lenient = CreateConsumerRequest::parse(br#"{"action":null}"#).unwrap();
-        assert_eq!(lenient.action(), Ok(CreateAction::CreateOrUpdate));
+        let e = CreateConsumerRequest::parse(br#"{"action":null}"#).unwrap_err();
+        assert_eq!(e.description, "invalid JSON: unknown consumer action: null");
     }
 
     #[test]

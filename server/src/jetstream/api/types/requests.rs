@@ -8,6 +8,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
 use super::{go_time, nullable};
+use crate::jetstream::api::go_json::{self, GoStruct};
+use crate::jetstream::api::go_schema;
 use crate::jetstream::api::{ApiError, ErrorKind};
 
 /// How an API treats its request body.
@@ -51,25 +53,34 @@ fn go_json_error(e: &serde_json::Error) -> ApiError {
 pub trait ApiRequest: DeserializeOwned {
     /// Go type name, e.g. `server.JSApiStreamNamesRequest`.
     const GO_TYPE: &'static str;
+    /// The Go type's fields, when known: bodies are then checked as Go's decoder reads them
+    /// (error texts, field order, unknown fields) before serde decodes them.
+    const GO_SCHEMA: Option<&'static GoStruct> = None;
 }
 
 impl ApiRequest for crate::jetstream::api::types::StreamConfig {
     const GO_TYPE: &'static str = "server.StreamConfigRequest";
+    const GO_SCHEMA: Option<&'static GoStruct> = Some(&go_schema::STREAM_CONFIG_REQUEST);
 }
 impl ApiRequest for StreamInfoRequest {
     const GO_TYPE: &'static str = "server.JSApiStreamInfoRequest";
+    const GO_SCHEMA: Option<&'static GoStruct> = Some(&go_schema::STREAM_INFO_REQUEST);
 }
 impl ApiRequest for StreamNamesRequest {
     const GO_TYPE: &'static str = "server.JSApiStreamNamesRequest";
+    const GO_SCHEMA: Option<&'static GoStruct> = Some(&go_schema::STREAM_NAMES_REQUEST);
 }
 impl ApiRequest for PurgeRequest {
     const GO_TYPE: &'static str = "server.JSApiStreamPurgeRequest";
+    const GO_SCHEMA: Option<&'static GoStruct> = Some(&go_schema::STREAM_PURGE_REQUEST);
 }
 impl ApiRequest for MsgGetRequest {
     const GO_TYPE: &'static str = "server.JSApiMsgGetRequest";
+    const GO_SCHEMA: Option<&'static GoStruct> = Some(&go_schema::MSG_GET_REQUEST);
 }
 impl ApiRequest for MsgDeleteRequest {
     const GO_TYPE: &'static str = "server.JSApiMsgDeleteRequest";
+    const GO_SCHEMA: Option<&'static GoStruct> = Some(&go_schema::MSG_DELETE_REQUEST);
 }
 
 /// Decodes a JSON body into `T`, mapping errors to `400/10025`.
@@ -78,6 +89,31 @@ impl ApiRequest for MsgDeleteRequest {
 /// not (observed: `json: cannot unmarshal array into Go value of type
 /// server.JSApiStreamNamesRequest`), so arrays are refused first.
 pub fn decode<T: ApiRequest>(body: &[u8]) -> Result<T, ApiError> {
+    if let Some(schema) = T::GO_SCHEMA {
+        go_json::check(body, schema).map_err(|e| ApiError::invalid_json(&e))?;
+        return decode_values(body, schema);
+    }
+    go_json::check_syntax(body).map_err(|e| ApiError::invalid_json(&e))?;
+    decode_stored(body)
+}
+
+/// Decodes a body Go's decoder accepted: every JSON value in it is decoded into the same
+/// struct (later fields win, `null` changes nothing), as `Decode` called until end of input.
+fn decode_values<T: ApiRequest>(body: &[u8], schema: &'static GoStruct) -> Result<T, ApiError> {
+    let mut merged = serde_json::Map::new();
+    for value in serde_json::Deserializer::from_slice(body).into_iter::<serde_json::Value>() {
+        let mut value = value.map_err(|e| go_json_error(&e))?;
+        go_json::canonicalize(&mut value, schema);
+        if let serde_json::Value::Object(fields) = value {
+            merged.extend(fields);
+        }
+    }
+    serde_json::from_value(serde_json::Value::Object(merged)).map_err(|e| go_json_error(&e))
+}
+
+/// Decodes JSON this server wrote itself (stored configs in Raft entries and snapshots) with
+/// serde alone, so a stored config never fails on a request-only rule.
+pub fn decode_stored<T: ApiRequest>(body: &[u8]) -> Result<T, ApiError> {
     if body.trim_ascii_start().starts_with(b"[") {
         return Err(ApiError::invalid_json(&format!(
             "json: cannot unmarshal array into Go value of type {}",
@@ -138,14 +174,25 @@ pub struct StreamInfoRequest {
     /// Include per-subject counts for subjects matching this filter.
     #[serde(default, deserialize_with = "nullable")]
     pub subjects_filter: String,
-    /// Paging offset into the subjects map.
-    #[serde(default, deserialize_with = "nullable")]
+    /// Paging offset into the subjects map (negative is 0, as Go's `offset int` is).
+    #[serde(default, deserialize_with = "go_offset")]
     pub offset: u64,
 }
 
 /// Deserialises Go's `offset int` (`null` is 0, negatives are clamped to 0 as the server does).
 pub(super) fn go_offset<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     Ok(Option::<i64>::deserialize(d)?.map_or(0, |v| u64::try_from(v).unwrap_or(0)))
+}
+
+/// `$JS.API.STREAM.LIST` options: the fields of STREAM.NAMES under Go's other type name (it
+/// appears in decode errors).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct StreamListRequest(pub StreamNamesRequest);
+
+impl ApiRequest for StreamListRequest {
+    const GO_TYPE: &'static str = "server.JSApiStreamListRequest";
+    const GO_SCHEMA: Option<&'static GoStruct> = Some(&go_schema::STREAM_LIST_REQUEST);
 }
 
 /// `$JS.API.STREAM.NAMES` / `STREAM.LIST` options.
@@ -241,6 +288,13 @@ pub enum MsgSelector {
     },
     /// The first message stored at or after this time (Unix ns).
     StartTime(u64),
+    /// The first message matching the subject stored at or after this time (Unix ns).
+    NextBySubjectFromTime {
+        /// Subject filter.
+        subject: String,
+        /// Earliest store time, Unix ns.
+        time_ns: u64,
+    },
 }
 
 impl MsgGetRequest {
@@ -248,6 +302,10 @@ impl MsgGetRequest {
     /// `last_by_subj`, `next_by_subj` (which may carry `seq`), `start_time`; otherwise
     /// `400/10003 bad request`.
     pub fn selector(&self) -> Result<MsgSelector, ApiError> {
+        // STREAM.MSG.GET does not batch (DIRECT.GET does).
+        if self.batch > 0 || self.max_bytes > 0 {
+            return Err(ApiError::bad_request());
+        }
         let last = !self.last_by_subj.is_empty();
         let next = !self.next_by_subj.is_empty();
         let start = self.start_time.is_some();
@@ -260,6 +318,15 @@ impl MsgGetRequest {
                 subject: self.next_by_subj.clone(),
                 from: self.seq,
             }),
+            (false, false, true, true) => self
+                .start_time
+                .as_deref()
+                .and_then(go_time::parse)
+                .map(|time_ns| MsgSelector::NextBySubjectFromTime {
+                    subject: self.next_by_subj.clone(),
+                    time_ns,
+                })
+                .ok_or_else(ApiError::bad_request),
             (false, false, false, true) => self
                 .start_time
                 .as_deref()

@@ -195,6 +195,17 @@ impl JetStream {
         if requires_higher_level(&op, &msg) {
             return self.reply_error(&msg, &op, ApiError::new(ErrorKind::RequiredApiLevel));
         }
+        // A single server refuses stream and consumer stepdowns before looking the asset up,
+        // as nats-server does.
+        if !self.clustered()
+            && matches!(
+                op,
+                ApiOp::StreamLeaderStepdown(_) | ApiOp::ConsumerLeaderStepdown(..)
+            )
+        {
+            self.reply_error(&msg, &op, ApiError::new(ErrorKind::ClusterRequired));
+            return;
+        }
         let relays = in_force::holds_answer(&op);
         let mut waited = false;
         let route = loop {
@@ -396,7 +407,7 @@ impl JetStream {
             ApiOp::ServerDrain => self.server_drain(msg).await,
             ApiOp::ConsumerCreate(s, form) => self.consumer_create(s, form, msg).await,
             ApiOp::ConsumerInfo(s, c) => self.consumer_info_api(s, c, msg).await,
-            ApiOp::ConsumerDelete(s, c) => self.consumer_delete_api(s, c).await,
+            ApiOp::ConsumerDelete(s, c) => self.consumer_delete_api(s, c, msg).await,
             ApiOp::ConsumerNames(s) => self.consumer_names_api(s, msg),
             ApiOp::ConsumerList(s) => self.consumer_list_api(s, msg).await,
             ApiOp::ConsumerNext(s, c) => {

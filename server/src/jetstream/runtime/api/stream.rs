@@ -9,8 +9,8 @@ use jetraft_raft::GroupId;
 use super::{meta_answer, raft_api_error};
 use crate::bus::internal::InternalMsg;
 use crate::jetstream::api::types::requests::{
-    BodyRule, MsgDeleteRequest, MsgGetRequest, PurgeRequest, StreamInfoRequest, StreamNamesRequest,
-    parse_body,
+    BodyRule, MsgDeleteRequest, MsgGetRequest, PurgeRequest, StreamInfoRequest, StreamListRequest,
+    StreamNamesRequest, decode, parse_body,
 };
 use crate::jetstream::api::types::responses::{
     ApiResponse, StreamCreateBody, StreamListResponse, error_json, list_names_page, names_page,
@@ -72,9 +72,8 @@ impl JetStream {
         name: &str,
         msg: &InternalMsg,
     ) -> Result<String, ApiError> {
-        let cfg: StreamConfig =
-            parse_body(BodyRule::Required, &msg.payload)?.ok_or_else(ApiError::bad_request)?;
-        let mut cfg = cfg;
+        // Decoded as Go does: an empty body is the zero config (then a name mismatch).
+        let mut cfg: StreamConfig = decode(&msg.payload)?;
         self.set_mirror_direct(&mut cfg);
         let others = self.other_streams(name);
         let existing = self.existing_config(name);
@@ -212,8 +211,7 @@ impl JetStream {
         name: &str,
         msg: &InternalMsg,
     ) -> Result<String, ApiError> {
-        let cfg: StreamConfig =
-            parse_body(BodyRule::Required, &msg.payload)?.ok_or_else(ApiError::bad_request)?;
+        let cfg: StreamConfig = decode(&msg.payload)?;
         let others = self.other_streams(name);
         let existing = self.existing_config(name);
         let ctx = ValidationContext {
@@ -319,7 +317,7 @@ impl JetStream {
     }
 
     pub(crate) async fn stream_list(&self, msg: &InternalMsg) -> Result<String, ApiError> {
-        let req: StreamNamesRequest =
+        let StreamListRequest(req) =
             parse_body(BodyRule::Optional, &msg.payload)?.unwrap_or_default();
         let page = list_names_page(self.filtered_names(&req.subject), req.offset);
         // Every stream of the page is asked for at once: one slow or unreachable node costs

@@ -12,8 +12,8 @@ use super::engine::{EngineView, Event};
 use crate::bus::Msg;
 use crate::bus::internal::InternalMsg;
 use crate::jetstream::api::consumer_validate::{
-    ConsumerContext, CreateForm, CreateOutcome, check_create, check_pedantic, is_valid_group_name,
-    random_name, resolve_create, with_response_metadata,
+    ConsumerContext, CreateForm, CreateOutcome, check_create, check_pedantic, random_name,
+    resolve_create, with_response_metadata,
 };
 use crate::jetstream::api::types::consumer::SequenceInfo;
 use crate::jetstream::api::types::consumer::{ConsumerInfo, PriorityGroupState};
@@ -233,7 +233,7 @@ impl JetStream {
         name: &str,
         msg: &InternalMsg,
     ) -> Result<String, ApiError> {
-        parse_body::<ConsumerNamesRequest>(BodyRule::Optional, &msg.payload)?;
+        parse_body::<ConsumerNamesRequest>(BodyRule::Empty, &msg.payload)?;
         let ls = self.leader_stream(stream)?;
         let info = self
             .consumer_info(&ls, name)
@@ -255,12 +255,14 @@ impl JetStream {
         Ok(())
     }
 
-    /// `CONSUMER.DELETE.<S>.<C>`.
+    /// `CONSUMER.DELETE.<S>.<C>`: the body must be empty (`10038`), as for INFO.
     pub(crate) async fn consumer_delete_api(
         &self,
         stream: &str,
         name: &str,
+        msg: &InternalMsg,
     ) -> Result<String, ApiError> {
+        parse_body::<ConsumerNamesRequest>(BodyRule::Empty, &msg.payload)?;
         self.delete_consumer(stream, name).await?;
         Ok(format!(
             "{{\"type\":\"{}\",\"success\":true}}",
@@ -353,22 +355,29 @@ impl JetStream {
 
 impl JetStream {
     /// `CONSUMER.UNPIN.<S>.<C>` with `{"group":"..."}`: the consumer's pinned client loses its
-    /// pin (the next request without a pin id gets a new one). nats-server's checks, in its
-    /// order.
+    /// pin (the next request without a pin id gets a new one). Checked as nats-server checks
+    /// it, in its order: plain `json.Unmarshal` of `{"group":..}`, a valid group name, the
+    /// stream, the consumer, the group among the consumer's `priority_groups`.
     pub(crate) fn consumer_unpin_api(
         &self,
         stream: &str,
         name: &str,
         msg: &InternalMsg,
     ) -> Result<String, ApiError> {
-        let ls = self.leader_stream(stream)?;
-        let group = unpin_group(&msg.payload)?;
+        let schema = &crate::jetstream::api::go_schema::CONSUMER_UNPIN_REQUEST;
+        crate::jetstream::api::go_json::check_unmarshal(&msg.payload, schema)
+            .map_err(|e| ApiError::invalid_json(&e))?;
+        let group = serde_json::from_slice::<serde_json::Value>(&msg.payload)
+            .ok()
+            .and_then(|v| v.get("group").and_then(|g| g.as_str().map(str::to_string)))
+            .unwrap_or_default();
         if group.is_empty() {
             return Err(ApiError::invalid_json("consumer group not specified"));
         }
-        if !is_valid_group_name(&group) {
+        if !crate::jetstream::api::consumer_validate::is_valid_group_name(&group) {
             return Err(ApiError::new(ErrorKind::ConsumerInvalidGroupName));
         }
+        let ls = self.leader_stream(stream)?;
         let groups = {
             let sm = ls.sm.lock();
             let rec = sm.consumer(name).ok_or_else(consumer_not_found)?;
@@ -383,25 +392,6 @@ impl JetStream {
             "{{\"type\":\"{}\"}}",
             response_type::CONSUMER_UNPIN
         ))
-    }
-}
-
-/// The `group` of an unpin request (Go's `json.Unmarshal` into `{group string}`).
-fn unpin_group(body: &[u8]) -> Result<String, ApiError> {
-    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
-        let text = if body.trim_ascii().is_empty() {
-            "unexpected end of JSON input".to_string()
-        } else {
-            e.to_string()
-        };
-        ApiError::invalid_json(&text)
-    })?;
-    match value.get("group") {
-        None | Some(serde_json::Value::Null) => Ok(String::new()),
-        Some(serde_json::Value::String(g)) => Ok(g.clone()),
-        Some(_) => Err(ApiError::invalid_json(
-            "json: cannot unmarshal value into Go struct field JSApiConsumerUnpinRequest.group of type string",
-        )),
     }
 }
 
