@@ -18,8 +18,11 @@ fn main() -> std::process::ExitCode {
     // region makes all of it resident: each stream's Raft group then cost ~2.1 MB of RSS
     // instead of ~0.2 MB (BENCHMARKS.md). The flag holds for the whole process, threads
     // started later included; where the kernel refuses it, nothing changes.
+    // `JETRAFT_ALLOW_THP=1` keeps the system's setting (a few streams, throughput first).
     #[cfg(target_os = "linux")]
-    let _ = rustix::thread::disable_transparent_huge_pages(true);
+    if std::env::var_os("JETRAFT_ALLOW_THP").is_none_or(|v| v != "1") {
+        let _ = rustix::thread::disable_transparent_huge_pages(true);
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let config = match cli::parse(&args) {
         Ok(CliOutcome::Run(cfg)) => *cfg,
