@@ -157,6 +157,21 @@ pub(super) fn apply_default_permissions(
     }
 }
 
+/// What an export or import shares, from its `stream` / `service` key (`lower`); one of the
+/// two only (`seen`: one was already given).
+fn share_kind(node: &Node, lower: &str, seen: bool) -> Result<ShareKind, ConfigError> {
+    if seen {
+        return Err(node.invalid(format!(
+            "Detected {lower} but already saw a stream or a service"
+        )));
+    }
+    Ok(if lower == "stream" {
+        ShareKind::Stream
+    } else {
+        ShareKind::Service
+    })
+}
+
 /// `{ stream | service: SUBJECT, accounts: [...], response_type, threshold }`.
 fn export(node: &Node) -> Result<ExportConfig, ConfigError> {
     let key = "exports";
@@ -175,16 +190,7 @@ fn export(node: &Node) -> Result<ExportConfig, ConfigError> {
         let lower = key.to_ascii_lowercase();
         match lower.as_str() {
             "stream" | "service" => {
-                if kind_subject.is_some() {
-                    return Err(node.invalid(format!(
-                        "Detected {lower} but already saw a stream or a service"
-                    )));
-                }
-                let kind = if lower == "stream" {
-                    ShareKind::Stream
-                } else {
-                    ShareKind::Service
-                };
+                let kind = share_kind(node, &lower, kind_subject.is_some())?;
                 kind_subject = Some((kind, valid_subject(node, key)?));
             }
             "accounts" => {
@@ -254,16 +260,7 @@ fn import(node: &Node) -> Result<ImportConfig, ConfigError> {
         let lower = key.to_ascii_lowercase();
         match lower.as_str() {
             "stream" | "service" => {
-                if what.is_some() {
-                    return Err(node.invalid(format!(
-                        "Detected {lower} but already saw a stream or a service"
-                    )));
-                }
-                let kind = if lower == "stream" {
-                    ShareKind::Stream
-                } else {
-                    ShareKind::Service
-                };
+                let kind = share_kind(node, &lower, what.is_some())?;
                 let (account, subject) = import_source(node, key)?;
                 what = Some((kind, account, subject));
             }
