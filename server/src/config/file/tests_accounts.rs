@@ -1,30 +1,10 @@
 //! Tests of `accounts { }`, `no_auth_user`, `system_account`, `default_permissions` and
 //! `allow_responses`, with nats-server's start-time errors.
 
-use std::path::Path;
 use std::time::Duration;
 
-use super::apply_with_env;
-use crate::config::{Config, ResponsePermission, ResponseType, ShareKind};
-
-fn no_env(_: &str) -> Option<String> {
-    None
-}
-
-fn conf(text: &str) -> Config {
-    let mut cfg = Config::default();
-    apply_with_env(text, Path::new("test.conf"), &mut cfg, &no_env)
-        .unwrap_or_else(|e| panic!("config failed: {e}\n{text}"));
-    cfg
-}
-
-fn conf_err(text: &str) -> String {
-    let mut cfg = Config::default();
-    match apply_with_env(text, Path::new("test.conf"), &mut cfg, &no_env) {
-        Ok(()) => panic!("expected an error for {text:?}"),
-        Err(e) => e.to_string(),
-    }
-}
+use super::tests_mapping::{conf, conf_err};
+use crate::config::{ResponsePermission, ResponseType, ShareKind};
 
 #[test]
 fn accounts_hold_users_exports_and_imports() {

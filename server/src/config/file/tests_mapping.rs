@@ -8,18 +8,21 @@ use std::time::Duration;
 use super::{ConfigError, apply, apply_with_env, load};
 use crate::config::{Config, DEFAULT_PORT, Permissions, SubjectPermission, UserConfig};
 
-fn no_env(_: &str) -> Option<String> {
+/// No environment variables (shared by the config test modules).
+pub(super) fn no_env(_: &str) -> Option<String> {
     None
 }
 
-fn conf(text: &str) -> Config {
+/// `text` applied to a default config; panics on an error.
+pub(super) fn conf(text: &str) -> Config {
     let mut cfg = Config::default();
     apply_with_env(text, Path::new("test.conf"), &mut cfg, &no_env)
         .unwrap_or_else(|e| panic!("config failed: {e}\n{text}"));
     cfg
 }
 
-fn conf_err(text: &str) -> String {
+/// The error `text` is refused with; panics if it is accepted.
+pub(super) fn conf_err(text: &str) -> String {
     let mut cfg = Config::default();
     match apply_with_env(text, Path::new("test.conf"), &mut cfg, &no_env) {
         Ok(()) => panic!("expected an error for {text:?}, got {cfg:?}"),

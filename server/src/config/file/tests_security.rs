@@ -2,30 +2,11 @@
 //! `cluster { tls, authorization }`, and the refusal of every security setting jetraft does
 //! not implement.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use super::apply_with_env;
-use crate::config::{Config, RouteAuth, TlsVersion};
-
-fn no_env(_: &str) -> Option<String> {
-    None
-}
-
-fn conf(text: &str) -> Config {
-    let mut cfg = Config::default();
-    apply_with_env(text, Path::new("test.conf"), &mut cfg, &no_env)
-        .unwrap_or_else(|e| panic!("config failed: {e}\n{text}"));
-    cfg
-}
-
-fn conf_err(text: &str) -> String {
-    let mut cfg = Config::default();
-    match apply_with_env(text, Path::new("test.conf"), &mut cfg, &no_env) {
-        Ok(()) => panic!("expected an error for {text:?}"),
-        Err(e) => e.to_string(),
-    }
-}
+use super::tests_mapping::{conf, conf_err};
+use crate::config::{RouteAuth, TlsVersion};
 
 /// A valid public user NKEY.
 const NKEY: &str = "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4";
