@@ -167,6 +167,31 @@ async fn pull_consumer_fetch_ack_and_info() {
     assert!(none.is_empty());
 }
 
+/// A CONSUMER.INFO right after a PubAck counts that message in `num_pending` (nats.py's
+/// `test_pull_subscribe_limits` reads it at once; jetraft's consumer could answer the info
+/// before it had seen the append). Each round publishes one message and reads the info.
+#[tokio::test]
+async fn num_pending_counts_a_message_acknowledged_just_before_the_info() {
+    let srv = start_server().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    let s = stream_with(
+        &js,
+        stream::Config {
+            name: "NUMP".into(),
+            subjects: vec!["nump.>".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut c = durable_explicit(&s, "reader").await;
+    for n in 1..=200u64 {
+        publish_n(&js, "nump.a", 1).await;
+        let i = info(&mut c).await;
+        assert_eq!(i.num_pending, n, "num_pending after publish {n}");
+    }
+}
+
 /// One message in a fresh stream `name` (subject its lowercase name), a durable pull consumer
 /// `c` with explicit acks and `max_deliver`, and a subscription to its max-deliveries advisory.
 struct MaxDeliver {

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Runs nats.py's own test suites (nats/tests/test_js.py and test_client.py by default) against a
+# server binary, as if it were nats-server. Not part of CI: the suites' source is not in this
+# repository. Used to fill the README's "Upstream client suites" section.
+#
+#   scripts/upstream-suites.sh <nats.py checkout or bare git dir> <server binary> <out dir> [test file...]
+#
+#   scripts/upstream-suites.sh /work/.mirror/nats-io+nats.py/repo \
+#       "$(scripts/target-dir.sh)/debug/jetraft" /tmp/upstream-jetraft
+#   scripts/upstream-suites.sh /work/.mirror/nats-io+nats.py/repo \
+#       .venv/bin/nats-server /tmp/upstream-nats-server
+#
+# The suites start `nats-server` from PATH with fixed ports (4222-4225, 6223-6225, 8222-8225), so:
+# - a shim named `nats-server` (first on PATH) execs the given binary with the same arguments and
+#   appends its stdout/stderr to <out dir>/server.log (the suites discard the server's output);
+# - pytest runs in a private network namespace with only loopback up (`unshare -n`, needs root
+#   or `unshare -rn`), so the fixed ports collide with nothing on the machine.
+# The suites run with the checkout's client (`nats/src` first on PYTHONPATH) and the Python of
+# $PYTHON (default: this repository's .venv, which has pytest and pytest-asyncio; the tests of
+# nkeys, websocket and aiofiles skip themselves unless that Python also has `nkeys`, `aiohttp`
+# and `aiofiles`: `python3 -m venv v && v/bin/pip install pytest pytest-asyncio nkeys aiohttp
+# aiofiles`), with
+# NATS_SERVER_VERSION=main (the TLS-handshake-first tests skip themselves without it). Each file is
+# bounded by $SUITE_TIMEOUT seconds (default 1800). Results: <out dir>/<file>.xml (JUnit) and
+# <out dir>/<file>.log (pytest's output, one line per test), and a summary line per file on stdout.
+set -euo pipefail
+
+if [[ $# -lt 3 ]]; then
+    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+fi
+src=$1
+server_bin=$(realpath "$2")
+out=$(realpath -m "$3")
+shift 3
+files=("$@")
+[[ ${#files[@]} -gt 0 ]] || files=(test_js.py test_client.py)
+
+repo_root=$(cd "$(dirname "$0")/.." && pwd)
+python=${PYTHON:-$repo_root/.venv/bin/python}
+[[ -x $python ]] || python=/work/main/.venv/bin/python
+suite_timeout=${SUITE_TIMEOUT:-1800}
+[[ -x $server_bin ]] || { echo "not an executable: $server_bin" >&2; exit 2; }
+
+work=$(mktemp -d /tmp/upstream-suites.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$out"
+
+# A bare git dir (the mirror) is exported at HEAD; a checkout is used where it is.
+if [[ -d $src/nats/tests ]]; then
+    checkout=$(realpath "$src")
+    commit=$(git -C "$checkout" rev-parse HEAD 2>/dev/null || echo unknown)
+else
+    checkout=$work/nats.py
+    mkdir -p "$checkout"
+    git --git-dir="$src" archive HEAD | tar -x -C "$checkout"
+    commit=$(git --git-dir="$src" rev-parse HEAD)
+fi
+echo "nats.py $commit; server $server_bin ($("$server_bin" --version 2>&1 | head -1))"
+
+# The shim execs a copy of the binary, so a rebuild during the run changes nothing.
+mkdir -p "$work/bin"
+cp "$server_bin" "$work/server"
+cat >"$work/bin/nats-server" <<EOF
+#!/bin/sh
+echo "== \$(date -u +%H:%M:%S.%N) nats-server \$*" >>"$out/server.log"
+exec "$work/server" "\$@" >>"$out/server.log" 2>&1
+EOF
+chmod +x "$work/bin/nats-server"
+: >"$out/server.log"
+
+# Inside the namespace: loopback up, then each file under its own time bound, from the checkout's
+# root as nats.py's CI runs them (config files name certificates as ./nats/tests/certs/..., the
+# object store tests upload README.md and pyproject.toml by relative path). pytest
+# is started from Python with unittest.mock imported first (a test
+# uses `unittest.mock` without importing it).
+status=0
+for f in "${files[@]}"; do
+    name=${f%.py}
+    name=${name//[^A-Za-z0-9_]/_}
+    set +e
+    unshare -n -- sh -c '
+        ip link set lo up || exit 3
+        cd "$1" && shift
+        exec timeout -k 10 "$@"
+    ' sh "$checkout" "$suite_timeout" \
+        env PATH="$work/bin:$PATH" NATS_SERVER_VERSION="${NATS_SERVER_VERSION:-main}" PYTHONPATH="$checkout/nats/src:$checkout/nats" \
+        "$python" -c 'import sys, unittest.mock, pytest; sys.exit(pytest.main(sys.argv[1:]))' \
+        -p no:cacheprovider -rfEs -v --tb=short \
+        --rootdir "$checkout" --junitxml "$out/$name.xml" \
+        "$checkout/nats/tests/$f" >"$out/$name.log" 2>&1
+    rc=$?
+    set -e
+    summary=$(tail -n 1 "$out/$name.log")
+    echo "$f: exit $rc: $summary"
+    [[ $rc -eq 0 ]] || status=1
+done
+exit $status
