@@ -4,7 +4,8 @@
 //! KV watchers, work-queue and interest retention, consumer state across restarts.
 //!
 //! Run against the real nats-server too (`JETRAFT_TEST_SERVER=nats-server`), except the
-//! dead-letter test (a jetraft extension).
+//! dead-letter test (a jetraft extension) and the `num_pending` read-after-publish test (nats-server
+//! can answer before it counted the last acknowledged message).
 
 use std::future::IntoFuture;
 use std::time::Duration;
@@ -170,8 +171,13 @@ async fn pull_consumer_fetch_ack_and_info() {
 /// A CONSUMER.INFO right after a PubAck counts that message in `num_pending` (nats.py's
 /// `test_pull_subscribe_limits` reads it at once; jetraft's consumer could answer the info
 /// before it had seen the append). Each round publishes one message and reads the info.
+/// jetraft only: nats-server 2.15.1 lags the same way (this test failed in 3 of 4 runs against
+/// it, so the nats.py test is racy there too); jetraft answers as of every acknowledged publish.
 #[tokio::test]
 async fn num_pending_counts_a_message_acknowledged_just_before_the_info() {
+    if server_kind() == ServerKind::NatsServer {
+        return; // nats-server's num_pending can miss the last acknowledged message
+    }
     let srv = start_server().await;
     let nc = connect(&srv).await;
     let js = jetstream::new(nc.clone());
