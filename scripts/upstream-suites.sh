@@ -91,7 +91,7 @@ for f in "${files[@]}"; do
         "$checkout/nats/tests/$f" >"$out/$name.log" 2>&1
     rc=$?
     set -e
-    summary=$(tail -n 1 "$out/$name.log")
+    summary=$(grep -E "^=+ .* in [0-9.]+s" "$out/$name.log" | tail -n 1)
     echo "$f: exit $rc: $summary"
     [[ $rc -eq 0 ]] || status=1
 done
