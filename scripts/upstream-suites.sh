@@ -58,13 +58,15 @@ else
 fi
 echo "nats.py $commit; server $server_bin ($("$server_bin" --version 2>&1 | head -1))"
 
-# The shim execs a copy of the binary, so a rebuild during the run changes nothing.
+# The shim execs a copy of the binary (a rebuild during the run changes nothing) under the name
+# nats-server (its ports file is then nats-server_<pid>.ports) and copies its output to
+# server.log while passing it on (the v2 packages' launcher reads the log lines on stderr).
 mkdir -p "$work/bin"
 cp "$server_bin" "$work/server"
 cat >"$work/bin/nats-server" <<EOF
-#!/bin/sh
+#!/usr/bin/env bash
 echo "== \$(date -u +%H:%M:%S.%N) nats-server \$*" >>"$out/server.log"
-exec "$work/server" "\$@" >>"$out/server.log" 2>&1
+exec -a nats-server "$work/server" "\$@" > >(tee -a "$out/server.log") 2> >(tee -a "$out/server.log" >&2)
 EOF
 chmod +x "$work/bin/nats-server"
 : >"$out/server.log"
@@ -78,17 +80,27 @@ status=0
 for f in "${files[@]}"; do
     name=${f%.py}
     name=${name//[^A-Za-z0-9_]/_}
+    # A bare file name is one of nats/tests (the nats-py client); a path is relative to the
+    # checkout, e.g. nats-jetstream/tests: the v2 packages (nats-core, nats-jetstream,
+    # nats-key-value, with nats-server's launcher; Python 3.13 for nats-core).
+    if [[ $f == */* ]]; then
+        target=$checkout/$f
+        pythonpath=$checkout/nats-core/src:$checkout/nats-jetstream/src:$checkout/nats-key-value/src:$checkout/nats-server/src
+    else
+        target=$checkout/nats/tests/$f
+        pythonpath=$checkout/nats/src:$checkout/nats
+    fi
     set +e
     unshare -n -- sh -c '
         ip link set lo up || exit 3
         cd "$1" && shift
         exec timeout -k 10 "$@"
     ' sh "$checkout" "$suite_timeout" \
-        env PATH="$work/bin:$PATH" NATS_SERVER_VERSION="${NATS_SERVER_VERSION:-main}" PYTHONPATH="$checkout/nats/src:$checkout/nats" \
+        env PATH="$work/bin:$PATH" NATS_SERVER_VERSION="${NATS_SERVER_VERSION:-main}" PYTHONPATH="$pythonpath" \
         "$python" -c 'import sys, unittest.mock, pytest; sys.exit(pytest.main(sys.argv[1:]))' \
         -p no:cacheprovider -rfEs -v --tb=short \
         --rootdir "$checkout" --junitxml "$out/$name.xml" \
-        "$checkout/nats/tests/$f" >"$out/$name.log" 2>&1
+        "$target" >"$out/$name.log" 2>&1
     rc=$?
     set -e
     summary=$(grep -E "^=+ .* in [0-9.]+s" "$out/$name.log" | tail -n 1)

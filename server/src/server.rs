@@ -307,7 +307,10 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         "starting jetraft {}",
         env!("CARGO_PKG_VERSION")
     );
-    info!(addr = %client_addr, "listening for client connections");
+    // This line and "Server is ready" keep nats-server's exact wording (not our lowercase
+    // fragment with fields): launchers parse them to find the port and to know the server is up
+    // (nats.py's `nats.server.run` waits for both on stderr).
+    info!("Listening for client connections on {client_addr}");
     if let Some(tls) = &client_tls {
         if tls.allow_non_tls {
             info!("TLS available for client connections (allow_non_tls)");
@@ -374,7 +377,7 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
     } else if let Some(js) = &js {
         js.form_single_node().await;
     }
-    info!("server is ready");
+    info!("Server is ready");
     tasks.spawn(conn::accept::run(conns.clone(), listener));
     let ports_file = config
         .ports_file_dir

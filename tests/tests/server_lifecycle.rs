@@ -289,3 +289,27 @@ async fn a_jetstream_domain_answers_its_prefix_and_names_itself_in_pub_acks() {
         Err(async_nats::RequestErrorKind::NoResponders)
     );
 }
+
+/// The two log lines test launchers parse keep nats-server's wording: nats.py's `nats.server.run`
+/// (the launcher of its nats-core, nats-jetstream and nats-key-value suites) takes the client
+/// port from `Listening for client connections on <host>:<port>` and waits for `Server is
+/// ready`, both at INFO on stderr; jetraft's lowercase lines with fields left it waiting.
+#[tokio::test]
+async fn the_listening_and_ready_lines_are_worded_as_nats_servers() {
+    let srv = ServerProcess::start(ServerOptions::default())
+        .await
+        .expect("start server");
+    let listening = format!(
+        "[INF] Listening for client connections on 127.0.0.1:{}",
+        srv.port()
+    );
+    let log = srv.log();
+    let at = |needle: &str| {
+        log.find(needle)
+            .unwrap_or_else(|| panic!("no line {needle:?} in the log:\n{log}"))
+    };
+    assert!(
+        at(&listening) < at("[INF] Server is ready"),
+        "the port is announced before ready:\n{log}"
+    );
+}
