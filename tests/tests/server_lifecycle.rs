@@ -1,6 +1,6 @@
 //! The server's life as nats-server's, seen from outside the process: the ports file
 //! (`ports_file_dir`), JetStream only when enabled, a store dir that only one server may use,
-//! and the command-line aliases test launchers use.
+//! the command-line aliases test launchers use, and the log lines launchers parse.
 //!
 //! Every test passes against jetraft and the real nats-server (`JETRAFT_TEST_SERVER=nats-server`).
 
