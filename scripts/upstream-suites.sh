@@ -71,9 +71,10 @@ EOF
 chmod +x "$work/bin/nats-server"
 : >"$out/server.log"
 
-# Inside the namespace: loopback up, then each file under its own time bound, from the checkout's
-# root as nats.py's CI runs them (config files name certificates as ./nats/tests/certs/..., the
-# object store tests upload README.md and pyproject.toml by relative path). pytest
+# Inside the namespace: loopback up, then each file under its own time bound, from where
+# nats.py's CI runs it (config files name certificates by relative paths, and the object store
+# tests upload README.md and pyproject.toml): nats/tests from the checkout's root, a v2
+# package's tests from the package's directory. pytest
 # is started from Python with unittest.mock imported first (a test
 # uses `unittest.mock` without importing it).
 status=0
@@ -85,9 +86,11 @@ for f in "${files[@]}"; do
     # nats-key-value, with nats-server's launcher; Python 3.13 for nats-core).
     if [[ $f == */* ]]; then
         target=$checkout/$f
+        cwd=$checkout/${f%%/*}
         pythonpath=$checkout/nats-core/src:$checkout/nats-jetstream/src:$checkout/nats-key-value/src:$checkout/nats-server/src
     else
         target=$checkout/nats/tests/$f
+        cwd=$checkout
         pythonpath=$checkout/nats/src:$checkout/nats
     fi
     set +e
@@ -95,7 +98,7 @@ for f in "${files[@]}"; do
         ip link set lo up || exit 3
         cd "$1" && shift
         exec timeout -k 10 "$@"
-    ' sh "$checkout" "$suite_timeout" \
+    ' sh "$cwd" "$suite_timeout" \
         env PATH="$work/bin:$PATH" NATS_SERVER_VERSION="${NATS_SERVER_VERSION:-main}" PYTHONPATH="$pythonpath" \
         "$python" -c 'import sys, unittest.mock, pytest; sys.exit(pytest.main(sys.argv[1:]))' \
         -p no:cacheprovider -rfEs -v --tb=short \
