@@ -1,32 +1,35 @@
 #!/usr/bin/env bash
-# Runs nats.py's own test suites (nats/tests/test_js.py and test_client.py by default) against a
-# server binary, as if it were nats-server. Not part of CI: the suites' source is not in this
-# repository. Used to fill the README's "Upstream client suites" section.
+# Runs nats.py's own test suites against a server binary as if it were nats-server. Not part of
+# CI (the suites' source is not in this repository); fills the README's "Upstream client suites".
 #
-#   scripts/upstream-suites.sh <nats.py checkout or bare git dir> <server binary> <out dir> [test file...]
+#   scripts/upstream-suites.sh <nats.py checkout or bare git dir> <server binary> <out dir> [tests...]
 #
 #   scripts/upstream-suites.sh /work/.mirror/nats-io+nats.py/repo \
-#       "$(scripts/target-dir.sh)/debug/jetraft" /tmp/upstream-jetraft
-#   scripts/upstream-suites.sh /work/.mirror/nats-io+nats.py/repo \
-#       .venv/bin/nats-server /tmp/upstream-nats-server
+#       "$(scripts/target-dir.sh)/debug/jetraft" /tmp/upstream-jetraft test_js.py test_client.py
+#   PYTHON=/tmp/py313/bin/python scripts/upstream-suites.sh /work/.mirror/nats-io+nats.py/repo \
+#       .venv/bin/nats-server /tmp/upstream-nats-server nats-core/tests nats-jetstream/tests
 #
-# The suites start `nats-server` from PATH with fixed ports (4222-4225, 6223-6225, 8222-8225), so:
-# - a shim named `nats-server` (first on PATH) execs the given binary with the same arguments and
-#   appends its stdout/stderr to <out dir>/server.log (the suites discard the server's output);
-# - pytest runs in a private network namespace with only loopback up (`unshare -n`, needs root
-#   or `unshare -rn`), so the fixed ports collide with nothing on the machine.
-# The suites run with the checkout's client (`nats/src` first on PYTHONPATH) and the Python of
-# $PYTHON (default: this repository's .venv, which has pytest and pytest-asyncio; the tests of
-# nkeys, websocket and aiofiles skip themselves unless that Python also has `nkeys`, `aiohttp`
-# and `aiofiles`: `python3 -m venv v && v/bin/pip install pytest pytest-asyncio nkeys aiohttp
-# aiofiles`), with
-# NATS_SERVER_VERSION=main (the TLS-handshake-first tests skip themselves without it). Each file is
-# bounded by $SUITE_TIMEOUT seconds (default 1800). Results: <out dir>/<file>.xml (JUnit) and
-# <out dir>/<file>.log (pytest's output, one line per test), and a summary line per file on stdout.
+# tests: file names of nats/tests (the nats-py client; default test_js.py and test_client.py,
+# `file::Class::test` works too), or paths from the checkout's root for the v2 packages
+# (nats-core/tests, nats-jetstream/tests, nats-key-value/tests; nats-core needs Python 3.13).
+#
+# The suites start `nats-server` from PATH, nats/tests on fixed ports (4222-4225, 6223-6225,
+# 8222-8225), the v2 packages on random ones (they read the port from the server's log). So:
+# - a shim named `nats-server` (first on PATH) execs a copy of the given binary under that name
+#   with the same arguments, and copies its output to <out dir>/server.log;
+# - pytest runs in a private network namespace with only loopback up (`unshare -n`: root, or
+#   run the script under `unshare -r`), so the fixed ports collide with nothing on the machine.
+# Python: $PYTHON (default this repository's .venv) with pytest and pytest-asyncio; the tests of
+# nkeys, websocket and aiofiles skip themselves unless it also has them (`python3 -m venv v &&
+# v/bin/pip install pytest pytest-asyncio nkeys aiohttp aiofiles websockets`). The checkout's
+# client comes first on PYTHONPATH. NATS_SERVER_VERSION defaults to `main` (the TLS handshake
+# first tests skip themselves without it). Each entry is bounded by $SUITE_TIMEOUT seconds
+# (default 1800). Results: <out dir>/<name>.xml (JUnit), <out dir>/<name>.log (pytest's output,
+# one line per test), and pytest's summary line per entry on stdout.
 set -euo pipefail
 
 if [[ $# -lt 3 ]]; then
-    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 src=$1
@@ -38,7 +41,7 @@ files=("$@")
 
 repo_root=$(cd "$(dirname "$0")/.." && pwd)
 python=${PYTHON:-$repo_root/.venv/bin/python}
-[[ -x $python ]] || python=/work/main/.venv/bin/python
+[[ -x $python ]] || { echo "no Python at $python (set PYTHON)" >&2; exit 2; }
 suite_timeout=${SUITE_TIMEOUT:-1800}
 [[ -x $server_bin ]] || { echo "not an executable: $server_bin" >&2; exit 2; }
 
@@ -71,12 +74,11 @@ EOF
 chmod +x "$work/bin/nats-server"
 : >"$out/server.log"
 
-# Inside the namespace: loopback up, then each file under its own time bound, from where
+# Inside the namespace: loopback up, then each entry under its own time bound, from where
 # nats.py's CI runs it (config files name certificates by relative paths, and the object store
 # tests upload README.md and pyproject.toml): nats/tests from the checkout's root, a v2
-# package's tests from the package's directory. pytest
-# is started from Python with unittest.mock imported first (a test
-# uses `unittest.mock` without importing it).
+# package's tests from the package's directory. pytest is started from Python with unittest.mock
+# imported first (a test of test_js.py uses it without importing it).
 status=0
 for f in "${files[@]}"; do
     name=${f%.py}
