@@ -435,6 +435,8 @@ impl JetStream {
 
     /// Waits (bounded) until `group` has a leader visible from this node; gives up at once
     /// when JetStream shuts down (its groups are gone, and the wait would hold up the exit).
+    /// Woken by the group's leadership watch (a new stream's first election answers its create
+    /// at once, not at the next poll), polling only while the group is not registered yet.
     async fn wait_group_leader(&self, group: GroupId, bound: Duration) -> Option<NodeId> {
         let deadline = tokio::time::Instant::now() + bound;
         loop {
@@ -446,7 +448,23 @@ impl JetStream {
             if tokio::time::Instant::now() >= deadline || self.cancel.is_cancelled() {
                 return None;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            let Ok(mut watch) = self.registry.watch_leader(group) else {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                continue;
+            };
+            if let Some(leader) = watch.current().leader {
+                return Some(leader);
+            }
+            tokio::select! {
+                changed = watch.changed() => {
+                    if changed.is_err() {
+                        // The group stopped: look again (it may be registered anew).
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => return None,
+                () = self.cancel.cancelled() => return None,
+            }
         }
     }
 

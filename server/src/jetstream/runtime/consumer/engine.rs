@@ -284,6 +284,12 @@ impl Engine {
         match ev {
             Event::Core(event) => self.core.handle(self.now(), event),
             Event::Info(tx) => {
+                // An append applied before this request (a publish already acknowledged) must
+                // be counted even when the select picked the mailbox before the stream watch.
+                if self.stream_changes.has_changed().unwrap_or(false) {
+                    self.stream_changes.borrow_and_update();
+                    self.core.handle(self.now(), ConsumerEvent::StreamChanged);
+                }
                 let _ = tx.send(self.core.info());
             }
         }
