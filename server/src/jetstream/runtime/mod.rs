@@ -72,6 +72,7 @@ use tracing::{info, warn};
 use crate::bus::Bus;
 use crate::cluster::ClusterState;
 use crate::config::Config;
+use crate::jetstream::account::JsAccounts;
 use crate::jetstream::meta::machine::{MetaMachine, MetaView};
 use crate::jetstream::stream::ServerIdentity;
 use crate::node::{API_LEVEL, NATS_VERSION, NodeInfo};
@@ -159,6 +160,8 @@ pub struct JetStream {
     /// Held while this node changes the meta group's voters (admission, SERVER.REMOVE): openraft
     /// refuses a membership change while another one is under way, and logs it as an error.
     meta_members: tokio::sync::Mutex<()>,
+    /// The accounts with JetStream and their limits.
+    accounts: JsAccounts,
     /// Stops the runtime's tasks.
     cancel: CancellationToken,
 }
@@ -222,6 +225,7 @@ impl JetStream {
         logs.create_group(&registry, GroupId::META, Box::new(meta_sm))
             .await?;
         let domain = ctx.config.jetstream.domain.clone();
+        let accounts = JsAccounts::from_config(&ctx.config.auth);
         let js = Arc::new(Self {
             bus: ctx.bus,
             info: ctx.info,
@@ -246,6 +250,7 @@ impl JetStream {
             api_errors: AtomicU64::new(0),
             pending: remote::Pending::default(),
             meta_members: tokio::sync::Mutex::new(()),
+            accounts,
             cancel: ctx.shutdown.child_token(),
         });
         js.spawn_tasks()?;
@@ -254,7 +259,31 @@ impl JetStream {
     }
 
     fn spawn_tasks(self: &Arc<Self>) -> Result<(), JetStreamError> {
+        for account in self.accounts.names() {
+            self.spawn_account_tasks(&account)?;
+        }
+        if !self.accounts.enabled(crate::config::GLOBAL_ACCOUNT) {
+            // Node-to-node requests (drain, server removal) and their answers travel in `$G`
+            // even when its users have no JetStream.
+            let fwd = self
+                .bus
+                .internal()
+                .subscribe_inbox(&forward::inbox_pattern(self.node))
+                .map_err(subscribe_failed)?;
+            let js = self.clone();
+            self.tasks.spawn(async move { js.forward_loop(fwd).await });
+        }
+        let js = self.clone();
+        self.tasks.spawn(async move { js.reconcile_loop().await });
+        Ok(())
+    }
+
+    /// The request, forward and ack subscriptions of one account with JetStream, in its
+    /// namespace: what arrives there is that account's (`InternalMsg::account`).
+    fn spawn_account_tasks(self: &Arc<Self>, account: &Arc<str>) -> Result<(), JetStreamError> {
+        let internal = self.bus.namespace(account).internal.clone();
         let routing = self.routing.subscribe();
+        let direct_account = account.clone();
         let accept: crate::bus::internal::AcceptFn = Arc::new(move |subject: &str| {
             if subject.starts_with(consumer::NEXT_PREFIX) {
                 // Pull requests travel with the acks (`consumer_ack_loop`), in their order.
@@ -264,27 +293,22 @@ impl JetStream {
                 // Only streams with allow_direct answer; others leave no responder (503).
                 Some(rest) => {
                     let name = rest.split('.').next().unwrap_or_default();
-                    routing.borrow().direct.contains(name)
+                    let key = crate::jetstream::account::stream_key(&direct_account, name);
+                    routing.borrow().direct.contains(&key)
                 }
                 None => true,
             }
         });
-        let api = self
-            .bus
-            .internal()
+        let api = internal
             .subscribe_filtered("$JS.API.>", accept)
             .map_err(subscribe_failed)?;
-        let fwd = self
-            .bus
-            .internal()
+        let fwd = internal
             .subscribe_inbox(&forward::inbox_pattern(self.node))
             .map_err(subscribe_failed)?;
         // Acks, flow-control replies and pull requests on one receiver: a client's NAK and
         // its next pull reach the consumer's engine in the order the client sent them.
         let next = format!("{}>", consumer::NEXT_PREFIX);
-        let sub = self
-            .bus
-            .internal()
+        let sub = internal
             .subscribe_many(&["$JS.ACK.>", "$JS.FC.>", &next])
             .map_err(subscribe_failed)?;
         let js = self.clone();
@@ -295,9 +319,7 @@ impl JetStream {
         if let Some(domain) = &self.identity.domain {
             // `$JS.<domain>.API.>` is this node's API too (nats-server answers both).
             let prefix = format!("$JS.{domain}.API.");
-            let sub = self
-                .bus
-                .internal()
+            let sub = internal
                 .subscribe(&format!("{prefix}>"))
                 .map_err(subscribe_failed)?;
             let js = self.clone();
@@ -306,8 +328,6 @@ impl JetStream {
         }
         let js = self.clone();
         self.tasks.spawn(async move { js.forward_loop(fwd).await });
-        let js = self.clone();
-        self.tasks.spawn(async move { js.reconcile_loop().await });
         Ok(())
     }
 
@@ -359,6 +379,11 @@ impl JetStream {
     /// The server's `max_payload` (consumer rate limits use it as their burst).
     pub(crate) fn server_max_payload(&self) -> u32 {
         self.config.max_payload
+    }
+
+    /// The accounts with JetStream.
+    pub fn accounts(&self) -> &JsAccounts {
+        &self.accounts
     }
 
     /// The meta state view.

@@ -60,7 +60,12 @@ impl JetStream {
         msg: &InternalMsg,
     ) -> Result<String, ApiError> {
         let ls = self.leader_stream(stream)?;
-        let (name, cfg, action) = resolve_create(form, stream, &msg.payload, random_name)?;
+        let (name, cfg, action) = resolve_create(
+            form,
+            crate::jetstream::account::stream_name(stream),
+            &msg.payload,
+            random_name,
+        )?;
         let pedantic = CreateConsumerRequest::parse(&msg.payload).is_ok_and(|r| r.pedantic);
         let (outcome, created_ns) = {
             let sm = ls.sm.lock();
@@ -160,7 +165,7 @@ impl JetStream {
         let pause_until = rec.config.pause_until.as_deref().and_then(go_time::parse);
         let paused = pause_until.is_some_and(|p| p > now);
         ConsumerInfo {
-            stream_name: ls.name.clone(),
+            stream_name: crate::jetstream::account::stream_name(&ls.name).to_string(),
             name: name.to_string(),
             created: go_time::format(rec.created_ns),
             config: cfg,
@@ -321,8 +326,11 @@ impl JetStream {
         });
         if !delivered {
             let hdrs = crate::protocol::headers::status_block(503, None, &[]);
-            self.bus
-                .publish(&Msg::new(&reply, b"").headers(Some(&hdrs)));
+            self.bus.publish(
+                &Msg::new(&reply, b"")
+                    .headers(Some(&hdrs))
+                    .in_account(&msg.account),
+            );
         }
     }
 
