@@ -3,6 +3,7 @@
 //! captures publishes on stream subjects, and answers `$JS.API` requests it owns, forwarding the
 //! rest to the node that owns them.
 //!
+//! - `account_limits`: an account's JetStream limits, checked where nats-server checks them.
 //! - [`replica`]: a stream replica on this node (the handle everything reaches it through) and
 //!   the shared state machine Raft applies to.
 //! - `owner`: each replica's owner task (leadership, consumers, expiry, sourcing).
@@ -33,6 +34,7 @@
 //!   `routing`, and owns the captures and replica moves; a replica's owner task writes its
 //!   copy tasks. `local` is a `parking_lot` lock held only to clone handles out.
 
+pub(crate) mod account_limits;
 pub mod account_off;
 mod advisory;
 mod api;

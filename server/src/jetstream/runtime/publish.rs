@@ -352,9 +352,14 @@ impl JetStream {
     async fn propose_publishes(
         self: &Arc<Self>,
         ls: &LocalStream,
-        msgs: Vec<InternalMsg>,
+        mut msgs: Vec<InternalMsg>,
         hops: u32,
     ) {
+        let refused = self.split_over_account_limit(ls, &mut msgs);
+        self.refuse_over_limit(ls, &refused);
+        if msgs.is_empty() {
+            return;
+        }
         let cmd = command::append_batch(
             msgs.iter().map(|m| {
                 (

@@ -30,6 +30,8 @@ impl JetStream {
             domain: self.identity.domain.clone(),
             ..AccountInfo::default()
         };
+        (info.reserved_memory, info.reserved_storage) =
+            crate::jetstream::runtime::account_limits::reserved(self, account);
         if let Some(limits) = self.accounts.limits(account) {
             info.limits.max_memory = limits.max_memory;
             info.limits.max_storage = limits.max_storage;

@@ -96,6 +96,7 @@ impl JetStream {
             CreateOutcome::Create(cfg) => cfg,
             CreateOutcome::AlreadyExists => return Ok(self.create_answer(name).await),
         };
+        self.check_stream_limits(name, &cfg, false)?;
         let replicas = usize::try_from(cfg.num_replicas.max(1)).unwrap_or(1);
         let placed = self.pick_new(&cfg, &[], replicas)?;
         let sa = StreamAssignment {
@@ -239,6 +240,7 @@ impl JetStream {
         let Some((sa, old)) = existing else {
             return Err(ApiError::stream_not_found());
         };
+        self.check_stream_limits(name, &cfg, true)?;
         // A new replica count or placement moves replicas (the stream's leader carries it out).
         let placed = self.replicas_for_update(&sa, &old, &cfg).await?;
         let updated = StreamAssignment {

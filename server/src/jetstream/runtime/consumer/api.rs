@@ -76,8 +76,11 @@ impl JetStream {
                 .filter(|(n, _)| **n != name)
                 .map(|(_, r)| r.config.clone())
                 .collect();
+            // An account's limits act as the stream's own where they are lower (as
+            // nats-server: `max_consumers` per stream, `max_ack_pending` per consumer).
+            let limited = self.with_account_limits(stream, sm.config());
             let ctx = ConsumerContext {
-                stream: sm.config(),
+                stream: limited.as_ref().unwrap_or(sm.config()),
                 existing: existing.map(|r| &r.config),
                 others: &others,
                 clustered: self.clustered(),
@@ -117,6 +120,33 @@ impl JetStream {
         }
         .ok_or_else(consumer_not_found)?;
         Ok(ApiResponse::ok(response_type::CONSUMER_CREATE, info).to_json())
+    }
+
+    /// The config of the stream with key `stream` with its account's consumer limits applied,
+    /// when the account has any.
+    fn with_account_limits(
+        &self,
+        stream: &str,
+        cfg: &crate::jetstream::api::types::StreamConfig,
+    ) -> Option<crate::jetstream::api::types::StreamConfig> {
+        let limits = self
+            .accounts
+            .limits(crate::jetstream::account::stream_account(stream))?;
+        let lower = |own: i64, account: i64| {
+            if account > 0 && (own <= 0 || account < own) {
+                account
+            } else {
+                own
+            }
+        };
+        if limits.max_consumers <= 0 && limits.max_ack_pending <= 0 {
+            return None;
+        }
+        let mut cfg = cfg.clone();
+        cfg.max_consumers = lower(cfg.max_consumers, limits.max_consumers);
+        cfg.consumer_limits.max_ack_pending =
+            lower(cfg.consumer_limits.max_ack_pending, limits.max_ack_pending);
+        Some(cfg)
     }
 
     /// The info of consumer `name`, from its engine when it runs here.
