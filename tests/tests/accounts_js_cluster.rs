@@ -78,17 +78,20 @@ async fn r3_streams_of_the_same_name_stay_apart_and_survive_a_leader_kill() {
 
     // Kill A's stream leader: the other replicas keep every acknowledged message.
     let leader = leader_index(&cluster, &a1, "ORDERS").await;
+    let killed = cluster.node(leader).name().to_string();
     cluster.kill(leader);
+    assert!(!cluster.node_running(leader), "{killed} still runs");
     let survivor = (0..3).find(|&i| i != leader).expect("a survivor");
     let a = login(cluster.node(survivor), "a").await;
     let info = wait_for("A's stream after the kill", Duration::from_secs(30), || {
-        let a = a.clone();
+        let (a, killed) = (a.clone(), killed.clone());
         async move {
             let info = api(&a, "$JS.API.STREAM.INFO.ORDERS", Value::Null).await;
             let led = info["cluster"]["leader"]
                 .as_str()
                 .is_some_and(|l| !l.is_empty());
-            (led && info["state"]["messages"] == 5).then_some(info)
+            let moved = info["cluster"]["leader"] != killed.as_str();
+            (led && moved && info["state"]["messages"] == 5).then_some(info)
         }
     })
     .await;
@@ -110,15 +113,22 @@ async fn kv_per_account_across_nodes() {
     let cluster = Cluster::start_with(3, "acctkv", Some(CONFIG))
         .await
         .expect("start cluster");
+    // Retried while the cluster's JetStream settles after formation (nats-server needs it).
     let bucket = |nc: async_nats::Client| async move {
-        async_nats::jetstream::new(nc)
-            .create_key_value(async_nats::jetstream::kv::Config {
-                bucket: "cfg".into(),
-                num_replicas: 3,
-                ..Default::default()
-            })
-            .await
-            .expect("bucket")
+        let js = async_nats::jetstream::new(nc);
+        wait_for("bucket", Duration::from_secs(30), || {
+            let js = js.clone();
+            async move {
+                js.create_key_value(async_nats::jetstream::kv::Config {
+                    bucket: "cfg".into(),
+                    num_replicas: 3,
+                    ..Default::default()
+                })
+                .await
+                .ok()
+            }
+        })
+        .await
     };
     let kv_a = bucket(login(cluster.node(0), "a").await).await;
     let kv_b = bucket(login(cluster.node(1), "b").await).await;
