@@ -80,6 +80,20 @@ async fn two_accounts_keep_their_own_stream_of_the_same_name() {
     let list = api(&b, "$JS.API.STREAM.LIST", Value::Null).await;
     assert_eq!(list["total"], 1);
     assert_eq!(list["streams"][0]["state"]["messages"], 1);
+    // `/jsz?streams=true` lists each account's streams under that account.
+    let jsz = srv.monitor_json("/jsz?streams=true").await.expect("/jsz");
+    let messages_in = |account: &str| -> Vec<Value> {
+        jsz["account_details"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|a| a["name"] == account)
+            .flat_map(|a| a["stream_detail"].as_array().cloned().unwrap_or_default())
+            .map(|s| json!([s["name"], s["state"]["messages"]]))
+            .collect()
+    };
+    assert_eq!(messages_in("A"), [json!(["ORDERS", 3])], "{jsz}");
+    assert_eq!(messages_in("B"), [json!(["ORDERS", 1])], "{jsz}");
     // Another account's stream cannot be named from here.
     let other = api(&a, "$JS.API.STREAM.INFO.B/ORDERS", Value::Null).await;
     assert!(other["error"]["err_code"].is_number(), "{other}");

@@ -271,6 +271,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn keyed_names_the_stream_of_the_account() {
+        let keyed =
+            |subject: &str, account: &str| ApiOp::parse(subject).map(|op| op.keyed(account));
+        assert_eq!(
+            keyed("$JS.API.STREAM.INFO.ORDERS", "$G"),
+            Some(ApiOp::StreamInfo("ORDERS".into()))
+        );
+        assert_eq!(
+            keyed("$JS.API.CONSUMER.MSG.NEXT.ORDERS.work", "A"),
+            Some(ApiOp::ConsumerNext("A/ORDERS".into(), "work".into()))
+        );
+        assert_eq!(
+            keyed("$JS.API.STREAM.INFO.A/ORDERS", "$G"),
+            Some(ApiOp::StreamInfo("$G/A/ORDERS".into()))
+        );
+        assert_eq!(keyed("$JS.API.INFO", "A"), Some(ApiOp::AccountInfo));
+    }
+
+    #[test]
     fn parses_known_subjects() {
         let cases = [
             ("$JS.API.INFO", ApiOp::AccountInfo),

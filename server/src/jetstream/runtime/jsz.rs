@@ -50,7 +50,7 @@ pub struct JszDetail {
 
 /// One account's use of JetStream on this node.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct AccountUsage {
+pub struct AccountUsage {
     /// Consumers of its streams.
     pub consumers: u64,
     /// Bytes in its memory streams.
@@ -89,7 +89,7 @@ impl JetStream {
     }
 
     /// What `account`'s stream replicas on this node hold.
-    pub(crate) fn account_usage(&self, account: &str) -> AccountUsage {
+    pub fn account_usage(&self, account: &str) -> AccountUsage {
         let mut usage = AccountUsage::default();
         for ls in self.local.read().values() {
             if !crate::jetstream::account::in_account(&ls.name, account) {
@@ -155,8 +155,11 @@ impl JetStream {
     }
 
     /// `stream_detail` entries of the streams hosted here, by name.
-    pub async fn stream_details(&self, detail: JszDetail) -> Vec<Value> {
-        let mut hosted: Vec<_> = self.local.read().values().cloned().collect();
+    pub async fn stream_details(&self, detail: JszDetail, account: &str) -> Vec<Value> {
+        let mut hosted: Vec<_> = (self.local.read().values())
+            .filter(|ls| crate::jetstream::account::in_account(&ls.name, account))
+            .cloned()
+            .collect();
         hosted.sort_by(|a, b| a.name.cmp(&b.name));
         let mut out = Vec::with_capacity(hosted.len());
         for ls in hosted {
@@ -168,7 +171,7 @@ impl JetStream {
             };
             let full: Value = serde_json::from_str(&to_go_json(&stream_info)).unwrap_or_default();
             let mut entry = json!({
-                "name": ls.name,
+                "name": crate::jetstream::account::stream_name(&ls.name),
                 "created": full["created"],
             });
             if !full["cluster"].is_null() {

@@ -79,7 +79,7 @@ use crate::jetstream::meta::machine::{MetaMachine, MetaView};
 use crate::jetstream::stream::ServerIdentity;
 use crate::node::{API_LEVEL, NATS_VERSION, NodeInfo};
 pub use health::{HealthProblem, HealthScope};
-pub use jsz::{JszDetail, JszStats};
+pub use jsz::{AccountUsage, JszDetail, JszStats};
 pub use membership::JOIN_ONLY_FILE;
 use replica::LocalStream;
 
