@@ -202,6 +202,63 @@ async fn kv_buckets_are_per_account() {
 }
 
 #[tokio::test]
+async fn object_stores_are_per_account() {
+    use tokio::io::AsyncReadExt as _;
+    let srv = start().await;
+    let store = |nc: async_nats::Client| async move {
+        async_nats::jetstream::new(nc)
+            .create_object_store(async_nats::jetstream::object_store::Config {
+                bucket: "files".into(),
+                ..Default::default()
+            })
+            .await
+            .expect("object store")
+    };
+    let (a, b) = (
+        store(login(&srv, "a").await).await,
+        store(login(&srv, "b").await).await,
+    );
+    // Several chunks (the default chunk is 128 KiB) in A, one small object in B.
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    a.put("doc", &mut big.as_slice()).await.expect("put a");
+    b.put("doc", &mut &b"small"[..]).await.expect("put b");
+    let read = |store: async_nats::jetstream::object_store::ObjectStore| async move {
+        let mut obj = store.get("doc").await.expect("get");
+        let mut out = Vec::new();
+        obj.read_to_end(&mut out).await.expect("read");
+        out
+    };
+    assert_eq!(read(a.clone()).await, big);
+    assert_eq!(read(b.clone()).await, b"small");
+}
+
+#[tokio::test]
+async fn a_mirror_copies_a_stream_of_its_own_account() {
+    let srv = start().await;
+    let (a, b) = (login(&srv, "a").await, login(&srv, "b").await);
+    for nc in [&a, &b] {
+        api(nc, "$JS.API.STREAM.CREATE.ORDERS", orders()).await;
+    }
+    publish(&a, "orders.1", b"a1").await;
+    publish(&a, "orders.2", b"a2").await;
+    publish(&b, "orders.1", b"b1").await;
+    let mirror = json!({"name": "COPY", "mirror": {"name": "ORDERS"}});
+    let created = api(&b, "$JS.API.STREAM.CREATE.COPY", mirror).await;
+    assert_eq!(created["config"]["mirror"]["name"], "ORDERS", "{created}");
+    let copied = jetraft_tests::harness::wait_for("mirror caught up", OP, || {
+        let b = b.clone();
+        async move {
+            let info = api(&b, "$JS.API.STREAM.INFO.COPY", Value::Null).await;
+            (info["state"]["messages"] == 1).then_some(info)
+        }
+    })
+    .await;
+    assert_eq!(copied["state"]["last_seq"], 1, "B's ORDERS has one message");
+    let msg = api(&b, "$JS.API.STREAM.MSG.GET.COPY", json!({"seq": 1})).await;
+    assert_eq!(msg["message"]["data"], "YjE=", "b1: {msg}");
+}
+
+#[tokio::test]
 async fn global_account_and_accounts_without_jetstream_answer_10039() {
     let srv = start().await;
     for user in ["g", "d"] {
