@@ -361,3 +361,40 @@ async fn account_info_and_limits_errors_match_nats_server() {
         "{info}"
     );
 }
+
+#[tokio::test]
+async fn global_streams_wait_stored_while_accounts_have_jetstream() {
+    const GLOBAL_ONLY: &str = "authorization { users: [ { user: g, password: g } ] }\n";
+    let mut srv = ServerProcess::start(ServerOptions::with_config(GLOBAL_ONLY))
+        .await
+        .expect("start server");
+    let g = login(&srv, "g").await;
+    api(&g, "$JS.API.STREAM.CREATE.ORDERS", orders()).await;
+    assert_eq!(publish(&g, "orders.1", b"kept").await["seq"], 1);
+    drop(g);
+    let restart_with = |srv: &mut ServerProcess, config: &str| {
+        std::fs::write(srv.dir().join("server.conf"), config).expect("write config");
+    };
+    srv.stop().await.expect("stop");
+    restart_with(&mut srv, CONFIG);
+    srv.start_again().await.expect("start with accounts");
+    // With accounts configured `$G` has no JetStream: its stream neither answers nor captures.
+    let g = login(&srv, "g").await;
+    let info = api(&g, "$JS.API.STREAM.INFO.ORDERS", Value::Null).await;
+    assert_eq!(info["error"]["err_code"], 10039, "{info}");
+    let publish = within(OP, "publish", g.request("orders.2", "lost".into())).await;
+    assert_eq!(
+        publish.expect_err("nothing captures").kind(),
+        async_nats::RequestErrorKind::NoResponders
+    );
+    let a = login(&srv, "a").await;
+    let created = api(&a, "$JS.API.STREAM.CREATE.ORDERS", orders()).await;
+    assert_eq!(created["state"]["messages"], 0, "A's own ORDERS: {created}");
+    drop((g, a));
+    srv.stop().await.expect("stop");
+    restart_with(&mut srv, GLOBAL_ONLY);
+    srv.start_again().await.expect("start without accounts");
+    let g = login(&srv, "g").await;
+    let info = api(&g, "$JS.API.STREAM.INFO.ORDERS", Value::Null).await;
+    assert_eq!(info["state"]["messages"], 1, "{info}");
+}

@@ -71,7 +71,12 @@ impl JetStream {
         msgs: &mut Vec<InternalMsg>,
     ) -> Vec<InternalMsg> {
         let acc = account::stream_account(&ls.name);
-        let Some(limits) = self.accounts.limits(acc) else {
+        let Some(limits) = self
+            .accounts
+            .limits(acc)
+            .filter(|l| l.max_memory >= 0 || l.max_storage >= 0)
+        else {
+            // No storage limit (`$G`, `jetstream: enabled`): nothing to look up per publish.
             return Vec::new();
         };
         let (storage, limit) = {

@@ -91,8 +91,14 @@ impl JetStream {
         }
         self.register_self(&peers).await;
         self.hand_off_if_drained(GroupId::META).await;
+        // Streams of an account that has no JetStream now (e.g. `$G`'s after accounts were
+        // configured) keep their data but capture nothing, as the account's API is off.
         let captures: Vec<(String, StreamUid, Vec<String>)> = streams
             .iter()
+            .filter(|s| {
+                self.accounts
+                    .enabled(crate::jetstream::account::stream_account(&s.name))
+            })
             .map(|s| (s.name.clone(), StreamUid(s.uid), s.subjects.clone()))
             .collect();
         self.sync_captures(&mut owned.captures, &captures);
