@@ -398,3 +398,43 @@ async fn global_streams_wait_stored_while_accounts_have_jetstream() {
     let info = api(&g, "$JS.API.STREAM.INFO.ORDERS", Value::Null).await;
     assert_eq!(info["state"]["messages"], 1, "{info}");
 }
+
+#[tokio::test]
+async fn advisories_go_to_the_streams_account_only() {
+    let srv = start().await;
+    let (a, b) = (login(&srv, "a").await, login(&srv, "b").await);
+    let mut in_a = a
+        .subscribe("$JS.EVENT.ADVISORY.STREAM.CREATED.>")
+        .await
+        .expect("sub a");
+    let mut in_b = b
+        .subscribe("$JS.EVENT.ADVISORY.STREAM.CREATED.>")
+        .await
+        .expect("sub b");
+    a.flush().await.expect("flush");
+    b.flush().await.expect("flush");
+    api(&a, "$JS.API.STREAM.CREATE.ORDERS", orders()).await;
+    let m = within(OP, "advisory in A", in_a.next())
+        .await
+        .expect("advisory");
+    assert_eq!(
+        m.subject.as_str(),
+        "$JS.EVENT.ADVISORY.STREAM.CREATED.ORDERS"
+    );
+    let advisory: Value = serde_json::from_slice(&m.payload).expect("json");
+    assert_eq!(advisory["stream"], "ORDERS", "{advisory}");
+    // B creates its own afterwards: B sees only that one.
+    api(
+        &b,
+        "$JS.API.STREAM.CREATE.OTHER",
+        json!({"name": "OTHER", "subjects": ["other"]}),
+    )
+    .await;
+    let m = within(OP, "advisory in B", in_b.next())
+        .await
+        .expect("advisory");
+    assert_eq!(
+        m.subject.as_str(),
+        "$JS.EVENT.ADVISORY.STREAM.CREATED.OTHER"
+    );
+}
