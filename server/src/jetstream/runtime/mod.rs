@@ -162,6 +162,8 @@ pub struct JetStream {
     /// Held while this node changes the meta group's voters (admission, SERVER.REMOVE): openraft
     /// refuses a membership change while another one is under way, and logs it as an error.
     meta_members: tokio::sync::Mutex<()>,
+    /// Set while a SERVER.REMOVE's evacuation task runs (one at a time, see `server_remove`).
+    removal_running: std::sync::atomic::AtomicBool,
     /// The accounts with JetStream and their limits.
     accounts: JsAccounts,
     /// Stops the runtime's tasks.
@@ -252,6 +254,7 @@ impl JetStream {
             api_errors: AtomicU64::new(0),
             pending: remote::Pending::default(),
             meta_members: tokio::sync::Mutex::new(()),
+            removal_running: std::sync::atomic::AtomicBool::new(false),
             accounts,
             cancel: ctx.shutdown.child_token(),
         });
