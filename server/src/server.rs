@@ -330,7 +330,10 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         .await?;
         let _ = jetstream_slot.set(js.clone());
         crate::jetstream::runtime::account_off::serve_accounts_without_jetstream(
-            &bus, &tasks, &shutdown,
+            &bus,
+            js.accounts(),
+            &tasks,
+            &shutdown,
         )
         .map_err(|e| StartError::JetStream {
             reason: e.to_string(),

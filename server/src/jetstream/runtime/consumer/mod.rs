@@ -141,7 +141,9 @@ impl JetStream {
     /// this node, at once, so that it comes after the acks received before it; false when it
     /// must take the API path (another node leads, the engine is starting, ...).
     pub(crate) fn pull_to_local_engine(&self, msg: &InternalMsg) -> bool {
-        let Some(ApiOp::ConsumerNext(stream, name)) = ApiOp::parse(&msg.subject) else {
+        let Some(ApiOp::ConsumerNext(stream, name)) =
+            ApiOp::parse(&msg.subject).map(|op| op.keyed(&msg.account))
+        else {
             return false;
         };
         let Some(reply) = &msg.reply else {
@@ -185,6 +187,8 @@ impl JetStream {
             });
             (ack.stream, ack.consumer, event)
         };
+        // Ack subjects name the stream; the account they were published in picks it.
+        let stream = crate::jetstream::account::stream_key(&msg.account, &stream);
         let Some(ls) = self.local_stream(&stream) else {
             let first = self
                 .meta
