@@ -27,8 +27,8 @@ Scenario `streams` (SCALE_STREAMS streams, default 1,000):
 Scenarios `consumers-ephemeral` and `consumers-durable` (SCALE_CONSUMERS consumers, default
 10,000), each on a fresh cluster:
   One R3 file stream K (subject `k`), and one subscription on each `d.<i>` on node 1 (nats-server
-  2.15.1 in a cluster delivers nothing to a push consumer whose only interest is a `d.*` or `d.>`
-  subscription). SCALE_CONSUMERS push consumers created with SCALE_INFLIGHT creates in flight
+  2.15.1 delivered nothing to a push consumer whose only interest was a `d.>` subscription, or
+  in a cluster a `d.*` one). SCALE_CONSUMERS push consumers created with SCALE_INFLIGHT creates in flight
   (durable: up to 3 attempts each; ephemeral: 1): `deliver_subject` d.<i>, ack policy none,
   deliver all, replicas as the server defaults; durable ones named D<i> (CONSUMER.CREATE.K.D<i>
   with `durable_name`), ephemeral ones unnamed (CONSUMER.CREATE.K). Create time (total and per
@@ -488,8 +488,8 @@ async def scenario_consumers(cluster, a, res, durable):
             if received[0] >= n:
                 done.set()
 
-        # One subscription per deliver subject: nats-server 2.15.1 in a cluster binds a push
-        # consumer only to an exact subscription (a `d.*` or `d.>` one got no deliveries).
+        # One subscription per deliver subject: nats-server 2.15.1 delivered nothing to a push
+        # consumer whose only interest was a `d.>` subscription (or, in a cluster, a `d.*` one).
         for i in range(n):
             await nc.subscribe(f"d.{i}", cb=on_msg)
         await nc.flush(timeout=30)
