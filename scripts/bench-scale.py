@@ -44,11 +44,12 @@ Scenario `catchup` (SCALE_CATCHUP_MB, default 256 MB; the issue's figure is 2048
   node then publishes to `c` with 64 publishes in flight (same payload) without pause until the
   end: 5 s of it give the baseline rate. A non-leader node is stopped (SIGTERM), its store dir
   wiped, and it is started again with the same flags. Then, every 0.2 s: its RSS (peak), its
-  /jsz `messages` (data caught up once they reach the fill count) and STREAM.INFO from the
-  leader's node (current once the restarted node is listed with `current: true`; bounded by
-  SCALE_CATCHUP_TIMEOUT, default 1200 s). Reported: time to data caught up and to current,
-  catch-up MB/s = fill MB / time to data caught up, the restarted node's peak RSS, the
-  publisher's acked msgs/s from restart to current against the baseline.
+  /jsz `messages` (data caught up once they reach the fill count) and STREAM.INFO through
+  node 1 (current once the restarted node is listed with `current: true`; bounded by
+  SCALE_CATCHUP_TIMEOUT, default 1200 s). Reported: the fill rate, time to data caught up and
+  to current, catch-up MB/s = fill MB / time to data caught up, the restarted node's peak RSS,
+  the leader's RSS at the end, the publisher's acked msgs/s from restart to current against
+  the baseline.
 
 Usage (the Makefile's `bench-scale` target builds the release binary and runs this):
   JETRAFT_BIN=target/release/jetraft .venv/bin/python scripts/bench-scale.py \\
