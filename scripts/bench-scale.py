@@ -26,16 +26,18 @@ Scenario `streams` (SCALE_STREAMS streams, default 1,000):
 
 Scenarios `consumers-ephemeral` and `consumers-durable` (SCALE_CONSUMERS consumers, default
 10,000), each on a fresh cluster:
-  One R3 file stream K (subject `k`), and one subscription on each `d.<i>` on node 1 (nats-server
-  2.15.1 delivered nothing to a push consumer whose only interest was a `d.>` subscription, or
-  in a cluster a `d.*` one). SCALE_CONSUMERS push consumers created with SCALE_INFLIGHT creates in flight
-  (durable: up to 3 attempts each; ephemeral: 1): `deliver_subject` d.<i>, ack policy none,
-  deliver all, replicas as the server defaults; durable ones named D<i> (CONSUMER.CREATE.K.D<i>
-  with `durable_name`), ephemeral ones unnamed (CONSUMER.CREATE.K). Create time (total and per
-  consumer); RSS per node before (2 s after the subscriptions) and after (5 s settling) the
-  creates, growth per consumer = summed growth of the 3 nodes / N; CPU per node over the idle
-  window. Delivery: one 128 B message published to `k` (acked); time from the publish to the
-  N-th delivery; deliveries/s = N / that time (bounded 120 s; a shortfall is reported).
+  One R3 file stream K (subject `k`), and one subscription on each `d.<i>` on node 1
+  (nats-server 2.15.1 delivered nothing to a push consumer whose only interest was a `d.>`
+  subscription, or in a cluster a `d.*` one). SCALE_CONSUMERS push consumers created with
+  SCALE_INFLIGHT creates in flight (durable: up to 3 attempts each; ephemeral: 1):
+  `deliver_subject` d.<i>, ack policy none, deliver all, replicas as the server defaults;
+  durable ones named D<i> (CONSUMER.CREATE.K.D<i> with `durable_name`), ephemeral ones unnamed
+  (CONSUMER.CREATE.K). Create time (total and per consumer); RSS per node before (2 s after the
+  subscriptions) and after (5 s settling, then the idle window) the creates, growth per
+  consumer = summed growth of the 3 nodes / N; CPU per node over the idle window. Delivery: one
+  128 B message published to `k` (acked); time from the publish to the N-th delivery;
+  deliveries/s = N / that time (bounded 120 s; a shortfall is reported). nats-server 2.15.1
+  refuses the 1,001st consumer of a stream (10026), so compare at SCALE_CONSUMERS=1000.
 
 Scenario `catchup` (SCALE_CATCHUP_MB, default 256 MB; the issue's figure is 2048):
   One R3 file stream C (subject `c`) filled with SCALE_CATCHUP_MB of SCALE_PAYLOAD-byte messages
