@@ -1193,3 +1193,67 @@ async fn pedantic_consumer_creates_refuse_what_defaults_would_change() {
         api(&nc, "$JS.API.CONSUMER.DELETE.PED.c", Value::Null).await;
     }
 }
+
+/// Deleting one of several push consumers stops its deliveries only, and a consumer created
+/// again under the same name delivers from the start (the engines of the stream leader are
+/// synced against the set of consumer names on every create and delete).
+#[tokio::test]
+async fn deleting_one_push_consumer_stops_only_its_deliveries() {
+    let srv = start_server().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    stream_with(
+        &js,
+        stream::Config {
+            name: "DEL".into(),
+            subjects: vec!["del".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    let names = ["a", "b", "c"];
+    let mut subs = Vec::new();
+    for n in names {
+        subs.push(nc.subscribe(format!("dd.{n}")).await.expect("sub"));
+    }
+    let create = |n: &str| json!({"stream_name": "DEL", "config": {"durable_name": n, "deliver_subject": format!("dd.{n}"), "ack_policy": "none"}});
+    for n in names {
+        let r = api(&nc, &format!("$JS.API.CONSUMER.CREATE.DEL.{n}"), create(n)).await;
+        assert!(r["error"].is_null(), "{r}");
+    }
+    let publish = |body: &'static str| {
+        let js = js.clone();
+        async move {
+            let ack = within(OP, "publish", js.publish("del", body.into()))
+                .await
+                .expect("publish");
+            within(OP, "puback", ack.into_future())
+                .await
+                .expect("puback");
+        }
+    };
+    publish("one").await;
+    for sub in &mut subs {
+        let m = within(OP, "first delivery", sub.next()).await.expect("msg");
+        assert_eq!(m.payload, "one");
+    }
+    let r = api(&nc, "$JS.API.CONSUMER.DELETE.DEL.b", Value::Null).await;
+    assert_eq!(r["success"], true, "{r}");
+    publish("two").await;
+    for i in [0, 2] {
+        let m = within(OP, "second delivery", subs[i].next())
+            .await
+            .expect("msg");
+        assert_eq!(m.payload, "two");
+    }
+    let late = tokio::time::timeout(Duration::from_millis(500), subs[1].next()).await;
+    assert!(late.is_err(), "the deleted consumer delivered: {late:?}");
+    let r = api(&nc, "$JS.API.CONSUMER.CREATE.DEL.b", create("b")).await;
+    assert!(r["error"].is_null(), "{r}");
+    for want in ["one", "two"] {
+        let m = within(OP, "delivery from the start", subs[1].next())
+            .await
+            .expect("msg");
+        assert_eq!(m.payload, want);
+    }
+}

@@ -20,7 +20,7 @@ pub(crate) mod deliver;
 pub(crate) mod engine;
 mod pacing;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -87,7 +87,9 @@ impl JetStream {
             ls.engines.stop_all(false);
             return;
         }
-        let names: Vec<String> = ls.sm.lock().consumers().keys().cloned().collect();
+        // A set: the retain below looks every running engine up in it (a Vec made each call
+        // O(consumers^2): 40% of a core on the leader with 10,000 idle consumers).
+        let names: HashSet<String> = ls.sm.lock().consumers().keys().cloned().collect();
         let mut running = ls.engines.running.lock();
         running.retain(|name, h| {
             let keep = names.contains(name) && !h.tx.is_closed();
