@@ -806,10 +806,7 @@ async fn stream_list_answers_in_time_while_a_node_is_frozen() {
         return;
     }
     let via = connect(cluster.node(leader)).await;
-    cluster
-        .node(frozen)
-        .signal(rustix::process::Signal::STOP)
-        .expect("SIGSTOP");
+    cluster.node(frozen).freeze().await.expect("SIGSTOP");
     let listed = tokio::time::timeout(
         Duration::from_secs(5),
         via.request("$JS.API.STREAM.LIST", Bytes::new()),

@@ -490,6 +490,34 @@ impl ServerProcess {
         rustix::process::kill_process(pid, sig).context("send signal to server")
     }
 
+    /// SIGSTOPs the server and waits (bounded) until every one of its threads is stopped: the
+    /// signal alone returns before a thread running on another CPU has stopped, which may still
+    /// answer a request sent right after it.
+    pub async fn freeze(&self) -> anyhow::Result<()> {
+        self.signal(rustix::process::Signal::STOP)?;
+        let pid = self.pid().context("server is not running")?;
+        let all_stopped = || -> Option<bool> {
+            let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+            for task in tasks {
+                let stat = std::fs::read_to_string(task.ok()?.path().join("stat")).ok()?;
+                // The state follows the command name's closing parenthesis.
+                let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
+                if state != 'T' && state != 't' {
+                    return Some(false);
+                }
+            }
+            Some(true)
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while all_stopped() != Some(true) {
+            if std::time::Instant::now() >= deadline {
+                bail!("server {pid} not stopped 5 s after SIGSTOP");
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        Ok(())
+    }
+
     /// Whether the child is still running.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.as_mut().map(Child::try_wait), Some(Ok(None)))
