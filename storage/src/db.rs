@@ -77,6 +77,9 @@ impl std::fmt::Debug for Db {
     }
 }
 
+/// A key and its value, as [`Db::scan_prefix`] returns them.
+pub type KeyValue = (Vec<u8>, Vec<u8>);
+
 /// One change of [`Db::write_changes`].
 #[derive(Debug, Clone, Copy)]
 pub enum Change<'a> {
@@ -164,7 +167,7 @@ impl Db {
         &self,
         cf: ColumnFamily,
         prefix: &[u8],
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError> {
+    ) -> Result<Vec<KeyValue>, StorageError> {
         let handle = self.cf(cf)?;
         let mode = rocksdb::IteratorMode::From(prefix, rocksdb::Direction::Forward);
         let mut out = Vec::new();
