@@ -77,6 +77,18 @@ impl std::fmt::Debug for Db {
     }
 }
 
+/// A key and its value, as [`Db::scan_prefix`] returns them.
+pub type KeyValue = (Vec<u8>, Vec<u8>);
+
+/// One change of [`Db::write_changes`].
+#[derive(Debug, Clone, Copy)]
+pub enum Change<'a> {
+    /// Put `key = value`.
+    Put(ColumnFamily, &'a [u8], &'a [u8]),
+    /// Delete `key`.
+    Delete(ColumnFamily, &'a [u8]),
+}
+
 /// WAL size at which RocksDB flushes the column families that keep the oldest WAL file alive.
 const MAX_TOTAL_WAL_BYTES: u64 = 256 << 20;
 
@@ -136,15 +148,37 @@ impl Db {
         self.write_opt(batch, wo)
     }
 
-    /// Writes `(cf, key, value)` triples atomically through the WAL without waiting for an
-    /// fsync: durable at the next WAL fsync of any writer (the group-commit syncer makes one for
-    /// every log append) or [`Db::sync_wal`].
-    pub fn put(&self, puts: &[(ColumnFamily, &[u8], &[u8])]) -> Result<(), StorageError> {
+    /// Applies `changes` atomically, in order, through the WAL without waiting for an fsync:
+    /// durable at the next WAL fsync of any writer (the group-commit syncer makes one for every
+    /// log append) or [`Db::sync_wal`].
+    pub fn write_changes(&self, changes: &[Change<'_>]) -> Result<(), StorageError> {
         let mut batch = WriteBatch::default();
-        for (cf, key, value) in puts {
-            batch.put_cf(&self.cf(*cf)?, key, value);
+        for change in changes {
+            match change {
+                Change::Put(cf, key, value) => batch.put_cf(&self.cf(*cf)?, key, value),
+                Change::Delete(cf, key) => batch.delete_cf(&self.cf(*cf)?, key),
+            }
         }
         self.write(batch, false)
+    }
+
+    /// Every `(key, value)` of `cf` whose key starts with `prefix`, in key order.
+    pub fn scan_prefix(
+        &self,
+        cf: ColumnFamily,
+        prefix: &[u8],
+    ) -> Result<Vec<KeyValue>, StorageError> {
+        let handle = self.cf(cf)?;
+        let mode = rocksdb::IteratorMode::From(prefix, rocksdb::Direction::Forward);
+        let mut out = Vec::new();
+        for item in self.inner.iterator_cf(&handle, mode) {
+            let (key, value) = item?;
+            if !key.starts_with(prefix) {
+                break;
+            }
+            out.push((key.to_vec(), value.to_vec()));
+        }
+        Ok(out)
     }
 
     /// Reads one value.

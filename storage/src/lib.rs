@@ -44,5 +44,5 @@ pub mod subject;
 pub mod verify;
 mod wal_check;
 
-pub use db::{ColumnFamily, Db};
+pub use db::{Change, ColumnFamily, Db};
 pub use error::StorageError;

@@ -233,6 +233,18 @@ impl MetaState {
         }
     }
 
+    /// The state without its stream assignments (what the meta machine stores apart from
+    /// them).
+    pub fn rest_snapshot(&self) -> MetaSnapshot {
+        MetaSnapshot {
+            peers: self.peers.values().cloned().collect(),
+            streams: Vec::new(),
+            next_uid: self.next_uid,
+            retired: self.retired.iter().copied().collect(),
+            drained: self.drained.iter().copied().collect(),
+        }
+    }
+
     /// Rebuilds the state from a snapshot message.
     pub fn from_snapshot(snap: MetaSnapshot) -> Self {
         Self {
