@@ -9,6 +9,8 @@
 //!   [`jetstream`] (streams, consumers, the `$JS.API`), each holding a [`bus::Bus`] and small
 //!   read-only views, never the server object;
 //! - [`monitor`]: the monitoring HTTP endpoints over read-only views, and the web console at `/`;
+//! - [`system`]: the system account's services (`$SYS.REQ.SERVER.*`), over the monitoring
+//!   endpoints;
 //! - `server`: the wiring that builds all of the above; only `main` uses it
 //!   ([`server::start`]).
 //! - `testkit` (tests only): in-process JetStream clusters over the raft crate's
@@ -30,6 +32,7 @@ pub mod node;
 pub mod protocol;
 pub mod router;
 pub mod server;
+pub mod system;
 #[cfg(test)]
 mod testkit;
 pub mod tls;

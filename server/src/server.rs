@@ -336,6 +336,13 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
     } else {
         None
     };
+    let sys_addr = listeners
+        .monitoring
+        .or(listeners.monitoring_tls)
+        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    if let Err(e) = crate::system::serve(Arc::new(monitor_view(sys_addr)), &tasks, &shutdown) {
+        tracing::error!(error = %e, "system account services not started");
+    }
     if let (Some(cluster), Some((listener, addr))) = (&cluster, cluster_listener) {
         info!(addr = %addr, node_id = %cluster.node_id(), "listening for route connections");
         listeners.cluster = Some(addr);
