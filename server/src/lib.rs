@@ -8,6 +8,7 @@
 //! - [`conn`] (client connections), [`cluster`] (links to peers, interest and forwarding),
 //!   [`jetstream`] (streams, consumers, the `$JS.API`), each holding a [`bus::Bus`] and small
 //!   read-only views, never the server object;
+//! - [`trace`]: message tracing (`Nats-Trace-Dest`), used by [`conn`] and [`cluster`];
 //! - [`monitor`]: the monitoring HTTP endpoints over read-only views, and the web console at `/`;
 //! - [`system`]: the system account's services (`$SYS.REQ.SERVER.*`), over the monitoring
 //!   endpoints;
@@ -36,5 +37,6 @@ pub mod system;
 #[cfg(test)]
 mod testkit;
 pub mod tls;
+pub mod trace;
 
 pub use server::{ServerHandle, start};

@@ -326,6 +326,14 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         })
         .await?;
         let _ = jetstream_slot.set(js.clone());
+        // Message tracing names the stream a publish goes to (JetStream runs in `$G`).
+        let weak = Arc::downgrade(&js);
+        bus.set_stream_lookup(Arc::new(move |account: &str, subject: &str| {
+            if account != crate::config::GLOBAL_ACCOUNT {
+                return None;
+            }
+            weak.upgrade()?.stream_capturing(subject)
+        }));
         crate::jetstream::runtime::account_off::serve_accounts_without_jetstream(
             &bus, &tasks, &shutdown,
         )
@@ -352,6 +360,8 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
             tasks: tasks.clone(),
             shutdown: shutdown.clone(),
             security: link_security.clone(),
+            node: node.clone(),
+            jetstream: js.is_some(),
         };
         let mut routes = cluster::listener::routes(&ctx);
         if let Some(js) = &js {

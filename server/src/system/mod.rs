@@ -34,7 +34,6 @@ use crate::config::accounts::DEFAULT_SYSTEM_ACCOUNT;
 use crate::monitor::MonitorView;
 use crate::monitor::zreq::{self, ENDPOINTS, Endpoint, ZAnswer};
 use crate::router::SublistError;
-use statsz::Sequence;
 
 /// The prefix of every server request.
 const SERVER_REQ: &str = "$SYS.REQ.SERVER.";
@@ -116,11 +115,7 @@ pub fn serve(
     for s in &subjects {
         view.bus.announce_interest_in(&account, s);
     }
-    let service = Arc::new(Service {
-        view,
-        account,
-        seq: Sequence::default(),
-    });
+    let service = Arc::new(Service { view, account });
     for sub in [local, from_peers] {
         let service = service.clone();
         let shutdown = shutdown.clone();
@@ -135,8 +130,6 @@ struct Service {
     view: Arc<MonitorView>,
     /// The system account (replies are published in it).
     account: String,
-    /// Numbers the replies.
-    seq: Sequence,
 }
 
 impl Service {
@@ -188,7 +181,7 @@ impl Service {
     }
 
     fn server_info(&self) -> Value {
-        statsz::server_info(&self.view, self.seq.next())
+        statsz::server_info(&self.view)
     }
 
     fn envelope_error(&self, code: u16, description: String) -> Value {

@@ -1,48 +1,17 @@
 //! What a system-account reply says about the node: the `server` envelope every reply carries
 //! (nats-server's `ServerInfo`), the `STATSZ` document (`ServerStats`) and `IDZ`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use serde_json::{Value, json};
 
-use crate::monitor::{MonitorView, rfc3339};
-use crate::node::NATS_VERSION;
+use crate::monitor::MonitorView;
 
-/// `ServerInfo.flags`: JetStream is enabled (nats-server's `JetStreamEnabled` capability).
-const FLAG_JETSTREAM: u64 = 1;
-
-/// Numbers the replies of one node (`server.seq`), as nats-server numbers its system messages.
-#[derive(Debug, Default)]
-pub(super) struct Sequence(AtomicU64);
-
-impl Sequence {
-    /// The next number (the first is 1).
-    pub(super) fn next(&self) -> u64 {
-        self.0.fetch_add(1, Ordering::Relaxed) + 1
-    }
-}
-
-/// The `server` object of a reply: who answers, numbered `seq`, sent now.
-pub(super) fn server_info(view: &MonitorView, seq: u64) -> Value {
-    let js = view.jetstream.get().is_some();
-    let mut info = json!({
-        "name": view.node.server_name,
-        "host": view.node.host,
-        "id": view.node.server_id,
-    });
-    if let Some(cluster) = view.node.cluster_name.as_deref().filter(|c| !c.is_empty()) {
-        info["cluster"] = cluster.into();
-    }
-    info["ver"] = NATS_VERSION.into();
-    let tags = &view.config.server_tags;
-    if !tags.is_empty() {
-        info["tags"] = json!(tags);
-    }
-    info["jetstream"] = js.into();
-    info["flags"] = if js { FLAG_JETSTREAM } else { 0 }.into();
-    info["seq"] = seq.into();
-    info["time"] = rfc3339(time::OffsetDateTime::now_utc()).into();
-    info
+/// The `server` object of a reply (numbered by the node's system message counter).
+pub(super) fn server_info(view: &MonitorView) -> Value {
+    crate::trace::server_info(
+        &view.node,
+        &view.config.server_tags,
+        view.jetstream.get().is_some(),
+    )
 }
 
 /// `IDZ`: the node's name, host and id (no envelope, as nats-server answers it).

@@ -176,6 +176,11 @@ impl JetStream {
         }
     }
 
+    /// The name of the stream capturing `subject` (message tracing's `js` event).
+    pub fn stream_capturing(&self, subject: &str) -> Option<String> {
+        self.stream_for_subject(subject).map(|(name, _)| name)
+    }
+
     /// The stream capturing `subject`, per the meta state.
     pub(super) fn stream_for_subject(&self, subject: &str) -> Option<(String, Vec<u64>)> {
         self.meta.read(|m| {
