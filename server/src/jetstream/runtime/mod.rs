@@ -37,6 +37,7 @@ pub mod account_off;
 mod advisory;
 mod api;
 mod atomic_batch;
+mod audit;
 pub(crate) mod consumer;
 mod dispatch;
 mod drain;
