@@ -44,6 +44,10 @@ impl JetStream {
     /// Publishes the audit advisory of the request `msg` answered with `response`. Requests
     /// one node sends another (node inboxes) are internal and not audited.
     pub(super) fn advise_api_audit(&self, msg: &InternalMsg, response: &str) {
+        // Nobody listens (on this node or a peer): nothing to build.
+        if !self.bus.has_interest(SUBJECT) {
+            return;
+        }
         if msg
             .reply
             .as_deref()
