@@ -47,7 +47,7 @@ async fn audits(srv: &ServerProcess) -> Vec<Value> {
         .await
         .expect("connect");
     let opts = async_nats::ConnectOptions::new().name("requester");
-    let requester = within(OP, "connect", opts.connect(srv.client_url()))
+    let requester = within(OP, "connect", Box::pin(opts.connect(srv.client_url())))
         .await
         .expect("connect");
     let mut events = watcher
@@ -104,8 +104,8 @@ fn parsed(v: &Value) -> Value {
 async fn every_answered_request_is_audited_as_nats_server_does() {
     let srv = start(None).await;
     let reference = start(Some(ServerKind::NatsServer)).await;
-    let got = audits(&srv).await;
-    let want = audits(&reference).await;
+    let got = Box::pin(audits(&srv)).await;
+    let want = Box::pin(audits(&reference)).await;
     for (((subject, body), g), w) in REQUESTS.iter().zip(&got).zip(&want) {
         assert_eq!(g["type"], "io.nats.jetstream.advisory.v1.api_audit", "{g}");
         assert_eq!(g["type"], w["type"]);

@@ -50,6 +50,13 @@ fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
     h
 }
 
+/// One step: its name, the subject published to and the message's headers.
+type Step = (
+    &'static str,
+    &'static str,
+    Vec<(&'static str, &'static str)>,
+);
+
 /// Publishes the traced messages of every step and collects their events.
 async fn run(srv: &ServerProcess) -> Run {
     let pubber = named(srv, "pubber").await;
@@ -75,7 +82,7 @@ async fn run(srv: &ServerProcess) -> Run {
     round_trip(&subber).await;
     round_trip(&pubber).await;
 
-    let steps: [(&'static str, &str, Vec<(&str, &str)>); 5] = [
+    let steps: [Step; 5] = [
         (
             "core",
             "foo.bar",
