@@ -50,6 +50,7 @@ mod membership;
 mod owner;
 mod peer_remove;
 mod publish;
+mod quorum;
 mod reconcile;
 mod remote;
 pub mod replica;
