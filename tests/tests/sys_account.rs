@@ -251,6 +251,34 @@ async fn only_the_system_account_reaches_the_services() {
 }
 
 #[tokio::test]
+async fn connz_of_one_account_answers_as_nats_server_does() {
+    let srv = start(None).await;
+    let reference = start(Some(ServerKind::NatsServer)).await;
+    for s in [&srv, &reference] {
+        let app = login(s, "app").await;
+        let sys = login(s, "sys").await;
+        // Any account may ask for its own connections (imported from the system account).
+        for subject in ["$SYS.REQ.SERVER.PING.CONNZ", "$SYS.REQ.ACCOUNT.PING.CONNZ"] {
+            let got = one(&app, subject, "").await;
+            assert_eq!(got["data"]["num_connections"], 1, "{subject}: {got}");
+            assert_eq!(got["server"]["name"], s.name(), "{got}");
+        }
+        // The system account asks for any account's.
+        let got = one(&sys, "$SYS.REQ.ACCOUNT.APP.CONNZ", "").await;
+        assert_eq!(got["data"]["num_connections"], 1, "{got}");
+        let got = one(
+            &sys,
+            "$SYS.REQ.ACCOUNT.SYS.CONNZ",
+            r#"{"subscriptions":true}"#,
+        )
+        .await;
+        assert_eq!(got["data"]["num_connections"], 1, "{got}");
+        let got = one(&sys, "$SYS.REQ.ACCOUNT.APP.CONNZ", r#"{"limit":"x"}"#).await;
+        assert_eq!(got["error"]["code"], 400, "{got}");
+    }
+}
+
+#[tokio::test]
 async fn a_server_id_request_is_answered_by_that_server() {
     let srv = start(None).await;
     let sys = login(&srv, "sys").await;

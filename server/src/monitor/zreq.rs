@@ -212,6 +212,7 @@ impl Endpoint {
                 ("limit", "limit"),
                 ("cid", "cid"),
                 ("sort", "sort"),
+                ("acc", "acc"),
             ],
             Self::Subsz => &[
                 ("subscriptions", "subs"),

@@ -4,6 +4,9 @@
 //! - `$SYS.REQ.SERVER.PING` and `$SYS.REQ.SERVER.PING.<NAME>`: every node of the cluster
 //!   answers (the requester collects the replies, as `nats server list` does);
 //! - `$SYS.REQ.SERVER.<server id>.<NAME>`: only that node answers;
+//! - `$SYS.REQ.ACCOUNT.<account>.CONNZ`: every node answers with that account's connections;
+//! - in every other account, `$SYS.REQ.SERVER.PING.CONNZ` and `$SYS.REQ.ACCOUNT.PING.CONNZ`
+//!   answer with that account's own connections (nats-server imports them into each account);
 //!
 //! with `NAME` one of `STATSZ`, `IDZ` and the monitoring endpoints of [`zreq`] (`VARZ`,
 //! `CONNZ`, `SUBSZ`, `JSZ`, `HEALTHZ`, `ACCOUNTZ`, `ROUTEZ`, `GATEWAYZ`, `LEAFZ`). A reply is
@@ -41,7 +44,7 @@ const SERVER_REQ: &str = "$SYS.REQ.SERVER.";
 const PING: &str = "PING";
 
 /// What one request asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Request {
     /// `STATSZ`, also the plain `$SYS.REQ.SERVER.PING`.
     Statsz,
@@ -49,6 +52,8 @@ enum Request {
     Idz,
     /// A monitoring endpoint.
     Z(Endpoint),
+    /// `CONNZ` of one account's connections.
+    AccountConnz(String),
 }
 
 impl Request {
@@ -70,7 +75,7 @@ fn names() -> impl Iterator<Item = &'static str> {
 
 /// The subjects this node answers on: the `PING` forms and its own server id's.
 fn subjects(server_id: &str) -> Vec<String> {
-    let mut out = vec![format!("{SERVER_REQ}{PING}")];
+    let mut out = vec![format!("{SERVER_REQ}{PING}"), ACCOUNT_CONNZ.to_string()];
     for name in names() {
         out.push(format!("{SERVER_REQ}{PING}.{name}"));
         out.push(format!("{SERVER_REQ}{server_id}.{name}"));
@@ -78,8 +83,21 @@ fn subjects(server_id: &str) -> Vec<String> {
     out
 }
 
+/// Account requests: `$SYS.REQ.ACCOUNT.<account>.CONNZ`.
+const ACCOUNT_CONNZ: &str = "$SYS.REQ.ACCOUNT.*.CONNZ";
+/// What every other account may ask (nats-server imports them into each account, answered
+/// with that account's connections).
+const IMPORTED_CONNZ: [&str; 2] = ["$SYS.REQ.SERVER.PING.CONNZ", "$SYS.REQ.ACCOUNT.PING.CONNZ"];
+
 /// The request a subject names, if this node serves it.
 fn parse(subject: &str, server_id: &str) -> Option<Request> {
+    if let Some(acc) = subject
+        .strip_prefix("$SYS.REQ.ACCOUNT.")
+        .and_then(|r| r.strip_suffix(".CONNZ"))
+        .filter(|a| !a.is_empty() && !a.contains('.'))
+    {
+        return Some(Request::AccountConnz(acc.to_string()));
+    }
     let rest = subject.strip_prefix(SERVER_REQ)?;
     if rest == PING {
         return Some(Request::Statsz);
@@ -106,20 +124,34 @@ pub fn serve(
     tasks: &TaskTracker,
     shutdown: &CancellationToken,
 ) -> Result<(), SublistError> {
-    let account = system_account(&view);
-    let subjects = subjects(&view.node.server_id);
-    let patterns: Vec<&str> = subjects.iter().map(String::as_str).collect();
-    let ns = view.bus.namespace(&account);
-    let local = ns.internal.subscribe_many(&patterns)?;
-    let from_peers = ns.internal.subscribe_many_inbox(&patterns)?;
-    for s in &subjects {
-        view.bus.announce_interest_in(&account, s);
+    let system = system_account(&view);
+    let mut accounts: Vec<String> = vec![crate::config::GLOBAL_ACCOUNT.to_string()];
+    accounts.extend(view.config.auth.accounts.iter().map(|a| a.name.clone()));
+    accounts.retain(|a| *a != system);
+    accounts.dedup();
+    let own = subjects(&view.node.server_id);
+    let service = Arc::new(Service {
+        view: view.clone(),
+        system: system.clone(),
+    });
+    let mut namespaces = vec![(system, own)];
+    for a in accounts {
+        namespaces.push((a, IMPORTED_CONNZ.iter().map(|s| (*s).to_string()).collect()));
     }
-    let service = Arc::new(Service { view, account });
-    for sub in [local, from_peers] {
-        let service = service.clone();
-        let shutdown = shutdown.clone();
-        tasks.spawn(async move { service.run(sub, shutdown).await });
+    for (account, subjects) in namespaces {
+        let patterns: Vec<&str> = subjects.iter().map(String::as_str).collect();
+        let ns = view.bus.namespace(&account);
+        let local = ns.internal.subscribe_many(&patterns)?;
+        let from_peers = ns.internal.subscribe_many_inbox(&patterns)?;
+        for s in &subjects {
+            view.bus.announce_interest_in(&account, s);
+        }
+        for sub in [local, from_peers] {
+            let service = service.clone();
+            let shutdown = shutdown.clone();
+            let account = account.clone();
+            tasks.spawn(async move { service.run(&account, sub, shutdown).await });
+        }
     }
     Ok(())
 }
@@ -128,12 +160,13 @@ pub fn serve(
 #[derive(Debug)]
 struct Service {
     view: Arc<MonitorView>,
-    /// The system account (replies are published in it).
-    account: String,
+    /// The system account.
+    system: String,
 }
 
 impl Service {
-    async fn run(&self, mut sub: InternalSub, shutdown: CancellationToken) {
+    /// Answers the requests of `sub`, a subscription in `account`'s namespace.
+    async fn run(&self, account: &str, mut sub: InternalSub, shutdown: CancellationToken) {
         loop {
             let msg = tokio::select! {
                 () = shutdown.cancelled() => return,
@@ -142,42 +175,67 @@ impl Service {
                     None => return,
                 },
             };
-            self.on_request(&msg).await;
+            self.on_request(account, &msg).await;
         }
     }
 
-    async fn on_request(&self, msg: &InternalMsg) {
+    async fn on_request(&self, account: &str, msg: &InternalMsg) {
         let Some(reply) = msg.reply.as_deref().filter(|r| !r.is_empty()) else {
             return;
         };
-        let Some(req) = parse(&msg.subject, &self.view.node.server_id) else {
+        let Some(body) = self.answer(account, msg).await else {
             return;
-        };
-        let body = match req {
-            Request::Idz => statsz::idz(&self.view),
-            Request::Statsz => match zreq::decode_as(&zreq::STATSZ_OPTIONS, &msg.payload) {
-                Ok(opts) if self.filtered_out(&opts) => return,
-                Ok(_) => {
-                    let mut body = statsz::statsz(&self.view);
-                    body["server"] = self.server_info();
-                    reorder_server_first(body)
-                }
-                Err(e) => self.envelope_error(400, e),
-            },
-            Request::Z(endpoint) => match zreq::decode(endpoint, &msg.payload) {
-                Ok(opts) if self.filtered_out(&opts) => return,
-                Ok(opts) => match zreq::answer(&self.view, endpoint, &opts).await {
-                    ZAnswer::Data(data) => json!({"server": self.server_info(), "data": data}),
-                    ZAnswer::Error { code, description } => self.envelope_error(code, description),
-                    ZAnswer::Skip => return,
-                },
-                Err(e) => self.envelope_error(400, e),
-            },
         };
         let text = serde_json::to_vec(&body).unwrap_or_default();
         self.view
             .bus
-            .publish(&Msg::new(reply, &text).in_account(&self.account));
+            .publish(&Msg::new(reply, &text).in_account(account));
+    }
+
+    /// The reply to `msg`, a request in `account`; `None`: no reply (not for this node).
+    async fn answer(&self, account: &str, msg: &InternalMsg) -> Option<Value> {
+        // Outside the system account only the imported CONNZ is subscribed: its own
+        // connections.
+        let req = if account == self.system {
+            parse(&msg.subject, &self.view.node.server_id)?
+        } else {
+            Request::AccountConnz(account.to_string())
+        };
+        let (endpoint, acc) = match req {
+            Request::Idz => return Some(statsz::idz(&self.view)),
+            Request::Statsz => {
+                return Some(match zreq::decode_as(&zreq::STATSZ_OPTIONS, &msg.payload) {
+                    Ok(opts) if self.filtered_out(&opts) => return None,
+                    Ok(_) => {
+                        let mut body = statsz::statsz(&self.view);
+                        body["server"] = self.server_info();
+                        reorder_server_first(body)
+                    }
+                    Err(e) => self.envelope_error(400, e),
+                });
+            }
+            Request::Z(endpoint) => (endpoint, None),
+            Request::AccountConnz(acc) => (Endpoint::Connz, Some(acc)),
+        };
+        match zreq::decode(endpoint, &msg.payload) {
+            Ok(opts) if self.filtered_out(&opts) => None,
+            Ok(mut opts) => {
+                if let Some(acc) = acc {
+                    opts["acc"] = acc.into();
+                }
+                self.z_body(endpoint, &opts).await
+            }
+            Err(e) => Some(self.envelope_error(400, e)),
+        }
+    }
+
+    /// The reply to a monitoring endpoint's request with options `opts`; `None`: no reply.
+    async fn z_body(&self, endpoint: Endpoint, opts: &Value) -> Option<Value> {
+        Some(match zreq::answer(&self.view, endpoint, opts).await {
+            ZAnswer::Data(data) => json!({"server": self.server_info(), "data": data}),
+            ZAnswer::Error { code, description } => self.envelope_error(code, description),
+            ZAnswer::Skip => return None,
+        })
     }
 
     fn server_info(&self) -> Value {
@@ -255,6 +313,11 @@ mod tests {
         let subjects = subjects("NABC");
         assert!(subjects.contains(&"$SYS.REQ.SERVER.PING.HEALTHZ".to_string()));
         assert!(subjects.contains(&"$SYS.REQ.SERVER.NABC.STATSZ".to_string()));
-        assert!(!subjects.iter().any(|s| s.contains('*') || s.contains('>')));
+        assert!(subjects.contains(&ACCOUNT_CONNZ.to_string()));
+        assert_eq!(
+            parse("$SYS.REQ.ACCOUNT.APP.CONNZ", "NABC"),
+            Some(Request::AccountConnz("APP".into()))
+        );
+        assert_eq!(parse("$SYS.REQ.ACCOUNT.APP.JSZ", "NABC"), None);
     }
 }
