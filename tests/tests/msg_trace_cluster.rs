@@ -162,16 +162,20 @@ async fn a_traced_message_reports_each_node_it_passes() {
 async fn a_message_stored_by_a_replicated_stream_is_reported() {
     let mut cluster = Cluster::start(3, "tracejs").await.expect("start cluster");
     cluster.wait_formed().await.expect("formed");
-    let pubber = named(cluster.node(0), "pubber").await;
-    let js = async_nats::jetstream::new(pubber.clone());
+    let admin = named(cluster.node(0), "admin").await;
     let created = jsapi::api(
-        &pubber,
+        &admin,
         "$JS.API.STREAM.CREATE.S",
         serde_json::json!({"name": "S", "subjects": ["st.>"], "num_replicas": 3}),
     )
     .await;
     assert!(created.get("error").is_none(), "{created}");
-    jsapi::info_with_leader(&pubber, "S").await;
+    jsapi::info_with_leader(&admin, "S").await;
+    // Published through a node that does not lead the stream, so jetraft forwards it to the
+    // leader (a forward that must not be traced as a delivery).
+    let leader = jsapi::leader_index(&cluster, &admin, "S").await;
+    let pubber = named(cluster.node((leader + 1) % 3), "pubber").await;
+    let js = async_nats::jetstream::new(pubber.clone());
     let mut traces = pubber.subscribe("trace.>").await.expect("sub trace");
     round_trip(&pubber).await;
     pubber
@@ -187,9 +191,22 @@ async fn a_message_stored_by_a_replicated_stream_is_reported() {
             panic!("no trace event named the stream");
         };
         let e: Value = serde_json::from_slice(&m.payload).expect("JSON");
+        assert_eq!(
+            e["events"][0]["subj"], "st.x",
+            "an event of another message: {e}"
+        );
         found = e["events"]
             .as_array()
             .and_then(|l| l.iter().find(|x| x["type"] == "js").cloned());
+    }
+    // Whatever else comes (other nodes' events) is about the same message: JetStream's own
+    // forwards between nodes are not traced.
+    while let Ok(Some(m)) = tokio::time::timeout(Duration::from_secs(1), traces.next()).await {
+        let e: Value = serde_json::from_slice(&m.payload).expect("JSON");
+        assert_eq!(
+            e["events"][0]["subj"], "st.x",
+            "an event of another message: {e}"
+        );
     }
     let js_event = found.expect("js event");
     assert_eq!(js_event["stream"], "S");

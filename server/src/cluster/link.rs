@@ -421,7 +421,11 @@ async fn run_inbound(
                         .reply(reply)
                         .headers(hdrs)
                         .shown_as(shown);
-                    let trace = hdrs.and_then(|h| Trace::from_headers(h, msg.size()));
+                    // Only copies routing forwarded carry a hop; JetStream's own forwards
+                    // (publishes sent to a stream leader) are not deliveries to trace.
+                    let trace = hdrs
+                        .and_then(|h| Trace::from_headers(h, msg.size()))
+                        .filter(Trace::has_hop);
                     flush.trace = trace.as_ref().map(Trace::recorder);
                     ctx.bus
                         .route(Origin::Peer { queues: &m.queues }, &msg, &mut flush);

@@ -151,6 +151,11 @@ impl Trace {
         self.only
     }
 
+    /// Whether the message arrived with a hop id (a copy another server's routing forwarded).
+    pub fn has_hop(&self) -> bool {
+        self.hop.is_some()
+    }
+
     /// The recorder to route the message with.
     pub fn recorder(&self) -> RouteTrace {
         RouteTrace::new(self.only, self.hop.clone())
