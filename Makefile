@@ -6,7 +6,7 @@ SHELL := /bin/bash
 # CARGO_TARGET_DIR from the environment). Exported, so every cargo and script below uses it.
 export CARGO_TARGET_DIR := $(shell ./scripts/target-dir.sh)
 
-.PHONY: bench-tls bench-memory bench-ab help run test test-fast test-cluster test-long check-tiers check bench bench-js bench-consume bench-kv bench-cluster bench-idle bench-failover bench-rolling chaos fuzz setup clean-data
+.PHONY: bench-tls bench-memory bench-scale bench-ab help run test test-fast test-cluster test-long check-tiers check bench bench-js bench-consume bench-kv bench-cluster bench-idle bench-failover bench-rolling chaos fuzz setup clean-data
 
 help:
 	@echo "make run    - build (release) and run one node: clients :4222, monitoring :8222, data ./data"
@@ -20,6 +20,8 @@ help:
 	@echo "make bench-ab REF_BIN=... - this build against a reference jetraft build, same run (regression check)"
 	@echo "make bench-failover - JetStream failover time after kill -9 of the stream leader (p50/p90/p99 of 20 kills)"
 	@echo "make bench-rolling  - longest publish gap during a simulated Kubernetes rolling restart (3 runs per server)"
+	@echo "make bench-scale    - 1,000 R3 streams, 10,000 consumers, catch-up of a wiped replica; jetraft vs nats-server"
+	@echo "                      knobs: SCALE_STREAMS SCALE_CONSUMERS SCALE_CATCHUP_MB SCALE_SCENARIOS (scripts/bench-scale.py)"
 	@echo "make chaos  - (root) fault injection into 3-node clusters in network namespaces, jetraft vs nats-server; table to RELIABILITY.md"
 	@echo "             knobs: CHAOS_SCENARIOS=a,b  CHAOS_SERVER=jetraft|nats|nats-sync|all  RUNS=3  (never part of make test)"
 	@echo "make fuzz   - the fuzz targets of server/tests/fuzz.rs for FUZZ_SECONDS (default 60) each (make chaos runs them first)"
@@ -78,6 +80,12 @@ bench-kv:
 bench-memory:
 	cargo build --release -p jetraft-server --bin jetraft
 	.venv/bin/python scripts/bench-memory.py --bin "$(CARGO_TARGET_DIR)/release/jetraft" --nats-bin .venv/bin/nats-server
+
+# Not part of `make bench` or `make test` (tens of minutes); the knobs are env vars the script
+# reads (SCALE_STREAMS=50 SCALE_CONSUMERS=200 SCALE_CATCHUP_MB=32 for a quick run).
+bench-scale:
+	cargo build --release -p jetraft-server --bin jetraft
+	JETRAFT_BIN="$(CARGO_TARGET_DIR)/release/jetraft" .venv/bin/python scripts/bench-scale.py --nats-bin .venv/bin/nats-server
 
 bench-idle:
 	cargo build --release -p jetraft-server --bin jetraft

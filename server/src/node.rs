@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 
 /// The nats-server version whose client-visible behaviour jetraft implements: 2.12's stream
-/// features (atomic batches, `@at` schedules, `persist_mode`, mirror promotion) are in; its
-/// counters (`allow_msg_counter`) are refused (see README Status).
+/// features (atomic batches, `@at` schedules, `persist_mode`, mirror promotion, counters) are
+/// in (see README Status).
 pub const NATS_VERSION: &str = "2.12.0";
 /// JetStream API level advertised in INFO and `_nats.level` (nats-server 2.12's: 2).
 pub const API_LEVEL: u32 = 2;

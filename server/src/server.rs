@@ -10,7 +10,7 @@ mod reload;
 mod store_lock;
 mod store_repair;
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -307,7 +307,10 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         "starting jetraft {}",
         env!("CARGO_PKG_VERSION")
     );
-    info!(addr = %client_addr, "listening for client connections");
+    // This line and "Server is ready" keep nats-server's exact wording (not our lowercase
+    // fragment with fields): launchers parse them to find the port and to know the server is up
+    // (nats.py's `nats.server.run` waits for both on stderr).
+    info!("Listening for client connections on {client_addr}");
     if let Some(tls) = &client_tls {
         if tls.allow_non_tls {
             info!("TLS available for client connections (allow_non_tls)");
@@ -326,16 +329,16 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         })
         .await?;
         let _ = jetstream_slot.set(js.clone());
-        // Message tracing names the stream a publish goes to (JetStream runs in `$G`).
+        // Message tracing names the stream a publish goes to.
         let weak = Arc::downgrade(&js);
         bus.set_stream_lookup(Arc::new(move |account: &str, subject: &str| {
-            if account != crate::config::GLOBAL_ACCOUNT {
-                return None;
-            }
-            weak.upgrade()?.stream_capturing(subject)
+            weak.upgrade()?.stream_capturing(account, subject)
         }));
         crate::jetstream::runtime::account_off::serve_accounts_without_jetstream(
-            &bus, &tasks, &shutdown,
+            &bus,
+            js.accounts(),
+            &tasks,
+            &shutdown,
         )
         .map_err(|e| StartError::JetStream {
             reason: e.to_string(),
@@ -391,7 +394,7 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
     } else if let Some(js) = &js {
         js.form_single_node().await;
     }
-    info!("server is ready");
+    info!("Server is ready");
     tasks.spawn(conn::accept::run(conns.clone(), listener));
     let ports_file = config
         .ports_file_dir
@@ -450,9 +453,35 @@ async fn bind(what: &'static str, addr: &str) -> Result<(TcpListener, SocketAddr
         addr: addr.to_string(),
         source,
     };
+    if let Some(port) = addr.strip_prefix("0.0.0.0:").and_then(|p| p.parse().ok())
+        && let Some(listener) = bind_dual_stack(port)
+    {
+        let bound = listener.local_addr().map_err(err)?;
+        return Ok((
+            listener,
+            SocketAddr::from((Ipv4Addr::UNSPECIFIED, bound.port())),
+        ));
+    }
     let listener = TcpListener::bind(addr).await.map_err(err)?;
     let bound = listener.local_addr().map_err(err)?;
     Ok((listener, bound))
+}
+
+/// A listener on every IPv6 and IPv4 address for `0.0.0.0:port`, as nats-server's Go listener
+/// is: a client dialing `[::1]` (or `localhost` resolved to it first) reaches the server too.
+/// `None` where IPv6 is unavailable; the caller then binds the IPv4 wildcard alone.
+fn bind_dual_stack(port: u16) -> Option<TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::IPV6, Type::STREAM, Some(Protocol::TCP)).ok()?;
+    socket.set_only_v6(false).ok()?;
+    // As tokio's own bind does on Unix: a restarted server gets its port back at once.
+    socket.set_reuse_address(true).ok()?;
+    socket
+        .bind(&SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)).into())
+        .ok()?;
+    socket.listen(1024).ok()?;
+    socket.set_nonblocking(true).ok()?;
+    TcpListener::from_std(socket.into()).ok()
 }
 
 /// INFO `connect_urls` of a clustered node, as nats-server sends them: this node's own client

@@ -136,6 +136,17 @@ impl Db {
         self.write_opt(batch, wo)
     }
 
+    /// Writes `(cf, key, value)` triples atomically through the WAL without waiting for an
+    /// fsync: durable at the next WAL fsync of any writer (the group-commit syncer makes one for
+    /// every log append) or [`Db::sync_wal`].
+    pub fn put(&self, puts: &[(ColumnFamily, &[u8], &[u8])]) -> Result<(), StorageError> {
+        let mut batch = WriteBatch::default();
+        for (cf, key, value) in puts {
+            batch.put_cf(&self.cf(*cf)?, key, value);
+        }
+        self.write(batch, false)
+    }
+
     /// Reads one value.
     pub fn get(&self, cf: ColumnFamily, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
         Ok(self.inner.get_cf(&self.cf(cf)?, key)?)
@@ -203,7 +214,7 @@ impl Db {
     }
 
     /// Fsyncs everything written to the WAL so far.
-    pub(crate) fn sync_wal(&self) -> Result<(), StorageError> {
+    pub fn sync_wal(&self) -> Result<(), StorageError> {
         self.inner.flush_wal(true)?;
         Ok(())
     }

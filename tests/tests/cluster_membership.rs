@@ -300,6 +300,9 @@ async fn a_removed_node_that_comes_back_with_its_data_stays_outside_the_cluster(
     }
     let mut cluster = Cluster::start(4, "members").await.expect("cluster");
     let gone = 3;
+    // The cluster must have formed first: the node with the smallest id initialises the meta
+    // group, and if that is the one stopped now, the others wait for it for good.
+    wait_meta_size(&cluster, &[0, 1, 2, 3], 4).await;
     cluster
         .stop_within(gone, Duration::from_secs(15))
         .await

@@ -1640,10 +1640,6 @@ const ALLOWED: &[(&str, &str)] = &[
          answers 10010 clustering required",
     ),
     (
-        "stream_create/allow_msg_counter",
-        "message counters (2.12) are not implemented: jetraft refuses them with 10052",
-    ),
-    (
         "stream_create/allow_batched",
         "batch publish is not implemented: jetraft refuses it with 10052",
     ),

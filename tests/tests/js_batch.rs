@@ -8,7 +8,7 @@
 use async_nats::HeaderMap;
 use bytes::Bytes;
 use jetraft_tests::harness::batch::{Part, headers, json_of, part, publish_batch, request};
-use jetraft_tests::harness::jsapi::api;
+use jetraft_tests::harness::jsapi::{api, base64_text};
 use jetraft_tests::harness::{connect, start_server};
 use serde_json::{Value, json};
 
@@ -62,7 +62,7 @@ async fn a_committed_batch_is_stored_whole_and_acked_with_batch_and_count() {
     let last = get(&nc, "B", 3).await;
     assert_eq!(last["message"]["subject"], "b.x");
     // The batch headers are stored with the messages.
-    let hdrs = base64_decode(last["message"]["hdrs"].as_str().expect("hdrs"));
+    let hdrs = base64_text(last["message"]["hdrs"].as_str().expect("hdrs"));
     assert!(hdrs.contains("Nats-Batch-Id: batch-1"), "{hdrs}");
     assert!(hdrs.contains("Nats-Batch-Commit: 1"), "{hdrs}");
 
@@ -79,7 +79,7 @@ async fn a_committed_batch_is_stored_whole_and_acked_with_batch_and_count() {
         json!({"stream": "B", "seq": 5, "batch": "batch-2", "count": 2})
     );
     assert_eq!(msgs(&nc, "B").await, 5);
-    let hdrs = base64_decode(
+    let hdrs = base64_text(
         get(&nc, "B", 5).await["message"]["hdrs"]
             .as_str()
             .expect("hdrs"),
@@ -263,14 +263,6 @@ async fn batch_headers_are_refused_with_nats_server_codes() {
     )
     .await;
     assert_eq!(err_code(&r), 10198, "{r}");
-}
-
-fn base64_decode(s: &str) -> String {
-    use base64::Engine as _;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(s)
-        .expect("base64");
-    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 #[tokio::test]

@@ -16,7 +16,7 @@ use async_nats::jetstream::{self, Context};
 use bytes::Bytes;
 use futures_util::{StreamExt as _, TryStreamExt as _};
 use jetraft_tests::harness::cluster::Cluster;
-use jetraft_tests::harness::jsapi::{api, info_with_leader};
+use jetraft_tests::harness::jsapi::{api, base64_text, info_with_leader};
 use jetraft_tests::harness::{assert_clean_log, wait_for, within};
 use jetraft_tests::harness::{connect, start_server};
 use serde_json::{Value, json};
@@ -324,7 +324,7 @@ async fn kv_delete_and_purge_leave_markers() {
     .await;
     assert_eq!(m["message"]["seq"], 4, "{m}");
     assert!(m["message"]["data"].is_null(), "{m}");
-    let hdrs = decode_b64(m["message"]["hdrs"].as_str().expect("hdrs"));
+    let hdrs = base64_text(m["message"]["hdrs"].as_str().expect("hdrs"));
     assert!(hdrs.contains("KV-Operation: DEL"), "{hdrs}");
 
     // Purge rolls the subject up into one PURGE marker.
@@ -489,7 +489,7 @@ async fn kv_per_key_ttl_and_limit_markers() {
     assert_eq!(r, 1);
     put(&kv, "keep", "v").await;
     let m = api(&nc, "$JS.API.STREAM.MSG.GET.KV_TTL", json!({"seq": 1})).await;
-    let hdrs = decode_b64(m["message"]["hdrs"].as_str().expect("hdrs"));
+    let hdrs = base64_text(m["message"]["hdrs"].as_str().expect("hdrs"));
     assert!(hdrs.contains("Nats-TTL: 1"), "{hdrs}");
     assert_eq!(
         next(&mut watch).await,
@@ -504,7 +504,7 @@ async fn kv_per_key_ttl_and_limit_markers() {
     let (key, rev, operation, _) = next(&mut watch).await;
     assert_eq!((key.as_str(), rev, operation), ("k", 3, Operation::Purge));
     let m = api(&nc, "$JS.API.STREAM.MSG.GET.KV_TTL", json!({"seq": 3})).await;
-    let hdrs = decode_b64(m["message"]["hdrs"].as_str().expect("hdrs"));
+    let hdrs = base64_text(m["message"]["hdrs"].as_str().expect("hdrs"));
     assert!(hdrs.contains("Nats-Marker-Reason: MaxAge"), "{hdrs}");
     assert!(hdrs.contains("Nats-TTL: 1s"), "{hdrs}");
     let e = entry(&kv, "k").await.expect("marker entry");
@@ -843,24 +843,6 @@ async fn kv_r3_bucket_across_nodes() {
     cluster.assert_clean_logs();
 }
 
-fn decode_b64(s: &str) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = Vec::new();
-    let mut acc = 0u32;
-    let mut bits = 0;
-    for c in s.bytes().filter(|&c| c != b'=') {
-        let v = ALPHABET.iter().position(|&a| a == c).expect("base64") as u32;
-        acc = (acc << 6) | v;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    String::from_utf8_lossy(&out).to_string()
-}
-
 /// Per-key TTL on an R3 bucket: the leader's expiry is replicated, so after a leader change the
 /// new leader holds the same marker (sequence, headers) and then expires it too.
 #[tokio::test]
@@ -895,7 +877,7 @@ async fn kv_r3_ttl_expiry_survives_leader_change() {
         let nc = nc.clone();
         async move {
             let m = api(&nc, "$JS.API.STREAM.MSG.GET.KV_RT", json!({"seq": 3})).await;
-            m["message"]["hdrs"].as_str().map(decode_b64)
+            m["message"]["hdrs"].as_str().map(base64_text)
         }
     })
     .await;

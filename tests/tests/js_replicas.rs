@@ -20,9 +20,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use base64::Engine as _;
 use jetraft_tests::harness::cluster::Cluster;
-use jetraft_tests::harness::jsapi::{api, info_with_leader, publish_acked, try_api};
+use jetraft_tests::harness::jsapi::{api, base64_text, info_with_leader, publish_acked, try_api};
 use jetraft_tests::harness::pull::{ack_sync, pull};
 use jetraft_tests::harness::{ServerKind, connect, http, server_kind, wait_for};
 use serde_json::{Value, json};
@@ -175,7 +174,7 @@ async fn assert_stored(nc: &async_nats::Client, acked: &[(u64, String)]) {
     for (seq, id) in acked {
         let got = api(nc, "$JS.API.STREAM.MSG.GET.REP", json!({ "seq": seq })).await;
         let data = got["message"]["data"].as_str().unwrap_or_default();
-        let payload = base64_decode(data);
+        let payload = base64_text(data);
         assert_eq!(&payload, id, "message {seq}: {got}");
     }
 }
@@ -186,14 +185,6 @@ fn assert_sequences(acked: &[(u64, String)], first: u64) {
     let seqs: Vec<u64> = acked.iter().map(|(s, _)| *s).collect();
     let want: Vec<u64> = (first..first + acked.len() as u64).collect();
     assert_eq!(seqs, want, "acknowledged sequences");
-}
-
-/// The MSG.GET `data` field (standard base64) as text.
-fn base64_decode(s: &str) -> String {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(s)
-        .expect("base64");
-    String::from_utf8(bytes).expect("utf-8")
 }
 
 /// Checks every replica: moves the leadership to each in turn and reads `acked` through it.

@@ -1,6 +1,7 @@
 //! The server's life as nats-server's, seen from outside the process: the ports file
 //! (`ports_file_dir`), JetStream only when enabled, a store dir that only one server may use,
-//! and the command-line aliases test launchers use.
+//! the command-line aliases test launchers use, the log lines launchers parse, and the wildcard
+//! host taking IPv6 clients.
 //!
 //! Every test passes against jetraft and the real nats-server (`JETRAFT_TEST_SERVER=nats-server`).
 
@@ -287,5 +288,61 @@ async fn a_jetstream_domain_answers_its_prefix_and_names_itself_in_pub_acks() {
     assert_eq!(
         other.map_err(|e| e.kind()),
         Err(async_nats::RequestErrorKind::NoResponders)
+    );
+}
+
+/// The two log lines test launchers parse keep nats-server's wording: nats.py's `nats.server.run`
+/// (the launcher of its nats-core, nats-jetstream and nats-key-value suites) takes the client
+/// port from `Listening for client connections on <host>:<port>` and waits for `Server is
+/// ready`, both at INFO on stderr; jetraft's lowercase lines with fields left it waiting.
+#[tokio::test]
+async fn the_listening_and_ready_lines_are_worded_as_nats_servers() {
+    let srv = ServerProcess::start(ServerOptions::default())
+        .await
+        .expect("start server");
+    let listening = format!(
+        "[INF] Listening for client connections on 127.0.0.1:{}",
+        srv.port()
+    );
+    let log = srv.log();
+    let at = |needle: &str| {
+        log.find(needle)
+            .unwrap_or_else(|| panic!("no line {needle:?} in the log:\n{log}"))
+    };
+    assert!(
+        at(&listening) < at("[INF] Server is ready"),
+        "the port is announced before ready:\n{log}"
+    );
+}
+
+/// A server given the wildcard host `0.0.0.0` (nats-server's default) takes IPv6 clients too,
+/// as nats-server's Go listener does: nats.py's `test_connect_with_ipv6_localhost` dials
+/// `[::1]` a server started without `-a` (and `localhost` resolves to `::1` first on many
+/// machines); jetraft listened on IPv4 only and refused the connection.
+#[tokio::test]
+async fn the_wildcard_host_takes_ipv6_clients_too() {
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        return; // this machine has no IPv6 loopback to dial
+    }
+    let srv = ServerProcess::start(ServerOptions::default().args(["-a", "0.0.0.0"]))
+        .await
+        .expect("start server");
+    for addr in [
+        format!("[::1]:{}", srv.port()),
+        format!("127.0.0.1:{}", srv.port()),
+    ] {
+        let mut raw = RawClient::connect(&addr).await;
+        let info = raw.read_info().await;
+        assert_eq!(info["port"].as_u64(), Some(u64::from(srv.port())), "{addr}");
+        raw.send("CONNECT {\"verbose\":false}\r\nPING\r\n").await;
+        raw.expect_bytes(b"PONG\r\n").await;
+    }
+    assert!(
+        srv.log().contains(&format!(
+            "[INF] Listening for client connections on 0.0.0.0:{}",
+            srv.port()
+        )),
+        "the log names the configured host:\n{}",
+        srv.log()
     );
 }

@@ -11,7 +11,8 @@
 //! - [`responses`]: the reply subjects of service imports in flight ([`ResponseMap`]).
 //!
 //! Which account a user belongs to is the [`Authenticator`](crate::auth::Authenticator)'s
-//! answer; users outside `accounts { }` are in the global account `$G`, where JetStream runs.
+//! answer; users outside `accounts { }` are in the global account `$G`. Which accounts have
+//! JetStream is `jetstream::account`'s answer.
 
 pub mod mapping;
 pub mod responses;

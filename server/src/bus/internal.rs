@@ -45,6 +45,26 @@ pub struct InternalMsg {
     pub hdrs: Option<Bytes>,
     /// Payload.
     pub payload: Bytes,
+    /// The account it was published in (the namespace of the subscription that took it).
+    pub account: Arc<str>,
+}
+
+impl InternalMsg {
+    /// A message in the global account `$G` (made by the server itself).
+    pub fn global(
+        subject: String,
+        reply: Option<String>,
+        hdrs: Option<Bytes>,
+        payload: Bytes,
+    ) -> Self {
+        Self {
+            subject,
+            reply,
+            hdrs,
+            payload,
+            account: Arc::from(crate::config::GLOBAL_ACCOUNT),
+        }
+    }
 }
 
 /// Decides synchronously whether a matching subject is taken (a declined message does not
@@ -160,13 +180,21 @@ impl PartialEq for InternalRef {
     }
 }
 
-/// The node's internal interest index; clones share it.
-#[derive(Debug, Clone, Default)]
+/// The node's internal interest index of one account; clones share it.
+#[derive(Debug, Clone)]
 pub struct InternalSubs {
     /// Patterns to subscribers.
     list: Arc<Sublist<InternalRef>>,
     /// Id source.
     next_id: Arc<AtomicU64>,
+    /// The account whose namespace this is (stamped on every message delivered).
+    account: Arc<str>,
+}
+
+impl Default for InternalSubs {
+    fn default() -> Self {
+        Self::for_account(Arc::from(crate::config::GLOBAL_ACCOUNT))
+    }
 }
 
 /// A live internal subscription; dropping it unsubscribes.
@@ -204,6 +232,15 @@ impl Drop for InternalSub {
 }
 
 impl InternalSubs {
+    /// An empty index for `account`'s namespace.
+    pub fn for_account(account: Arc<str>) -> Self {
+        Self {
+            list: Arc::default(),
+            next_id: Arc::default(),
+            account,
+        }
+    }
+
     /// Subscribes to `subject` (wildcards allowed) for messages published on this node.
     pub fn subscribe(&self, subject: &str) -> Result<InternalSub, SublistError> {
         self.insert(subject, None, false)
@@ -301,6 +338,7 @@ impl InternalSubs {
             reply: reply.map(|r| String::from_utf8_lossy(r).into_owned()),
             hdrs: hdrs.map(Bytes::copy_from_slice),
             payload: Bytes::copy_from_slice(payload),
+            account: self.account.clone(),
         };
         let mut taken = 0;
         for r in &result.plain {

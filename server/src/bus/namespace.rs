@@ -23,9 +23,9 @@ impl Namespace {
     /// An empty namespace for `account`.
     pub fn new(account: Arc<str>) -> Self {
         Self {
+            internal: InternalSubs::for_account(account.clone()),
             account,
             sublist: Sublist::new(),
-            internal: InternalSubs::default(),
         }
     }
 }

@@ -24,6 +24,37 @@ pub struct AccountConfig {
     pub exports: Vec<ExportConfig>,
     /// What it takes from other accounts.
     pub imports: Vec<ImportConfig>,
+    /// Its JetStream (`jetstream: enabled` or a block of limits); `None` when disabled.
+    pub jetstream: Option<AccountJetStream>,
+}
+
+/// An account's JetStream limits (`accounts { A: { jetstream: { ... } } }`); -1 is unlimited,
+/// as nats-server shows them in account info.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccountJetStream {
+    /// Bytes of memory storage (`max_mem`, `max_memory_store`, `max_mem_store`).
+    pub max_memory: i64,
+    /// Bytes of file storage (`max_file`, `max_file_store`, `max_store`).
+    pub max_storage: i64,
+    /// Streams (`max_streams`, `streams`).
+    pub max_streams: i64,
+    /// Consumers (`max_consumers`, `consumers`).
+    pub max_consumers: i64,
+    /// A consumer's `max_ack_pending` at most (`max_ack_pending`).
+    pub max_ack_pending: i64,
+}
+
+impl Default for AccountJetStream {
+    /// `jetstream: enabled`: no limits.
+    fn default() -> Self {
+        Self {
+            max_memory: -1,
+            max_storage: -1,
+            max_streams: -1,
+            max_consumers: -1,
+            max_ack_pending: -1,
+        }
+    }
 }
 
 /// A stream (messages flow out) or a service (requests flow in, responses out).

@@ -9,8 +9,8 @@ pub mod file;
 pub mod reload;
 
 pub use accounts::{
-    AccountConfig, ExportConfig, GLOBAL_ACCOUNT, ImportConfig, ResponsePermission, ResponseType,
-    ShareKind,
+    AccountConfig, AccountJetStream, ExportConfig, GLOBAL_ACCOUNT, ImportConfig,
+    ResponsePermission, ResponseType, ShareKind,
 };
 pub use file::ConfigError;
 

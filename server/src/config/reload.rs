@@ -135,6 +135,24 @@ fn fixed<T: PartialEq + fmt::Debug>(
     })
 }
 
+/// Which accounts have JetStream, with their limits (`$G` when no accounts are configured):
+/// fixed at startup (the JetStream runtime serves the accounts it started with).
+fn jetstream_accounts(auth: &AuthConfig) -> Vec<(String, crate::config::AccountJetStream)> {
+    if auth.accounts.is_empty() {
+        return vec![(
+            crate::config::GLOBAL_ACCOUNT.to_string(),
+            crate::config::AccountJetStream::default(),
+        )];
+    }
+    let mut out: Vec<_> = auth
+        .accounts
+        .iter()
+        .filter_map(|a| Some((a.name.clone(), a.jetstream?)))
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
 /// Pushes `change(new)` when `old` and `new` differ.
 fn changed<T: PartialEq + Copy>(out: &mut Vec<Change>, old: T, new: T, change: fn(T) -> Change) {
     if old != new {
@@ -187,6 +205,11 @@ pub fn changes(running: &Config, loaded: &Config) -> Result<Vec<Change>, NotRelo
     fixed("ServerName", &old.server_name, server_name)?;
     fixed("Tags", &old.server_tags, server_tags)?;
     jetstream_fixed(&old.jetstream, jetstream)?;
+    fixed(
+        "JetStreamAccounts",
+        &jetstream_accounts(&old.auth),
+        &jetstream_accounts(auth),
+    )?;
     fixed("Routes", &old.cluster.routes, &cluster.routes)?;
     fixed("Cluster", &old.cluster, cluster)?;
     fixed("MaxPending", &old.max_pending, max_pending)?;
@@ -384,6 +407,29 @@ mod tests {
         new.auth.users[0].nkey = Some("UABC".into());
         let got = changes(&old, &new).expect("reloadable");
         assert_eq!(got, [Change::AuthUsers, Change::AuthNkeyUsers]);
+    }
+
+    #[test]
+    fn accounts_with_jetstream_are_fixed_at_startup() {
+        use crate::config::{AccountConfig, AccountJetStream};
+        let account = |name: &str, js: Option<AccountJetStream>| AccountConfig {
+            name: name.into(),
+            jetstream: js,
+            ..AccountConfig::default()
+        };
+        let mut old = Config::default();
+        old.auth.accounts = vec![account("A", Some(AccountJetStream::default()))];
+        // An account without JetStream may come and go.
+        let mut new = old.clone();
+        new.auth.accounts.push(account("B", None));
+        assert_eq!(changes(&old, &new), Ok(vec![Change::AuthOther]));
+        new.auth.accounts[1].jetstream = Some(AccountJetStream::default());
+        assert_eq!(changes(&old, &new).unwrap_err().field, "JetStreamAccounts");
+        // Configuring the first account takes JetStream from `$G`.
+        assert_eq!(
+            changes(&Config::default(), &old).unwrap_err().field,
+            "JetStreamAccounts"
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //!
 //! Pure parts (no sockets, tasks or clocks; time comes in as an argument or inside a
 //! replicated command, so every replica computes the same answers):
+//! - [`account`]: which accounts have JetStream, and stream keys per account.
 //! - [`api`]: the `$JS.API` JSON types, the error table and config validation.
 //! - [`stream`]: the replicated stream state machine.
 //! - [`meta`]: the meta state machine (peers, stream placement) and the formation rule.
@@ -12,6 +13,7 @@
 //!
 //! The runtime ([`runtime`]) ties them to Raft groups, internal subscriptions and the cluster.
 
+pub mod account;
 pub mod ack;
 pub mod api;
 pub mod backup;

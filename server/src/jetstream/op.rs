@@ -134,6 +134,45 @@ impl ApiOp {
         .filter(|op| op.stream().is_none_or(|s| !s.is_empty()))
     }
 
+    /// The operation with the stream it names replaced by that stream's key in `account`
+    /// (see [`crate::jetstream::account`]).
+    pub fn keyed(mut self, account: &str) -> Self {
+        let stream = match &mut self {
+            ApiOp::StreamCreate(s)
+            | ApiOp::StreamUpdate(s)
+            | ApiOp::StreamInfo(s)
+            | ApiOp::StreamDelete(s)
+            | ApiOp::StreamPurge(s)
+            | ApiOp::MsgGet(s)
+            | ApiOp::MsgDelete(s)
+            | ApiOp::DirectGet(s)
+            | ApiOp::DirectGetLast(s, _)
+            | ApiOp::StreamLeaderStepdown(s)
+            | ApiOp::StreamPeerRemove(s)
+            | ApiOp::StreamSnapshot(s)
+            | ApiOp::StreamRestore(s)
+            | ApiOp::ConsumerCreate(s, _)
+            | ApiOp::ConsumerInfo(s, _)
+            | ApiOp::ConsumerDelete(s, _)
+            | ApiOp::ConsumerNames(s)
+            | ApiOp::ConsumerList(s)
+            | ApiOp::ConsumerNext(s, _)
+            | ApiOp::ConsumerPause(s, _)
+            | ApiOp::ConsumerUnpin(s, _)
+            | ApiOp::ConsumerLeaderStepdown(s, _) => Some(s),
+            ApiOp::AccountInfo
+            | ApiOp::StreamNames
+            | ApiOp::StreamList
+            | ApiOp::MetaLeaderStepdown
+            | ApiOp::ServerRemove
+            | ApiOp::ServerDrain => None,
+        };
+        if let Some(s) = stream {
+            *s = crate::jetstream::account::stream_key(account, s);
+        }
+        self
+    }
+
     /// The stream the operation names, if any.
     pub fn stream(&self) -> Option<&str> {
         match self {
@@ -230,6 +269,25 @@ pub enum Owner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keyed_names_the_stream_of_the_account() {
+        let keyed =
+            |subject: &str, account: &str| ApiOp::parse(subject).map(|op| op.keyed(account));
+        assert_eq!(
+            keyed("$JS.API.STREAM.INFO.ORDERS", "$G"),
+            Some(ApiOp::StreamInfo("ORDERS".into()))
+        );
+        assert_eq!(
+            keyed("$JS.API.CONSUMER.MSG.NEXT.ORDERS.work", "A"),
+            Some(ApiOp::ConsumerNext("A/ORDERS".into(), "work".into()))
+        );
+        assert_eq!(
+            keyed("$JS.API.STREAM.INFO.A/ORDERS", "$G"),
+            Some(ApiOp::StreamInfo("$G/A/ORDERS".into()))
+        );
+        assert_eq!(keyed("$JS.API.INFO", "A"), Some(ApiOp::AccountInfo));
+    }
 
     #[test]
     fn parses_known_subjects() {

@@ -65,7 +65,8 @@ async fn respond(s: &MonitorView, want: Detail, leader_only: bool) -> Response {
         return resp;
     }
     let stats = js.jsz_stats();
-    let mut body = head(s, &stats, 1);
+    let accounts_count = u32::try_from(js.accounts().names().len()).unwrap_or(u32::MAX);
+    let mut body = head(s, &stats, accounts_count);
     body["config"] = config(s);
     body["limits"] = json!({});
     body["streams"] = stats.streams.into();
@@ -84,22 +85,28 @@ async fn respond(s: &MonitorView, want: Detail, leader_only: bool) -> Response {
     } = want;
     let streams = streams || consumers || config;
     if accounts || streams {
-        let mut account = json!({
-            "name": "$G",
-            "id": "$G",
-            "memory": stats.memory,
-            "storage": stats.storage,
-            "reserved_memory": u64::MAX,
-            "reserved_storage": u64::MAX,
-            "accounts": 0,
-            "ha_assets": 0,
-            "api": {"level": 0, "total": stats.api_total, "errors": stats.api_errors},
-        });
-        if streams {
-            let detail = JszDetail { config, consumers };
-            account["stream_detail"] = js.stream_details(detail).await.into();
+        // One entry per account with JetStream, with the usage of its replicas on this node.
+        let mut details = Vec::new();
+        for name in js.accounts().names() {
+            let usage = js.account_usage(&name);
+            let mut account = json!({
+                "name": &*name,
+                "id": &*name,
+                "memory": usage.memory,
+                "storage": usage.storage,
+                "reserved_memory": u64::MAX,
+                "reserved_storage": u64::MAX,
+                "accounts": 0,
+                "ha_assets": 0,
+                "api": {"level": 0, "total": stats.api_total, "errors": stats.api_errors},
+            });
+            if streams {
+                let detail = JszDetail { config, consumers };
+                account["stream_detail"] = js.stream_details(detail, &name).await.into();
+            }
+            details.push(account);
         }
-        body["account_details"] = json!([account]);
+        body["account_details"] = details.into();
     }
     body["total"] = 1.into();
     json_response(StatusCode::OK, &body)

@@ -196,7 +196,11 @@ impl Cluster {
 
     /// Waits until the members formed a cluster, printing their log tails if they did not.
     async fn formed(mut cluster: Cluster) -> anyhow::Result<Cluster> {
-        if let Err(e) = cluster.wait_formed().await {
+        let formed = match cluster.wait_formed().await {
+            Ok(()) => cluster.wait_meta_leader().await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = formed {
             for node in &cluster.nodes {
                 let log = node.log();
                 let lines: Vec<&str> = log.lines().collect();
@@ -262,6 +266,34 @@ impl Cluster {
     pub async fn restart(&mut self, i: usize) -> anyhow::Result<()> {
         self.nodes[i].start_again().await?;
         self.wait_formed().await
+    }
+
+    /// Waits until every running member with JetStream names a meta leader in `/jsz` (a node
+    /// whose monitoring does not answer plain HTTP is not waited for): a test
+    /// that stops a node right after the start must not stop the one still forming the meta
+    /// group (the others would wait for it for good).
+    async fn wait_meta_leader(&mut self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + FORM_TIMEOUT;
+        for node in &mut self.nodes {
+            if !node.is_running() {
+                continue;
+            }
+            loop {
+                let jsz = node.monitor_json("/jsz").await.ok();
+                let meta = jsz.as_ref().map(|j| &j["meta_cluster"]);
+                let waiting = meta.is_some_and(|m| {
+                    m.is_object() && m["leader"].as_str().unwrap_or_default().is_empty()
+                });
+                if !waiting {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    bail!("no meta leader within {FORM_TIMEOUT:?} on {}", node.name());
+                }
+                sleep(Duration::from_millis(100)).await;
+            }
+        }
+        Ok(())
     }
 
     /// Waits until every running member advertises every other running member in INFO

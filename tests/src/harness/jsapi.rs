@@ -91,3 +91,12 @@ pub async fn leader_index(cluster: &Cluster, nc: &async_nats::Client, stream: &s
     let leader = info["cluster"]["leader"].as_str().unwrap_or_default();
     index_of(cluster, leader)
 }
+
+/// A `$JS.API` base64 field (MSG.GET `data`/`hdrs`) decoded, as text (lossy).
+pub fn base64_text(field: &str) -> String {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(field)
+        .unwrap_or_default();
+    String::from_utf8_lossy(&bytes).into_owned()
+}

@@ -2,9 +2,9 @@
 //! makes at start (imports of what is not exported, unknown accounts, duplicate users), with
 //! its messages.
 //!
-//! What jetraft does not implement inside an account is refused, never ignored: `jetstream`
-//! (JetStream runs in the global account only), `mappings`, `limits`, account `nkey`,
-//! `msg_trace`, and service export `latency`.
+//! What jetraft does not implement inside an account is refused, never ignored: `mappings`,
+//! `limits`, account `nkey`, `msg_trace`, service export `latency`, and JetStream limits other
+//! than `max_mem`, `max_file`, `max_streams`, `max_consumers` and `max_ack_pending`.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -14,8 +14,8 @@ use super::mapping::{permissions, unsupported, user};
 use super::syntax::{Entry, Node, Value};
 use crate::config::accounts::{DEFAULT_RESPONSE_THRESHOLD, DEFAULT_SYSTEM_ACCOUNT};
 use crate::config::{
-    AccountConfig, AuthConfig, ExportConfig, GLOBAL_ACCOUNT, ImportConfig, ResponseType, ShareKind,
-    UserConfig,
+    AccountConfig, AccountJetStream, AuthConfig, ExportConfig, GLOBAL_ACCOUNT, ImportConfig,
+    ResponseType, ShareKind, UserConfig,
 };
 use crate::router::subject;
 
@@ -102,15 +102,7 @@ fn account(name: &str, node: &Node) -> Result<AccountConfig, ConfigError> {
                     .map(import)
                     .collect::<Result<_, _>>()?;
             }
-            "jetstream" if jetstream_disabled(node) => {}
-            "jetstream" => {
-                return Err(unsupported(
-                    node,
-                    key,
-                    "JetStream runs in the global account only (per-account JetStream is not \
-                     implemented yet); remove it from the account",
-                ));
-            }
+            "jetstream" => acc.jetstream = account_jetstream(node, key)?,
             "mappings" | "maps" => {
                 return Err(unsupported(
                     node,
@@ -131,19 +123,51 @@ fn account(name: &str, node: &Node) -> Result<AccountConfig, ConfigError> {
     if let Some(defaults) = defaults {
         apply_default_permissions(&mut acc.users, &defaults);
     }
+    if acc.jetstream.is_some() && name.contains('/') {
+        // Streams of an account are stored under `<account>/<stream>` (stream names cannot
+        // contain `/`), so the account's own name must not either.
+        return Err(node.invalid(format!(
+            "account {name:?} with JetStream: the name must not contain '/'"
+        )));
+    }
     Ok(acc)
 }
 
-/// `jetstream: disabled` (or `false`) in an account: nothing to refuse.
-fn jetstream_disabled(node: &Node) -> bool {
+/// An account's `jetstream`: `enabled`/`true` (no limits), `disabled`/`false`, or a block
+/// of limits (nats-server's keys; a size takes nats-server's suffixes, -1 is unlimited).
+fn account_jetstream(node: &Node, key: &str) -> Result<Option<AccountJetStream>, ConfigError> {
     match &node.value {
-        Value::Bare(s) | Value::Quoted(s) => {
-            matches!(
-                s.to_ascii_lowercase().as_str(),
-                "disabled" | "disable" | "false"
-            )
+        Value::Bare(s) | Value::Quoted(s) => match s.to_ascii_lowercase().as_str() {
+            "enabled" | "enable" | "true" | "yes" | "on" => Ok(Some(AccountJetStream::default())),
+            "disabled" | "disable" | "false" | "no" | "off" => Ok(None),
+            _ => Err(node.expected("enabled, disabled or a block of limits", key)),
+        },
+        Value::Map(entries) => {
+            let mut js = AccountJetStream::default();
+            for Entry { key, node, .. } in entries {
+                let key = key.as_str();
+                match key.to_ascii_lowercase().as_str() {
+                    "max_mem" | "max_memory" | "max_memory_store" | "max_mem_store" => {
+                        js.max_memory = node.size(key)?;
+                    }
+                    "max_file" | "max_store" | "max_file_store" => {
+                        js.max_storage = node.size(key)?;
+                    }
+                    "max_streams" | "streams" => js.max_streams = node.integer(key)?,
+                    "max_consumers" | "consumers" => js.max_consumers = node.integer(key)?,
+                    "max_ack_pending" => js.max_ack_pending = node.integer(key)?,
+                    _ => {
+                        return Err(unsupported(
+                            node,
+                            key,
+                            "refusing to ignore an account JetStream limit",
+                        ));
+                    }
+                }
+            }
+            Ok(Some(js))
         }
-        _ => false,
+        _ => Err(node.expected("enabled, disabled or a block of limits", key)),
     }
 }
 

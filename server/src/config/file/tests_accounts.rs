@@ -153,7 +153,10 @@ fn account_checks_use_nats_server_messages() {
 #[test]
 fn what_accounts_cannot_do_yet_is_refused() {
     for (text, key) in [
-        ("accounts { A: { jetstream: enabled } }", "jetstream"),
+        (
+            "accounts { A: { jetstream: { max_bytes_required: true } } }",
+            "max_bytes_required",
+        ),
         ("accounts { A: { mappings: { a: b } } }", "mappings"),
         ("accounts { A: { nkey: ABC } }", "nkey"),
         (
@@ -170,6 +173,37 @@ fn what_accounts_cannot_do_yet_is_refused() {
     }
     // Turning JetStream off in an account asks for nothing jetraft lacks.
     conf("accounts { A: { jetstream: disabled } }");
+}
+
+#[test]
+fn account_jetstream_is_a_switch_or_limits() {
+    let cfg = conf(
+        "accounts { A: { jetstream: enabled }, B: { jetstream: disabled }, C: { jetstream: \
+         { max_mem: 1M, max_file: 2GB, max_streams: 3, max_consumers: 4, max_ack_pending: 5 } }, \
+         D: {} }",
+    );
+    let js = |name: &str| {
+        cfg.auth
+            .accounts
+            .iter()
+            .find(|a| a.name == name)
+            .and_then(|a| a.jetstream)
+    };
+    assert_eq!(js("A"), Some(crate::config::AccountJetStream::default()));
+    assert_eq!(js("B"), None);
+    assert_eq!(js("D"), None);
+    assert_eq!(
+        js("C"),
+        Some(crate::config::AccountJetStream {
+            max_memory: 1_000_000,
+            max_storage: 2 << 30,
+            max_streams: 3,
+            max_consumers: 4,
+            max_ack_pending: 5,
+        })
+    );
+    assert!(conf_err("accounts { A: { jetstream: maybe } }").contains("enabled, disabled"));
+    assert!(conf_err("accounts { \"a/b\": { jetstream: enabled } }").contains("'/'"));
 }
 
 #[test]

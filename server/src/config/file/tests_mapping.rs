@@ -424,7 +424,10 @@ fn auth_settings_jetraft_lacks_are_refused_not_ignored() {
             "authorization { auth_callout: { issuer: x } }",
             "auth_callout",
         ),
-        ("accounts { A { jetstream: enabled } }", "jetstream"),
+        (
+            "accounts { A { jetstream: { cluster_traffic: owner } } }",
+            "cluster_traffic",
+        ),
         ("accounts { A { mappings: { a: b } } }", "mappings"),
         ("accounts { A { limits: { max_conn: 1 } } }", "limits"),
         ("operator: /op.jwt", "operator"),

@@ -225,10 +225,7 @@ fn check_reserved_subject(subj: &str, no_ack: bool, replicas: i64) -> Result<(),
 
 /// Refuses features this server does not implement yet, with a 10052 naming them.
 fn check_supported(cfg: &StreamConfig) -> Result<(), ApiError> {
-    let unsupported = [
-        (cfg.allow_msg_counter, "message counters"),
-        (cfg.allow_batched, "batch publish"),
-    ];
+    let unsupported = [(cfg.allow_batched, "batch publish")];
     match unsupported.iter().find(|(set, _)| *set) {
         Some((_, what)) => Err(invalid(&format!("{what} are not supported by this server"))),
         None => Ok(()),
@@ -245,6 +242,9 @@ fn check_sources(cfg: &StreamConfig) -> Result<(), ApiError> {
         }
         if !cfg.sources.is_empty() {
             return Err(ApiError::new(ErrorKind::MirrorWithSources));
+        }
+        if cfg.allow_msg_counter {
+            return Err(ApiError::new(ErrorKind::MirrorWithCounters));
         }
         if !m.filter_subject.is_empty() && !m.subject_transforms.is_empty() {
             return Err(ApiError::new(ErrorKind::MirrorMultipleFiltersNotAllowed));
@@ -530,6 +530,26 @@ pub fn check_pedantic(cfg: &StreamConfig) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// What a counter stream (`allow_msg_counter`) cannot be combined with, in nats-server's order.
+fn check_counter(cfg: &StreamConfig) -> Result<(), ApiError> {
+    if !cfg.allow_msg_counter {
+        return Ok(());
+    }
+    if cfg.discard == DiscardPolicy::New {
+        return Err(invalid("counter stream cannot use discard new"));
+    }
+    if cfg.allow_msg_ttl {
+        return Err(invalid("counter stream cannot use message TTLs"));
+    }
+    if cfg.allow_msg_schedules {
+        return Err(invalid("counter stream cannot use message schedules"));
+    }
+    if cfg.retention != RetentionPolicy::Limits {
+        return Err(invalid("counter stream can only use limits retention"));
+    }
+    Ok(())
+}
+
 /// The checks after the limits are corrected, in nats-server's order.
 fn check_body(cfg: &StreamConfig) -> Result<(), ApiError> {
     if cfg.max_age < 0 {
@@ -550,6 +570,7 @@ fn check_body(cfg: &StreamConfig) -> Result<(), ApiError> {
     if cfg.deny_purge && cfg.allow_rollup_hdrs {
         return Err(invalid("roll-ups require the purge permission"));
     }
+    check_counter(cfg)?;
     if cfg.allow_msg_schedules {
         if cfg.discard == DiscardPolicy::New {
             return Err(invalid("message scheduling cannot use discard new"));
@@ -732,11 +753,16 @@ pub fn check_update(
     if old.persist_mode != cfg.persist_mode {
         return Err(update_err("change persist mode"));
     }
-    if old.allow_msg_schedules && !cfg.allow_msg_schedules {
-        return Err(invalid("message schedules can not be disabled"));
-    }
     if old.allow_msg_ttl && !cfg.allow_msg_ttl {
         return Err(invalid("message TTL status can not be disabled"));
+    }
+    if old.allow_msg_counter != cfg.allow_msg_counter {
+        return Err(invalid(
+            "stream configuration update can not change message counter setting",
+        ));
+    }
+    if old.allow_msg_schedules && !cfg.allow_msg_schedules {
+        return Err(invalid("message schedules can not be disabled"));
     }
     // Removing the mirror (promotion) is allowed; adding or changing one is not.
     if cfg.mirror.is_some() && old.mirror != cfg.mirror {

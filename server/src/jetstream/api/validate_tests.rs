@@ -330,9 +330,45 @@ fn stream_names_reject_separators_and_wildcards() {
 
 #[test]
 fn unsupported_features_are_refused_with_10052() {
-    let cfg: StreamConfig = decode(br#"{"name":"M","allow_msg_counter":true}"#).unwrap();
+    let cfg: StreamConfig = decode(br#"{"name":"M","allow_batched":true}"#).unwrap();
     let err = check_create("M", cfg, None, &SINGLE).unwrap_err();
     assert_eq!(err.err_code, 10052);
+}
+
+#[test]
+fn counter_streams_refuse_what_nats_server_refuses() {
+    let create = |json: &str| {
+        let cfg: StreamConfig = decode(json.as_bytes()).unwrap();
+        check_create("M", cfg, None, &SINGLE)
+    };
+    assert!(create(r#"{"name":"M","allow_msg_counter":true}"#).is_ok());
+    for (json, text) in [
+        (
+            r#""discard":"new""#,
+            "counter stream cannot use discard new",
+        ),
+        (
+            r#""allow_msg_ttl":true"#,
+            "counter stream cannot use message TTLs",
+        ),
+        (
+            r#""retention":"workqueue""#,
+            "counter stream can only use limits retention",
+        ),
+    ] {
+        let err = create(&format!(
+            r#"{{"name":"M","allow_msg_counter":true,{json}}}"#
+        ))
+        .unwrap_err();
+        assert_eq!(err.err_code, 10052, "{json}");
+        assert!(
+            err.description.contains(text),
+            "{json}: {}",
+            err.description
+        );
+    }
+    let err = create(r#"{"name":"M","allow_msg_counter":true,"mirror":{"name":"O"}}"#).unwrap_err();
+    assert_eq!(err.err_code, 10173);
 }
 
 #[test]

@@ -156,9 +156,15 @@ impl MetaState {
         stream_result(&updated)
     }
 
-    /// Whether any of `subjects` overlaps a subject of a stream other than `name`.
+    /// Whether any of `subjects` overlaps a subject of a stream other than `name` in the same
+    /// account (each account is a subject namespace of its own; see `jetstream::account`).
     pub fn overlaps(&self, name: &str, subjects: &[String]) -> bool {
-        self.streams.values().filter(|s| s.name != name).any(|s| {
+        let account = crate::jetstream::account::stream_account(name);
+        let others = self
+            .streams
+            .values()
+            .filter(|s| s.name != name && crate::jetstream::account::in_account(&s.name, account));
+        others.into_iter().any(|s| {
             s.subjects
                 .iter()
                 .any(|a| subjects.iter().any(|b| subjects_overlap(a, b)))
@@ -312,6 +318,13 @@ mod tests {
             Some(10065)
         );
         assert_eq!(err_code(&m.apply(create("D", &["orders"], "{}"))), None);
+        // Another account's streams may take the same subjects (and names).
+        assert_eq!(err_code(&m.apply(create("X/A", &["orders.*"], "{}"))), None);
+        assert_eq!(err_code(&m.apply(create("X/D", &["orders"], "{}"))), None);
+        assert_eq!(
+            err_code(&m.apply(create("X/E", &["orders.eu"], "{}"))),
+            Some(10065)
+        );
     }
 
     #[test]

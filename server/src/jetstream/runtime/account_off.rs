@@ -1,6 +1,6 @@
-//! Accounts without JetStream: JetStream runs in the global account `$G` only, and a request
-//! to `$JS.API` from any other account gets nats-server's answer for an account without
-//! JetStream (10039 `JetStream not enabled for account`, with the operation's response type).
+//! Accounts without JetStream (see [`JsAccounts`] for which have it): a request to `$JS.API`
+//! there gets nats-server's answer for an account without JetStream (10039 `JetStream not
+//! enabled for account`, with the operation's response type).
 //! As on nats-server, DIRECT.GET and pull requests find no responders there, and an unknown
 //! API subject is taken but not answered.
 
@@ -10,21 +10,24 @@ use tokio_util::task::TaskTracker;
 use super::api::not_enabled_for_account_json;
 use super::consumer::NEXT_PREFIX;
 use super::next_msg;
-use crate::accounts::Accounts;
 use crate::bus::internal::{AcceptFn, InternalSub};
 use crate::bus::{Bus, Msg};
+use crate::jetstream::account::JsAccounts;
 use crate::jetstream::op::ApiOp;
 use crate::router::SublistError;
 
-/// Answers `$JS.API` requests in every configured account other than `$G` until `cancel`.
+/// Answers `$JS.API` requests in every account (`$G` included) without JetStream until
+/// `cancel`.
 pub fn serve_accounts_without_jetstream(
     bus: &Bus,
+    enabled: &JsAccounts,
     tasks: &TaskTracker,
     cancel: &CancellationToken,
 ) -> Result<(), SublistError> {
     let accounts = bus.accounts();
-    for account in accounts.names() {
-        if Accounts::is_global(account) {
+    let global: std::sync::Arc<str> = std::sync::Arc::from(crate::config::GLOBAL_ACCOUNT);
+    for account in accounts.names().chain(std::iter::once(&global)) {
+        if enabled.enabled(account) {
             continue;
         }
         let accept: AcceptFn = std::sync::Arc::new(|subject: &str| {

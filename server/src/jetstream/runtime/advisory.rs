@@ -59,6 +59,9 @@ pub(crate) struct Advisory<'a> {
     kind: &'static str,
     id: String,
     timestamp: String,
+    /// The account the stream is in (the advisory is published there).
+    #[serde(skip)]
+    account: &'a str,
     stream: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     consumer: Option<&'a str>,
@@ -108,12 +111,14 @@ pub(crate) struct Advisory<'a> {
 }
 
 impl<'a> Advisory<'a> {
+    /// An advisory about the stream with key `stream` (named, and published, in its account).
     fn new(kind: &'static str, stream: &'a str) -> Self {
         Self {
             kind,
             id: random_id(),
             timestamp: go_time::format(now_ns()),
-            stream,
+            account: crate::jetstream::account::stream_account(stream),
+            stream: crate::jetstream::account::stream_name(stream),
             consumer: None,
             consumer_seq: None,
             stream_seq: None,
@@ -151,7 +156,8 @@ impl<'a> Advisory<'a> {
             None => format!("{PREFIX}{event}.{}", self.stream),
         };
         let json = to_go_json(&self);
-        js.bus.publish(&Msg::new(&subject, json.as_bytes()));
+        js.bus
+            .publish(&Msg::new(&subject, json.as_bytes()).in_account(self.account));
     }
 }
 

@@ -246,12 +246,12 @@ mod tests {
         if let Some(c) = commit {
             pairs.push((BATCH_COMMIT, c));
         }
-        InternalMsg {
-            subject: "s".into(),
-            reply: Some("r".into()),
-            hdrs: Some(Bytes::from(headers::block(&pairs))),
-            payload: Bytes::from_static(b"x"),
-        }
+        InternalMsg::global(
+            "s".into(),
+            Some("r".into()),
+            Some(Bytes::from(headers::block(&pairs))),
+            Bytes::from_static(b"x"),
+        )
     }
 
     fn err_code(s: &Staging) -> u16 {

@@ -1,7 +1,8 @@
 //! The API audit advisory (`$JS.EVENT.ADVISORY.API`, type
 //! `io.nats.jetstream.advisory.v1.api_audit`): one per `$JS.API` request answered, with the
 //! request and the response as sent, published by the node that answers it (so once per
-//! request in a cluster), as nats-server's `sendJetStreamAPIAuditAdvisory` does.
+//! request in a cluster), in the request's account, as nats-server's
+//! `sendJetStreamAPIAuditAdvisory` does.
 //!
 //! The `client` object describes the requester as far as this node knows it: the connection
 //! that subscribed to the reply subject when it is a client of this node (`id`, `host`,
@@ -15,7 +16,6 @@ use serde_json::{Value, json};
 use super::advisory::random_id;
 use super::{JetStream, now_ns};
 use crate::bus::{InternalMsg, Msg, SubRef};
-use crate::config::GLOBAL_ACCOUNT;
 use crate::jetstream::api::types::{go_time, to_go_json};
 
 /// The audit advisory's subject.
@@ -45,7 +45,12 @@ impl JetStream {
     /// one node sends another (node inboxes) are internal and not audited.
     pub(super) fn advise_api_audit(&self, msg: &InternalMsg, response: &str) {
         // Nobody listens (on this node or a peer): nothing to build.
-        if !self.bus.has_interest(SUBJECT) {
+        if !self
+            .bus
+            .namespace(&msg.account)
+            .sublist
+            .has_interest(SUBJECT)
+        {
             return;
         }
         if msg
@@ -61,23 +66,25 @@ impl JetStream {
             id: random_id(),
             timestamp: go_time::format(now_ns()),
             server: &self.info.server_name,
-            client: self.requester(msg.reply.as_deref()),
+            client: self.requester(&msg.account, msg.reply.as_deref()),
             subject: &msg.subject,
             request: &request,
             response,
             domain: self.identity.domain.as_deref(),
         };
         let json = to_go_json(&audit);
-        self.bus.publish(&Msg::new(SUBJECT, json.as_bytes()));
+        self.bus
+            .publish(&Msg::new(SUBJECT, json.as_bytes()).in_account(&msg.account));
     }
 
-    /// nats-server's `ClientInfo` of whoever waits on `reply` (see the module docs).
-    fn requester(&self, reply: Option<&str>) -> Value {
-        let mut info = json!({"acc": GLOBAL_ACCOUNT});
+    /// nats-server's `ClientInfo` of whoever waits on `reply` in `account` (see the module
+    /// docs).
+    fn requester(&self, account: &str, reply: Option<&str>) -> Value {
+        let mut info = json!({"acc": account});
         let Some(reply) = reply else {
             return info;
         };
-        let found = self.bus.sublist().match_subject(reply);
+        let found = self.bus.namespace(account).sublist.match_subject(reply);
         let subs = found
             .plain
             .iter()

@@ -122,12 +122,7 @@ impl JetStream {
             .and_then(|l| l.leader)
             .ok_or_else(|| ApiError::new(ErrorKind::ClusterNotAvail))?;
         let answer = if leader == self.node {
-            let msg = InternalMsg {
-                subject: DRAIN_SUBJECT.to_string(),
-                reply: None,
-                hdrs: None,
-                payload: body.into(),
-            };
+            let msg = InternalMsg::global(DRAIN_SUBJECT.to_string(), None, None, body.into());
             self.server_drain(&msg).await?
         } else {
             let bytes = self

@@ -40,9 +40,11 @@ impl JetStream {
             return false;
         }
         let subject = format!("{PREFIX}{}.{}.{}", node.0, hops + 1, msg.subject);
+        // Sent in the request's account: the owner takes it from that account's inbox.
         let out = Msg::new(&subject, &msg.payload)
             .reply_str(msg.reply.as_deref())
-            .headers(msg.hdrs.as_deref());
+            .headers(msg.hdrs.as_deref())
+            .in_account(&msg.account);
         self.bus.send_to_node(node, &out)
     }
 
@@ -79,7 +81,8 @@ impl JetStream {
                 || inner.subject.starts_with("$JS.FC.")
                 || inner.subject.starts_with(crate::jetstream::op::API_PREFIX));
             if publish {
-                let Some((stream, _)) = self.stream_for_subject(&inner.subject) else {
+                let Some((stream, _)) = self.stream_for_subject(&inner.account, &inner.subject)
+                else {
                     continue;
                 };
                 if !batch.fits(&stream, hops) {

@@ -72,13 +72,18 @@ impl HealthProblem {
         }
     }
 
-    fn stream_not_current(stream: &str) -> Self {
+    /// The stream with key `key` (see `jetstream::account`) is not current here.
+    fn stream_not_current(key: &str) -> Self {
+        let (account, stream) = (
+            crate::jetstream::account::stream_account(key),
+            crate::jetstream::account::stream_name(key),
+        );
         Self {
             not_found: false,
             kind: "STREAM",
             stream: Some(stream.to_string()),
             consumer: None,
-            error: format!("JetStream stream '{ACCOUNT} > {stream}' is not current"),
+            error: format!("JetStream stream '{account} > {stream}' is not current"),
         }
     }
 }

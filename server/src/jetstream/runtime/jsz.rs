@@ -48,6 +48,17 @@ pub struct JszDetail {
     pub consumers: bool,
 }
 
+/// One account's use of JetStream on this node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AccountUsage {
+    /// Consumers of its streams.
+    pub consumers: u64,
+    /// Bytes in its memory streams.
+    pub memory: u64,
+    /// Bytes in its file streams.
+    pub storage: u64,
+}
+
 impl JetStream {
     /// Usage and counters of the streams hosted on this node.
     pub fn jsz_stats(&self) -> JszStats {
@@ -75,6 +86,24 @@ impl JetStream {
             }
         }
         st
+    }
+
+    /// What `account`'s stream replicas on this node hold.
+    pub fn account_usage(&self, account: &str) -> AccountUsage {
+        let mut usage = AccountUsage::default();
+        for ls in self.local.read().values() {
+            if !crate::jetstream::account::in_account(&ls.name, account) {
+                continue;
+            }
+            let sm = ls.sm.lock();
+            usage.consumers += sm.consumers().len() as u64;
+            let bytes = sm.state().bytes;
+            match sm.config().storage {
+                StorageType::File => usage.storage += bytes,
+                StorageType::Memory => usage.memory += bytes,
+            }
+        }
+        usage
     }
 
     /// Whether this node leads the meta group (always, single node).
@@ -126,8 +155,11 @@ impl JetStream {
     }
 
     /// `stream_detail` entries of the streams hosted here, by name.
-    pub async fn stream_details(&self, detail: JszDetail) -> Vec<Value> {
-        let mut hosted: Vec<_> = self.local.read().values().cloned().collect();
+    pub async fn stream_details(&self, detail: JszDetail, account: &str) -> Vec<Value> {
+        let mut hosted: Vec<_> = (self.local.read().values())
+            .filter(|ls| crate::jetstream::account::in_account(&ls.name, account))
+            .cloned()
+            .collect();
         hosted.sort_by(|a, b| a.name.cmp(&b.name));
         let mut out = Vec::with_capacity(hosted.len());
         for ls in hosted {
@@ -139,7 +171,7 @@ impl JetStream {
             };
             let full: Value = serde_json::from_str(&to_go_json(&stream_info)).unwrap_or_default();
             let mut entry = json!({
-                "name": ls.name,
+                "name": crate::jetstream::account::stream_name(&ls.name),
                 "created": full["created"],
             });
             if !full["cluster"].is_null() {

@@ -3,6 +3,7 @@
 //! captures publishes on stream subjects, and answers `$JS.API` requests it owns, forwarding the
 //! rest to the node that owns them.
 //!
+//! - `account_limits`: an account's JetStream limits, checked where nats-server checks them.
 //! - [`replica`]: a stream replica on this node (the handle everything reaches it through) and
 //!   the shared state machine Raft applies to.
 //! - `owner`: each replica's owner task (leadership, consumers, expiry, sourcing).
@@ -33,6 +34,7 @@
 //!   `routing`, and owns the captures and replica moves; a replica's owner task writes its
 //!   copy tasks. `local` is a `parking_lot` lock held only to clone handles out.
 
+pub(crate) mod account_limits;
 pub mod account_off;
 mod advisory;
 mod api;
@@ -74,11 +76,12 @@ use tracing::{info, warn};
 use crate::bus::Bus;
 use crate::cluster::ClusterState;
 use crate::config::Config;
+use crate::jetstream::account::JsAccounts;
 use crate::jetstream::meta::machine::{MetaMachine, MetaView};
 use crate::jetstream::stream::ServerIdentity;
 use crate::node::{API_LEVEL, NATS_VERSION, NodeInfo};
 pub use health::{HealthProblem, HealthScope};
-pub use jsz::{JszDetail, JszStats};
+pub use jsz::{AccountUsage, JszDetail, JszStats};
 pub use membership::JOIN_ONLY_FILE;
 use replica::LocalStream;
 
@@ -161,6 +164,10 @@ pub struct JetStream {
     /// Held while this node changes the meta group's voters (admission, SERVER.REMOVE): openraft
     /// refuses a membership change while another one is under way, and logs it as an error.
     meta_members: tokio::sync::Mutex<()>,
+    /// Set while a SERVER.REMOVE's evacuation task runs (one at a time, see `server_remove`).
+    removal_running: std::sync::atomic::AtomicBool,
+    /// The accounts with JetStream and their limits.
+    accounts: JsAccounts,
     /// Stops the runtime's tasks.
     cancel: CancellationToken,
 }
@@ -224,6 +231,7 @@ impl JetStream {
         logs.create_group(&registry, GroupId::META, Box::new(meta_sm))
             .await?;
         let domain = ctx.config.jetstream.domain.clone();
+        let accounts = JsAccounts::from_config(&ctx.config.auth);
         let js = Arc::new(Self {
             bus: ctx.bus,
             info: ctx.info,
@@ -248,6 +256,8 @@ impl JetStream {
             api_errors: AtomicU64::new(0),
             pending: remote::Pending::default(),
             meta_members: tokio::sync::Mutex::new(()),
+            removal_running: std::sync::atomic::AtomicBool::new(false),
+            accounts,
             cancel: ctx.shutdown.child_token(),
         });
         js.spawn_tasks()?;
@@ -256,7 +266,31 @@ impl JetStream {
     }
 
     fn spawn_tasks(self: &Arc<Self>) -> Result<(), JetStreamError> {
+        for account in self.accounts.names() {
+            self.spawn_account_tasks(&account)?;
+        }
+        if !self.accounts.enabled(crate::config::GLOBAL_ACCOUNT) {
+            // Node-to-node requests (drain, server removal) and their answers travel in `$G`
+            // even when its users have no JetStream.
+            let fwd = self
+                .bus
+                .internal()
+                .subscribe_inbox(&forward::inbox_pattern(self.node))
+                .map_err(subscribe_failed)?;
+            let js = self.clone();
+            self.tasks.spawn(async move { js.forward_loop(fwd).await });
+        }
+        let js = self.clone();
+        self.tasks.spawn(async move { js.reconcile_loop().await });
+        Ok(())
+    }
+
+    /// The request, forward and ack subscriptions of one account with JetStream, in its
+    /// namespace: what arrives there is that account's (`InternalMsg::account`).
+    fn spawn_account_tasks(self: &Arc<Self>, account: &Arc<str>) -> Result<(), JetStreamError> {
+        let internal = self.bus.namespace(account).internal.clone();
         let routing = self.routing.subscribe();
+        let direct_account = account.clone();
         let accept: crate::bus::internal::AcceptFn = Arc::new(move |subject: &str| {
             if subject.starts_with(consumer::NEXT_PREFIX) {
                 // Pull requests travel with the acks (`consumer_ack_loop`), in their order.
@@ -266,27 +300,22 @@ impl JetStream {
                 // Only streams with allow_direct answer; others leave no responder (503).
                 Some(rest) => {
                     let name = rest.split('.').next().unwrap_or_default();
-                    routing.borrow().direct.contains(name)
+                    let key = crate::jetstream::account::stream_key(&direct_account, name);
+                    routing.borrow().direct.contains(&key)
                 }
                 None => true,
             }
         });
-        let api = self
-            .bus
-            .internal()
+        let api = internal
             .subscribe_filtered("$JS.API.>", accept)
             .map_err(subscribe_failed)?;
-        let fwd = self
-            .bus
-            .internal()
+        let fwd = internal
             .subscribe_inbox(&forward::inbox_pattern(self.node))
             .map_err(subscribe_failed)?;
         // Acks, flow-control replies and pull requests on one receiver: a client's NAK and
         // its next pull reach the consumer's engine in the order the client sent them.
         let next = format!("{}>", consumer::NEXT_PREFIX);
-        let sub = self
-            .bus
-            .internal()
+        let sub = internal
             .subscribe_many(&["$JS.ACK.>", "$JS.FC.>", &next])
             .map_err(subscribe_failed)?;
         let js = self.clone();
@@ -297,9 +326,7 @@ impl JetStream {
         if let Some(domain) = &self.identity.domain {
             // `$JS.<domain>.API.>` is this node's API too (nats-server answers both).
             let prefix = format!("$JS.{domain}.API.");
-            let sub = self
-                .bus
-                .internal()
+            let sub = internal
                 .subscribe(&format!("{prefix}>"))
                 .map_err(subscribe_failed)?;
             let js = self.clone();
@@ -308,8 +335,6 @@ impl JetStream {
         }
         let js = self.clone();
         self.tasks.spawn(async move { js.forward_loop(fwd).await });
-        let js = self.clone();
-        self.tasks.spawn(async move { js.reconcile_loop().await });
         Ok(())
     }
 
@@ -361,6 +386,11 @@ impl JetStream {
     /// The server's `max_payload` (consumer rate limits use it as their burst).
     pub(crate) fn server_max_payload(&self) -> u32 {
         self.config.max_payload
+    }
+
+    /// The accounts with JetStream.
+    pub fn accounts(&self) -> &JsAccounts {
+        &self.accounts
     }
 
     /// The meta state view.
@@ -434,6 +464,8 @@ impl JetStream {
 
     /// Waits (bounded) until `group` has a leader visible from this node; gives up at once
     /// when JetStream shuts down (its groups are gone, and the wait would hold up the exit).
+    /// Woken by the group's leadership watch (a new stream's first election answers its create
+    /// at once, not at the next poll), polling only while the group is not registered yet.
     async fn wait_group_leader(&self, group: GroupId, bound: Duration) -> Option<NodeId> {
         let deadline = tokio::time::Instant::now() + bound;
         loop {
@@ -445,7 +477,23 @@ impl JetStream {
             if tokio::time::Instant::now() >= deadline || self.cancel.is_cancelled() {
                 return None;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            let Ok(mut watch) = self.registry.watch_leader(group) else {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                continue;
+            };
+            if let Some(leader) = watch.current().leader {
+                return Some(leader);
+            }
+            tokio::select! {
+                changed = watch.changed() => {
+                    if changed.is_err() {
+                        // The group stopped: look again (it may be registered anew).
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => return None,
+                () = self.cancel.cancelled() => return None,
+            }
         }
     }
 

@@ -131,7 +131,13 @@ impl JetStream {
             let mut subs = Vec::with_capacity(1);
             let patterns: Vec<&str> = subjects.iter().map(String::as_str).collect();
             if !patterns.is_empty() {
-                match self.bus.internal().subscribe_many(&patterns) {
+                let account = crate::jetstream::account::stream_account(name);
+                match self
+                    .bus
+                    .namespace(account)
+                    .internal
+                    .subscribe_many(&patterns)
+                {
                     Ok(mut sub) => {
                         let rx = sub.take_rx();
                         subs.push(sub);
@@ -176,15 +182,22 @@ impl JetStream {
         }
     }
 
-    /// The name of the stream capturing `subject` (message tracing's `js` event).
-    pub fn stream_capturing(&self, subject: &str) -> Option<String> {
-        self.stream_for_subject(subject).map(|(name, _)| name)
+    /// The name of the stream of `account` capturing `subject` (message tracing's `js`
+    /// event).
+    pub fn stream_capturing(&self, account: &str, subject: &str) -> Option<String> {
+        self.stream_for_subject(account, subject)
+            .map(|(key, _)| crate::jetstream::account::stream_name(&key).to_string())
     }
 
-    /// The stream capturing `subject`, per the meta state.
-    pub(super) fn stream_for_subject(&self, subject: &str) -> Option<(String, Vec<u64>)> {
+    /// The stream of `account` capturing `subject`, per the meta state.
+    pub(super) fn stream_for_subject(
+        &self,
+        account: &str,
+        subject: &str,
+    ) -> Option<(String, Vec<u64>)> {
         self.meta.read(|m| {
             m.streams()
+                .filter(|s| crate::jetstream::account::in_account(&s.name, account))
                 .find(|s| s.subjects.iter().any(|f| subjects_overlap(f, subject)))
                 .map(|s| (s.name.clone(), s.replicas.clone()))
         })
@@ -199,7 +212,8 @@ impl JetStream {
         msgs: Vec<InternalMsg>,
         hops: u32,
     ) {
-        let Some(subject) = msgs.first().map(|m| m.subject.as_str()) else {
+        let Some((account, subject)) = msgs.first().map(|m| (&*m.account, m.subject.as_str()))
+        else {
             return;
         };
         let Some((name, replicas)) = (match stream {
@@ -207,7 +221,7 @@ impl JetStream {
                 .meta
                 .read(|m| m.stream(&name).map(|s| s.replicas.clone()))
                 .map(|r| (name, r)),
-            None => self.stream_for_subject(subject),
+            None => self.stream_for_subject(account, subject),
         }) else {
             return;
         };
@@ -293,13 +307,23 @@ impl JetStream {
             Staging::Staged(reply) => (reply, Bytes::new()),
             Staging::Refused(reply, e) => (
                 reply,
-                Bytes::from(crate::jetstream::api::types::PubAck::error(&ls.name, e).to_json()),
+                Bytes::from(
+                    crate::jetstream::api::types::PubAck::error(
+                        crate::jetstream::account::stream_name(&ls.name),
+                        e,
+                    )
+                    .to_json(),
+                ),
             ),
         };
         if let Some(reply) = reply.filter(|_| !no_ack) {
             let mut flush = FlushSet::default();
-            self.bus
-                .route(Origin::Server, &Msg::new(&reply, &body), &mut flush);
+            let account = crate::jetstream::account::stream_account(&ls.name);
+            self.bus.route(
+                Origin::Server,
+                &Msg::new(&reply, &body).in_account(account),
+                &mut flush,
+            );
             flush.wake_all();
         }
     }
@@ -335,9 +359,14 @@ impl JetStream {
     async fn propose_publishes(
         self: &Arc<Self>,
         ls: &LocalStream,
-        msgs: Vec<InternalMsg>,
+        mut msgs: Vec<InternalMsg>,
         hops: u32,
     ) {
+        let refused = self.split_over_account_limit(ls, &mut msgs);
+        self.refuse_over_limit(ls, &refused);
+        if msgs.is_empty() {
+            return;
+        }
         let cmd = command::append_batch(
             msgs.iter().map(|m| {
                 (
@@ -424,11 +453,11 @@ impl JetStream {
         match result {
             Ok(framed) if p.atomic => {
                 let answers = command::split_answers(&framed);
-                if let (Some(reply), Some(ack)) = (
-                    p.msgs.last().and_then(|m| m.reply.as_deref()),
-                    answers.last(),
-                ) {
-                    self.bus.route(Origin::Server, &Msg::new(reply, ack), flush);
+                if let (Some(msg), Some(ack)) = (p.msgs.last(), answers.last())
+                    && let Some(reply) = msg.reply.as_deref()
+                {
+                    let out = Msg::new(reply, ack).in_account(&msg.account);
+                    self.bus.route(Origin::Server, &out, flush);
                 }
             }
             Ok(framed) => {
@@ -436,8 +465,8 @@ impl JetStream {
                     if let Some(reply) = &msg.reply
                         && !ack.is_empty()
                     {
-                        self.bus
-                            .route(Origin::Server, &Msg::new(reply, &ack), flush);
+                        let out = Msg::new(reply, &ack).in_account(&msg.account);
+                        self.bus.route(Origin::Server, &out, flush);
                     }
                 }
             }
@@ -505,12 +534,12 @@ mod tests {
             block.push_str("\r\n");
             Bytes::from(block)
         });
-        InternalMsg {
-            subject: "s".into(),
-            reply: Some("_INBOX.1".into()),
+        InternalMsg::global(
+            "s".into(),
+            Some("_INBOX.1".into()),
             hdrs,
-            payload: Bytes::from_static(b"x"),
-        }
+            Bytes::from_static(b"x"),
+        )
     }
 
     #[test]

@@ -91,17 +91,32 @@ impl JetStream {
         }
         self.register_self(&peers).await;
         self.hand_off_if_drained(GroupId::META).await;
+        // Streams of an account that has no JetStream now (e.g. `$G`'s after accounts were
+        // configured) keep their data but capture nothing, as the account's API is off.
         let captures: Vec<(String, StreamUid, Vec<String>)> = streams
             .iter()
+            .filter(|s| {
+                self.accounts
+                    .enabled(crate::jetstream::account::stream_account(&s.name))
+            })
             .map(|s| (s.name.clone(), StreamUid(s.uid), s.subjects.clone()))
             .collect();
         self.sync_captures(&mut owned.captures, &captures);
+        // By stream key: a mirror's origin is a stream of the mirror's account.
         let direct = streams
             .iter()
-            .filter_map(|s| serde_json::from_slice::<StreamConfig>(&s.config_json).ok())
-            .flat_map(|c| {
-                let own = c.allow_direct.then(|| c.name.clone());
-                let origin = c.mirror.filter(|_| c.mirror_direct).map(|m| m.name);
+            .filter_map(|s| {
+                let c = serde_json::from_slice::<StreamConfig>(&s.config_json).ok()?;
+                Some((s.name.as_str(), c))
+            })
+            .flat_map(|(key, c)| {
+                let own = c.allow_direct.then(|| key.to_string());
+                let origin = c.mirror.filter(|_| c.mirror_direct).map(|m| {
+                    crate::jetstream::account::stream_key(
+                        crate::jetstream::account::stream_account(key),
+                        &m.name,
+                    )
+                });
                 own.into_iter().chain(origin)
             })
             .collect();
@@ -232,8 +247,13 @@ impl JetStream {
             StreamStateMachine::open_with(store, consumers, config, created, self.identity.clone())
                 .map_err(|e| e.to_string())?;
         let bus = self.bus.clone();
+        let account = crate::jetstream::account::stream_account(&a.name).to_string();
         sm.set_republish_sink(Arc::new(move |subject, headers, payload| {
-            bus.publish(&crate::bus::Msg::new(subject, &payload).headers(Some(&headers)));
+            bus.publish(
+                &crate::bus::Msg::new(subject, &payload)
+                    .headers(Some(&headers))
+                    .in_account(&account),
+            );
         }));
         let sm = Arc::new(Mutex::new(sm));
         let group = GroupId(a.uid);

@@ -32,13 +32,31 @@ pub(super) fn inbox_node(reply: &str) -> Option<u64> {
 }
 
 impl JetStream {
-    /// Sends API request `subject` (empty body) towards `node` and waits at most `bound` for the
-    /// answer.
-    pub(super) async fn ask(&self, node: u64, subject: &str, bound: Duration) -> Option<Bytes> {
-        self.ask_with(node, subject, Bytes::new(), bound).await
+    /// Sends the API request `<op>.<stream>` about the stream with `key` (in its account, under
+    /// the name its clients know it by) towards `node` and waits at most `bound` for the answer.
+    pub(super) async fn ask_stream(
+        &self,
+        node: u64,
+        op: &str,
+        key: &str,
+        payload: Bytes,
+        bound: Duration,
+    ) -> Option<Bytes> {
+        let msg = InternalMsg {
+            subject: format!(
+                "{}{op}.{}",
+                crate::jetstream::op::API_PREFIX,
+                crate::jetstream::account::stream_name(key)
+            ),
+            reply: None,
+            hdrs: None,
+            payload,
+            account: std::sync::Arc::from(crate::jetstream::account::stream_account(key)),
+        };
+        self.ask_msg(node, &msg, bound).await.flatten()
     }
 
-    /// [`Self::ask`] with a request body.
+    /// [`Self::ask_stream`] for a request of the global account (`subject`, with a body).
     pub(super) async fn ask_with(
         &self,
         node: u64,
@@ -46,12 +64,7 @@ impl JetStream {
         payload: Bytes,
         bound: Duration,
     ) -> Option<Bytes> {
-        let msg = InternalMsg {
-            subject: subject.to_string(),
-            reply: None,
-            hdrs: None,
-            payload,
-        };
+        let msg = InternalMsg::global(subject.to_string(), None, None, payload);
         self.ask_msg(node, &msg, bound).await.flatten()
     }
 
@@ -70,6 +83,7 @@ impl JetStream {
             reply: Some(format!("$JSC.F.{}.0.{ANSWER_PREFIX}{token}", self.node.0)),
             hdrs: msg.hdrs.clone(),
             payload: msg.payload.clone(),
+            account: msg.account.clone(),
         };
         let answer = if self.forward_to(NodeId(node), 0, &ask) {
             Some(

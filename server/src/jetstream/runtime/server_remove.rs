@@ -18,10 +18,17 @@
 //! 3. once no stream assignment names it, it leaves the meta group's voters, so it no longer
 //!    counts against the meta quorum ([`JetStream::drop_retired_voters`]).
 //!
-//! The meta leader's membership loop retries moves and the voter change every tick; a replica
-//! that has to be dropped is only dropped by a request (the loop also serves nodes that lost
-//! their data, whose new id is about to become the spare). While a removal has not left the
-//! meta group, a new request first retries it, and answers 10202 if it is still pending.
+//! The answer comes once step 1 committed; steps 2 and 3 run in a task of the request (one at a
+//! time, retried once a second for up to 30 s), and the meta leader's membership loop retries
+//! moves and the voter change every tick. A replica that has to be dropped is only dropped by
+//! that task (the loop also serves nodes that lost their data, whose new id is about to become
+//! the spare). While a removal has not left the meta group, a new request answers 10202 at
+//! once, as nats-server does while a peer removal is in flight, and restarts the task if it
+//! ended.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use jetraft_proto::meta::{StreamAssignment, meta_command};
 use jetraft_raft::{GroupId, NodeId, RemovedVoters};
@@ -48,6 +55,13 @@ pub(super) struct ServerRemoveRequest {
 impl ApiRequest for ServerRemoveRequest {
     const GO_TYPE: &'static str = "server.JSApiMetaServerRemoveRequest";
 }
+
+/// How often the evacuation task of a removal tries before it leaves the rest to a new
+/// request and the membership loop.
+const EVACUATION_ATTEMPTS: u32 = 30;
+
+/// Pause between two evacuation attempts.
+const EVACUATION_RETRY: Duration = Duration::from_secs(1);
 
 /// The success answer.
 const REMOVED: &str =
@@ -91,7 +105,7 @@ pub(super) fn evacuation(
 impl JetStream {
     /// Answers SERVER.REMOVE on the meta leader; `None` when not clustered (no answer).
     pub(super) async fn server_remove(
-        &self,
+        self: &Arc<Self>,
         msg: &InternalMsg,
     ) -> Option<Result<String, ApiError>> {
         if !self.clustered() {
@@ -100,16 +114,17 @@ impl JetStream {
         Some(self.server_remove_clustered(msg).await)
     }
 
-    async fn server_remove_clustered(&self, msg: &InternalMsg) -> Result<String, ApiError> {
+    async fn server_remove_clustered(
+        self: &Arc<Self>,
+        msg: &InternalMsg,
+    ) -> Result<String, ApiError> {
         let req: ServerRemoveRequest =
             parse_body(BodyRule::Required, &msg.payload)?.ok_or_else(ApiError::bad_request)?;
         if self.retired_voters() > 0 {
-            // An earlier removal is not finished: retry its steps, refuse if still pending.
-            self.evacuate_retired(true).await;
-            self.drop_retired_voters().await;
-            if self.retired_voters() > 0 {
-                return Err(ApiError::new(ErrorKind::ClusterServerMemberChangeInflight));
-            }
+            // An earlier removal is not finished: refuse at once (as nats-server does while a
+            // peer removal is in flight) and have its steps retried.
+            self.spawn_evacuation();
+            return Err(ApiError::new(ErrorKind::ClusterServerMemberChangeInflight));
         }
         let voters = self.voters();
         let Some(gone) = self.member_named(&req, &voters) else {
@@ -123,9 +138,38 @@ impl JetStream {
             node = format!("{gone:x}"),
             "server removed from the cluster"
         );
-        self.evacuate_retired(true).await;
-        self.drop_retired_voters().await;
+        // The answer does not wait for the moves and the voter change: both wait on other
+        // nodes (a slow one would make the client time out and retry into a 10202).
+        self.spawn_evacuation();
         Ok(REMOVED.to_string())
+    }
+
+    /// Starts the evacuation of retired nodes' replicas (dropping those without a spare voter)
+    /// and the voter change that follows, unless it already runs. It retries once a tick
+    /// (bounded) until no retired id is a voter; the membership loop keeps retrying the voter
+    /// change after that.
+    fn spawn_evacuation(self: &Arc<Self>) {
+        if self.removal_running.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let js = self.clone();
+        self.tasks.spawn(async move {
+            for _ in 0..EVACUATION_ATTEMPTS {
+                if js.cancel.is_cancelled() {
+                    break;
+                }
+                js.evacuate_retired(true).await;
+                js.drop_retired_voters().await;
+                if js.retired_voters() == 0 {
+                    break;
+                }
+                tokio::select! {
+                    () = js.cancel.cancelled() => break,
+                    () = tokio::time::sleep(EVACUATION_RETRY) => {}
+                }
+            }
+            js.removal_running.store(false, Ordering::Release);
+        });
     }
 
     /// The member the request names: by node id in hex when `peer_id` is given, else by server

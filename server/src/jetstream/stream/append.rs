@@ -20,7 +20,7 @@ use jetraft_storage::stream::limits::{LimitViolation, StoreOutcome, store_with_l
 use jetraft_storage::stream::{PurgeRequest, StoredMsg};
 
 use super::StreamStateMachine;
-use super::{command, headers, republish};
+use super::{command, counter, headers, republish};
 use crate::jetstream::api::types::pub_ack::push_plain_json;
 use crate::jetstream::api::types::{PubAck, RetentionPolicy};
 use crate::jetstream::api::{ApiError, ErrorKind};
@@ -44,6 +44,8 @@ pub(super) struct Applied {
     duplicate: bool,
     /// The stored message, when the stream republishes it.
     pub(super) republish: Option<Box<republish::Pending>>,
+    /// A counter's new total (the PubAck's `val`).
+    counter: Option<String>,
 }
 
 impl Applied {
@@ -52,6 +54,7 @@ impl Applied {
             seq,
             duplicate: false,
             republish: None,
+            counter: None,
         }
     }
 
@@ -60,6 +63,7 @@ impl Applied {
             seq,
             duplicate: true,
             republish: None,
+            counter: None,
         }
     }
 }
@@ -114,6 +118,7 @@ impl StreamStateMachine {
                     }
                     let name = &self.config.name;
                     if self.server.domain.is_some()
+                        || applied.counter.is_some()
                         || !push_plain_json(out, name, applied.seq, applied.duplicate)
                     {
                         let ack = self.pub_ack(Ok(applied.clone())).to_json();
@@ -148,8 +153,12 @@ impl StreamStateMachine {
             Ok(Applied {
                 seq,
                 duplicate: false,
+                counter,
                 ..
-            }) => PubAck::stored(name, seq),
+            }) => PubAck {
+                val: counter,
+                ..PubAck::stored(name, seq)
+            },
             Ok(Applied {
                 seq,
                 duplicate: true,
@@ -199,11 +208,28 @@ impl StreamStateMachine {
                 None => return Ok(Err(sequence_space_exhausted())),
             }
         };
+        let (mut headers, mut payload) = (a.headers, a.payload);
+        let mut total = None;
+        if self.config.allow_msg_counter && !mirror {
+            // A copy from a counter stream adds what its origin counted since the last copy.
+            let Some(incr) =
+                header_value(&headers, counter::INCR).and_then(|v| counter::parse_int(&v))
+            else {
+                return Ok(Err(ApiError::new(ErrorKind::MessageIncrMissing)));
+            };
+            match self.count(&a.subject, &headers, &payload, incr)? {
+                Ok(c) => {
+                    (headers, payload) = (c.headers, c.payload);
+                    total = Some(c.total);
+                }
+                Err(e) => return Ok(Err(e)),
+            }
+        }
         let msg = StoredMsg {
             seq,
             subject: a.subject,
-            headers: a.headers,
-            payload: a.payload,
+            headers,
+            payload,
             timestamp_ns: a.timestamp_ns,
         };
         match store_with_limits(self.store.as_mut(), &self.limits, &msg)? {
@@ -224,7 +250,24 @@ impl StreamStateMachine {
         if self.config.retention == RetentionPolicy::Interest && !self.has_interest(&msg.subject) {
             self.store.remove(seq)?;
         }
-        Ok(Ok(Applied::stored(seq)))
+        let mut applied = Applied::stored(seq);
+        applied.counter = total;
+        Ok(Ok(applied))
+    }
+
+    /// A counter publish on `subject` applied to the subject's last message (see `counter`).
+    fn count(
+        &self,
+        subject: &str,
+        hdrs: &[u8],
+        payload: &[u8],
+        incr: num_bigint::BigInt,
+    ) -> Result<Result<counter::Counted, ApiError>, StorageError> {
+        let last = self.store.last_for_subject(subject)?;
+        let last = last
+            .as_ref()
+            .map(|m| (m.headers.as_ref(), m.payload.as_ref()));
+        Ok(counter::count(hdrs, payload, incr, last))
     }
 
     /// `subject` after the stream's input `subject_transform`, when it maps it.
@@ -246,6 +289,10 @@ impl StreamStateMachine {
         if self.config.sealed {
             return Ok(Err(ApiError::new(ErrorKind::StreamSealed)));
         }
+        let incr = match counter::check_publish(hdrs, &a.payload, self.config.allow_msg_counter) {
+            Ok(incr) => incr,
+            Err(e) => return Ok(Err(e)),
+        };
         if header(headers::EXPECTED_STREAM).is_some_and(|s| s != name.as_str()) {
             return Ok(Err(ApiError::new(ErrorKind::StreamNotMatch)));
         }
@@ -319,6 +366,14 @@ impl StreamStateMachine {
         if hdrs.len() > MAX_HEADER_BYTES {
             return Ok(Err(ApiError::new(ErrorKind::StreamHeaderExceedsMaximum)));
         }
+        let counted = match (incr, self.config.allow_msg_counter) {
+            (None, true) => return Ok(Err(ApiError::new(ErrorKind::MessageIncrMissing))),
+            (Some(incr), true) => match self.count(&a.subject, &a.headers, &a.payload, incr)? {
+                Ok(counted) => Some(counted),
+                Err(e) => return Ok(Err(e)),
+            },
+            (_, false) => None,
+        };
         let Some(seq) = next_seq(self.store.state().last_seq) else {
             return Ok(Err(sequence_space_exhausted()));
         };
@@ -331,11 +386,19 @@ impl StreamStateMachine {
             ),
             _ => None,
         };
+        let (headers, payload, total) = match counted {
+            Some(c) => (c.headers, c.payload, Some(c.total)),
+            None => (
+                self.ttl_floor(scheduled.as_ref().unwrap_or(&a.headers)),
+                a.payload,
+                None,
+            ),
+        };
         let msg = StoredMsg {
             seq,
             subject: a.subject,
-            headers: self.ttl_floor(scheduled.as_ref().unwrap_or(&a.headers)),
-            payload: a.payload,
+            headers,
+            payload,
             timestamp_ns: a.timestamp_ns,
         };
         match store_with_limits(self.store.as_mut(), &self.limits, &msg)? {
@@ -379,6 +442,7 @@ impl StreamStateMachine {
             self.store.remove(seq)?;
         }
         let mut applied = Applied::stored(seq);
+        applied.counter = total;
         applied.republish =
             republish_last.map(|last_seq| Box::new(republish::Pending { msg, last_seq }));
         Ok(Ok(applied))

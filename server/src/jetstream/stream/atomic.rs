@@ -26,7 +26,7 @@ use jetraft_storage::stream::limits::LimitViolation;
 use tracing::warn;
 
 use super::append::MAX_HEADER_BYTES;
-use super::{StreamStateMachine, command, headers};
+use super::{StreamStateMachine, command, counter, headers};
 use crate::jetstream::api::types::DiscardPolicy;
 use crate::jetstream::api::{ApiError, ErrorKind};
 
@@ -127,6 +127,14 @@ impl StreamStateMachine {
             }
             if hdrs.len() > MAX_HEADER_BYTES {
                 return Ok(Err(ApiError::new(ErrorKind::StreamHeaderExceedsMaximum)));
+            }
+            let counters = self.config.allow_msg_counter;
+            match counter::check_publish(hdrs, &a.payload, counters) {
+                Err(e) => return Ok(Err(e)),
+                Ok(None) if counters => {
+                    return Ok(Err(ApiError::new(ErrorKind::MessageIncrMissing)));
+                }
+                Ok(_) => {}
             }
             if header(headers::EXPECTED_STREAM).is_some_and(|s| s != self.config.name) {
                 return Ok(Err(ApiError::new(ErrorKind::StreamNotMatch)));

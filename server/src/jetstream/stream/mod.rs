@@ -47,6 +47,7 @@ pub mod command;
 pub mod consumers;
 #[cfg(test)]
 mod copy_tests;
+mod counter;
 pub mod dedup;
 pub mod direct;
 #[cfg(test)]

@@ -26,6 +26,8 @@ pub struct PubAck {
     pub error: Option<ApiError>,
     /// The commit of an atomic batch: its `Nats-Batch-Id` and how many messages it stored.
     pub batch: Option<(String, u64)>,
+    /// A counter stream's new total (`val`).
+    pub val: Option<String>,
 }
 
 impl PubAck {
@@ -38,6 +40,7 @@ impl PubAck {
             duplicate: false,
             error: None,
             batch: None,
+            val: None,
         }
     }
 
@@ -59,7 +62,11 @@ impl PubAck {
 
     /// The exact JSON nats-server sends.
     pub fn to_json(&self) -> String {
-        if self.error.is_none() && self.domain.is_none() && self.batch.is_none() {
+        if self.error.is_none()
+            && self.domain.is_none()
+            && self.batch.is_none()
+            && self.val.is_none()
+        {
             let mut json = Vec::with_capacity(40 + self.stream.len());
             if push_plain_json(&mut json, &self.stream, self.seq, self.duplicate) {
                 // Only ASCII was written.
@@ -75,6 +82,8 @@ impl PubAck {
             domain: Option<&'a str>,
             seq: u64,
             #[serde(skip_serializing_if = "Option::is_none")]
+            val: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
             batch: Option<&'a str>,
             #[serde(skip_serializing_if = "Option::is_none")]
             count: Option<u64>,
@@ -84,6 +93,7 @@ impl PubAck {
             stream: &self.stream,
             domain: self.domain.as_deref(),
             seq: self.seq,
+            val: self.val.as_deref(),
             batch: self.batch.as_ref().map(|(id, _)| id.as_str()),
             count: self.batch.as_ref().map(|(_, n)| *n),
         });

@@ -22,7 +22,11 @@ impl JetStream {
         candidates.into_iter().find(|ls| {
             let sm = ls.sm.lock();
             let cfg = sm.config();
-            cfg.mirror_direct && cfg.mirror.as_ref().is_some_and(|m| m.name == origin)
+            cfg.mirror_direct
+                && cfg.mirror.as_ref().is_some_and(|m| {
+                    let account = crate::jetstream::account::stream_account(&ls.name);
+                    crate::jetstream::account::stream_key(account, &m.name) == origin
+                })
         })
     }
 
@@ -45,7 +49,7 @@ impl JetStream {
             }
             direct::answer(
                 sm.store(),
-                &ls.name,
+                crate::jetstream::account::stream_name(&ls.name),
                 last_subject,
                 &msg.payload,
                 self.config.max_pending,
@@ -53,7 +57,11 @@ impl JetStream {
         };
         for r in replies {
             let hdrs = (!r.headers.is_empty()).then_some(r.headers.as_slice());
-            self.bus.publish(&Msg::new(reply, &r.payload).headers(hdrs));
+            self.bus.publish(
+                &Msg::new(reply, &r.payload)
+                    .headers(hdrs)
+                    .in_account(&msg.account),
+            );
         }
     }
 }

@@ -13,17 +13,32 @@ use crate::jetstream::api::types::AccountInfo;
 use crate::jetstream::runtime::JetStream;
 
 impl JetStream {
-    pub(crate) fn account_info(&self) -> String {
-        // Usage of the replicas on this node (the meta leader answers), as `/jsz` reports it.
+    /// `$JS.API.INFO` in `account`: its streams and, from the replicas on this node (the meta
+    /// leader answers), its consumers and storage use; its limits.
+    pub(crate) fn account_info(&self, account: &str) -> String {
         let st = self.jsz_stats();
+        let usage = self.account_usage(account);
         let mut info = AccountInfo {
-            streams: self.meta.read(|m| m.streams().count() as u64),
-            consumers: st.consumers,
-            memory: st.memory,
-            storage: st.storage,
+            streams: self.meta.read(|m| {
+                m.streams()
+                    .filter(|s| crate::jetstream::account::in_account(&s.name, account))
+                    .count() as u64
+            }),
+            consumers: usage.consumers,
+            memory: usage.memory,
+            storage: usage.storage,
             domain: self.identity.domain.clone(),
             ..AccountInfo::default()
         };
+        (info.reserved_memory, info.reserved_storage) =
+            crate::jetstream::runtime::account_limits::reserved(self, account);
+        if let Some(limits) = self.accounts.limits(account) {
+            info.limits.max_memory = limits.max_memory;
+            info.limits.max_storage = limits.max_storage;
+            info.limits.max_streams = limits.max_streams;
+            info.limits.max_consumers = limits.max_consumers;
+            info.limits.max_ack_pending = limits.max_ack_pending;
+        }
         info.api.total = st.api_total;
         info.api.errors = st.api_errors;
         // Clients gate features on it (async-nats refuses KV limit markers below level 1).

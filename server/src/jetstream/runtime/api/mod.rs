@@ -132,7 +132,8 @@ impl JetStream {
             msg.subject = format!("$JS.API.{rest}");
             if let Some(name) = rest.strip_prefix("DIRECT.GET.") {
                 let name = name.split('.').next().unwrap_or_default();
-                if !self.routing.borrow().direct.contains(name) {
+                let key = crate::jetstream::account::stream_key(&msg.account, name);
+                if !self.routing.borrow().direct.contains(&key) {
                     continue;
                 }
             }
@@ -155,11 +156,14 @@ impl JetStream {
             if let Some(node) = super::remote::inbox_node(reply)
                 && node != self.node.0
             {
-                self.bus
-                    .send_to_node(NodeId(node), &Msg::new(reply, json.as_bytes()));
+                self.bus.send_to_node(
+                    NodeId(node),
+                    &Msg::new(reply, json.as_bytes()).in_account(&msg.account),
+                );
                 return;
             }
-            self.bus.publish(&Msg::new(reply, json.as_bytes()));
+            self.bus
+                .publish(&Msg::new(reply, json.as_bytes()).in_account(&msg.account));
         }
     }
 
@@ -172,7 +176,11 @@ impl JetStream {
             // missing consumer subscription leaves (no responders).
             if let Some(reply) = &msg.reply {
                 let hdrs = crate::protocol::headers::status_block(503, None, &[]);
-                self.bus.publish(&Msg::new(reply, b"").headers(Some(&hdrs)));
+                self.bus.publish(
+                    &Msg::new(reply, b"")
+                        .headers(Some(&hdrs))
+                        .in_account(&msg.account),
+                );
             }
             return;
         }
@@ -187,11 +195,24 @@ impl JetStream {
     /// answered is [`dispatch::route`]'s decision over what this node knows; this carries it
     /// out, waiting at most once for an election.
     pub(super) async fn handle_api(self: Arc<Self>, msg: InternalMsg, hops: u32) {
-        let Some(op) = ApiOp::parse(&msg.subject) else {
+        // The stream named is the one of the account the request was published in.
+        let Some(op) = ApiOp::parse(&msg.subject).map(|op| op.keyed(&msg.account)) else {
             return;
         };
         if hops == 0 {
             self.api_total.fetch_add(1, Ordering::Relaxed);
+        }
+        if matches!(op, ApiOp::StreamSnapshot(_) | ApiOp::StreamRestore(_))
+            && !crate::accounts::Accounts::is_global(&msg.account)
+        {
+            // Backups stream over subscriptions of the global account only (not done yet in
+            // other accounts): refused rather than left hanging.
+            let error = ApiError::with_err(
+                ErrorKind::StreamInvalidConfig,
+                "stream snapshot and restore are not supported by jetraft in accounts other \
+                 than $G",
+            );
+            return self.reply_error(&msg, &op, error);
         }
         if requires_higher_level(&op, &msg) {
             return self.reply_error(&msg, &op, ApiError::new(ErrorKind::RequiredApiLevel));
@@ -375,7 +396,7 @@ impl JetStream {
         msg: &InternalMsg,
     ) -> Option<Result<String, ApiError>> {
         let result = match op {
-            ApiOp::AccountInfo => Ok(self.account_info()),
+            ApiOp::AccountInfo => Ok(self.account_info(&msg.account)),
             ApiOp::StreamNames => self.stream_names(msg),
             ApiOp::StreamList => self.stream_list(msg).await,
             ApiOp::StreamCreate(name) => self.stream_create(name, msg).await,

@@ -8,6 +8,7 @@ use jetraft_raft::GroupId;
 
 use super::{meta_answer, raft_api_error};
 use crate::bus::internal::InternalMsg;
+use crate::jetstream::account;
 use crate::jetstream::api::types::requests::{
     BodyRule, MsgDeleteRequest, MsgGetRequest, PurgeRequest, StreamInfoRequest, StreamListRequest,
     StreamNamesRequest, decode, parse_body,
@@ -38,23 +39,31 @@ const OFFLINE_AFTER: Duration = Duration::from_secs(10);
 const CREATE_LEADER_WAIT: Duration = Duration::from_secs(5);
 
 impl JetStream {
+    /// The other streams of the account of the stream with key `name`: their names (as its
+    /// clients know them) and subjects.
     pub(crate) fn other_streams(&self, name: &str) -> Vec<(String, Vec<String>)> {
+        let account = account::stream_account(name);
         self.meta.read(|m| {
             m.streams()
-                .filter(|s| s.name != name)
-                .map(|s| (s.name.clone(), s.subjects.clone()))
+                .filter(|s| s.name != name && account::in_account(&s.name, account))
+                .map(|s| {
+                    (
+                        account::stream_name(&s.name).to_string(),
+                        s.subjects.clone(),
+                    )
+                })
                 .collect()
         })
     }
 
     /// A mirror of a stream with `allow_direct` answers its direct gets too (nats-server sets
     /// `mirror_direct` at create, observed).
-    pub(crate) fn set_mirror_direct(&self, cfg: &mut StreamConfig) {
+    pub(crate) fn set_mirror_direct(&self, name: &str, cfg: &mut StreamConfig) {
         let Some(origin) = cfg.mirror.as_ref().map(|m| m.name.clone()) else {
             return;
         };
         let origin_direct = self
-            .existing_config(&origin)
+            .existing_config(&account::stream_key(account::stream_account(name), &origin))
             .is_some_and(|(_, c)| c.allow_direct);
         if origin_direct {
             cfg.mirror_direct = true;
@@ -74,7 +83,7 @@ impl JetStream {
     ) -> Result<String, ApiError> {
         // Decoded as Go does: an empty body is the zero config (then a name mismatch).
         let mut cfg: StreamConfig = decode(&msg.payload)?;
-        self.set_mirror_direct(&mut cfg);
+        self.set_mirror_direct(name, &mut cfg);
         let others = self.other_streams(name);
         let existing = self.existing_config(name);
         let ctx = ValidationContext {
@@ -82,10 +91,12 @@ impl JetStream {
             cluster_size: self.placement_size(cfg.num_replicas).await,
             other_streams: &others,
         };
-        let cfg = match check_create(name, cfg, existing.as_ref().map(|(_, c)| c), &ctx)? {
+        let shown = account::stream_name(name);
+        let cfg = match check_create(shown, cfg, existing.as_ref().map(|(_, c)| c), &ctx)? {
             CreateOutcome::Create(cfg) => cfg,
             CreateOutcome::AlreadyExists => return Ok(self.create_answer(name).await),
         };
+        self.check_stream_limits(name, &cfg, false)?;
         let replicas = usize::try_from(cfg.num_replicas.max(1)).unwrap_or(1);
         let placed = self.pick_new(&cfg, &[], replicas)?;
         let sa = StreamAssignment {
@@ -169,13 +180,14 @@ impl JetStream {
         deadline: tokio::time::Instant,
         accept: impl Fn(&serde_json::Value) -> bool,
     ) -> Option<StreamInfo> {
-        let subject = format!("{}STREAM.INFO.{name}", crate::jetstream::op::API_PREFIX);
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             if left.is_zero() {
                 return None;
             }
-            let asked = self.ask(node, &subject, left.min(REMOTE_INFO_WAIT)).await;
+            let bound = left.min(REMOTE_INFO_WAIT);
+            let asked =
+                (self.ask_stream(node, "STREAM.INFO", name, bytes::Bytes::new(), bound)).await;
             let taken = asked.as_deref().and_then(|b| {
                 let json: serde_json::Value = serde_json::from_slice(b).ok()?;
                 let led = json["cluster"]["leader"]
@@ -219,10 +231,16 @@ impl JetStream {
             cluster_size: self.cluster_size(),
             other_streams: &others,
         };
-        let cfg = check_update(name, cfg, existing.as_ref().map(|(_, c)| c), &ctx)?;
+        let cfg = check_update(
+            account::stream_name(name),
+            cfg,
+            existing.as_ref().map(|(_, c)| c),
+            &ctx,
+        )?;
         let Some((sa, old)) = existing else {
             return Err(ApiError::stream_not_found());
         };
+        self.check_stream_limits(name, &cfg, true)?;
         // A new replica count or placement moves replicas (the stream's leader carries it out).
         let placed = self.replicas_for_update(&sa, &old, &cfg).await?;
         let updated = StreamAssignment {
@@ -297,21 +315,24 @@ impl JetStream {
     pub(crate) fn stream_names(&self, msg: &InternalMsg) -> Result<String, ApiError> {
         let req: StreamNamesRequest =
             parse_body(BodyRule::Optional, &msg.payload)?.unwrap_or_default();
-        let names = self.filtered_names(&req.subject);
+        let names = self.filtered_names(&msg.account, &req.subject);
         let page = names_page(names, req.offset);
         Ok(ApiResponse::ok(response_type::STREAM_NAMES, page).to_json())
     }
 
-    pub(crate) fn filtered_names(&self, subject: &str) -> Vec<String> {
+    /// The names of `account`'s streams (as its clients know them) with a subject overlapping
+    /// `subject` (all when empty).
+    pub(crate) fn filtered_names(&self, account: &str, subject: &str) -> Vec<String> {
         self.meta.read(|m| {
             m.streams()
                 .filter(|s| {
-                    subject.is_empty()
-                        || s.subjects
-                            .iter()
-                            .any(|f| crate::jetstream::api::validate::subjects_overlap(f, subject))
+                    account::in_account(&s.name, account)
+                        && (subject.is_empty()
+                            || s.subjects.iter().any(|f| {
+                                crate::jetstream::api::validate::subjects_overlap(f, subject)
+                            }))
                 })
-                .map(|s| s.name.clone())
+                .map(|s| account::stream_name(&s.name).to_string())
                 .collect()
         })
     }
@@ -319,11 +340,15 @@ impl JetStream {
     pub(crate) async fn stream_list(&self, msg: &InternalMsg) -> Result<String, ApiError> {
         let StreamListRequest(req) =
             parse_body(BodyRule::Optional, &msg.payload)?.unwrap_or_default();
-        let page = list_names_page(self.filtered_names(&req.subject), req.offset);
+        let page = list_names_page(self.filtered_names(&msg.account, &req.subject), req.offset);
         // Every stream of the page is asked for at once: one slow or unreachable node costs
         // one wait, not one per stream it leads.
-        let answers =
-            futures_util::future::join_all(page.streams.iter().map(|n| self.list_entry(n))).await;
+        let answers = futures_util::future::join_all(
+            page.streams
+                .iter()
+                .map(|n| self.list_entry(account::stream_key(&msg.account, n))),
+        )
+        .await;
         let mut infos = Vec::with_capacity(page.streams.len());
         let mut missing = Vec::new();
         for (name, info) in page.streams.iter().zip(answers) {
@@ -344,7 +369,8 @@ impl JetStream {
     /// One stream's entry in STREAM.LIST: the stream leader's view (state and replica
     /// progress), asked for when another node leads; this node's replica when the leader
     /// cannot answer in time; `None` (listed as missing) when neither is at hand.
-    pub(crate) async fn list_entry(&self, name: &str) -> Option<StreamInfo> {
+    pub(crate) async fn list_entry(&self, key: String) -> Option<StreamInfo> {
+        let name = key.as_str();
         let leader = self.local_stream(name).and_then(|ls| {
             let l = self.registry.leader(ls.group()).ok()?.leader?;
             Some((ls, l))
@@ -361,9 +387,17 @@ impl JetStream {
                 .meta
                 .read(|m| m.stream(name).and_then(|s| s.replicas.first().copied())),
         };
-        let subject = format!("{}STREAM.INFO.{name}", crate::jetstream::op::API_PREFIX);
         let asked = match target {
-            Some(t) => self.ask(t, &subject, REMOTE_INFO_WAIT).await,
+            Some(t) => {
+                self.ask_stream(
+                    t,
+                    "STREAM.INFO",
+                    name,
+                    bytes::Bytes::new(),
+                    REMOTE_INFO_WAIT,
+                )
+                .await
+            }
             None => None,
         };
         match asked.and_then(|b| serde_json::from_slice::<StreamInfo>(&b).ok()) {

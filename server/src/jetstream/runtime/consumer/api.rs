@@ -60,7 +60,12 @@ impl JetStream {
         msg: &InternalMsg,
     ) -> Result<String, ApiError> {
         let ls = self.leader_stream(stream)?;
-        let (name, cfg, action) = resolve_create(form, stream, &msg.payload, random_name)?;
+        let (name, cfg, action) = resolve_create(
+            form,
+            crate::jetstream::account::stream_name(stream),
+            &msg.payload,
+            random_name,
+        )?;
         let pedantic = CreateConsumerRequest::parse(&msg.payload).is_ok_and(|r| r.pedantic);
         let (outcome, created_ns) = {
             let sm = ls.sm.lock();
@@ -71,8 +76,11 @@ impl JetStream {
                 .filter(|(n, _)| **n != name)
                 .map(|(_, r)| r.config.clone())
                 .collect();
+            // An account's limits act as the stream's own where they are lower (as
+            // nats-server: `max_consumers` per stream, `max_ack_pending` per consumer).
+            let limited = self.with_account_limits(stream, sm.config());
             let ctx = ConsumerContext {
-                stream: sm.config(),
+                stream: limited.as_ref().unwrap_or(sm.config()),
                 existing: existing.map(|r| &r.config),
                 others: &others,
                 clustered: self.clustered(),
@@ -112,6 +120,33 @@ impl JetStream {
         }
         .ok_or_else(consumer_not_found)?;
         Ok(ApiResponse::ok(response_type::CONSUMER_CREATE, info).to_json())
+    }
+
+    /// The config of the stream with key `stream` with its account's consumer limits applied,
+    /// when the account has any.
+    fn with_account_limits(
+        &self,
+        stream: &str,
+        cfg: &crate::jetstream::api::types::StreamConfig,
+    ) -> Option<crate::jetstream::api::types::StreamConfig> {
+        let limits = self
+            .accounts
+            .limits(crate::jetstream::account::stream_account(stream))?;
+        let lower = |own: i64, account: i64| {
+            if account > 0 && (own <= 0 || account < own) {
+                account
+            } else {
+                own
+            }
+        };
+        if limits.max_consumers <= 0 && limits.max_ack_pending <= 0 {
+            return None;
+        }
+        let mut cfg = cfg.clone();
+        cfg.max_consumers = lower(cfg.max_consumers, limits.max_consumers);
+        cfg.consumer_limits.max_ack_pending =
+            lower(cfg.consumer_limits.max_ack_pending, limits.max_ack_pending);
+        Some(cfg)
     }
 
     /// The info of consumer `name`, from its engine when it runs here.
@@ -160,7 +195,7 @@ impl JetStream {
         let pause_until = rec.config.pause_until.as_deref().and_then(go_time::parse);
         let paused = pause_until.is_some_and(|p| p > now);
         ConsumerInfo {
-            stream_name: ls.name.clone(),
+            stream_name: crate::jetstream::account::stream_name(&ls.name).to_string(),
             name: name.to_string(),
             created: go_time::format(rec.created_ns),
             config: cfg,
@@ -321,8 +356,11 @@ impl JetStream {
         });
         if !delivered {
             let hdrs = crate::protocol::headers::status_block(503, None, &[]);
-            self.bus
-                .publish(&Msg::new(&reply, b"").headers(Some(&hdrs)));
+            self.bus.publish(
+                &Msg::new(&reply, b"")
+                    .headers(Some(&hdrs))
+                    .in_account(&msg.account),
+            );
         }
     }
 

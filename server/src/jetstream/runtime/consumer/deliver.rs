@@ -49,20 +49,21 @@ impl OutMsg {
         }
     }
 
-    /// Publishes it.
-    pub(crate) fn publish(&self, js: &JetStream) {
+    /// Publishes it in `account` (the consumer's stream's).
+    pub(crate) fn publish(&self, js: &JetStream, account: &str) {
         let mut flush = FlushSet::default();
-        self.publish_into(js, &mut flush);
+        self.publish_into(js, account, &mut flush);
         flush.wake_all();
     }
 
-    /// Publishes it, leaving the receivers' writers to wake in `flush` (one batch, one
-    /// wake-up per writer).
-    pub(crate) fn publish_into(&self, js: &JetStream, flush: &mut FlushSet) {
+    /// Publishes it in `account`, leaving the receivers' writers to wake in `flush` (one
+    /// batch, one wake-up per writer).
+    pub(crate) fn publish_into(&self, js: &JetStream, account: &str, flush: &mut FlushSet) {
         let msg = Msg::new(&self.subject, &self.payload)
             .shown_as(self.shown.as_deref().unwrap_or(&self.subject))
             .reply_str(self.reply.as_deref())
-            .headers(self.hdrs.as_deref());
+            .headers(self.hdrs.as_deref())
+            .in_account(account);
         js.bus.publish_into(&msg, flush);
     }
 }
@@ -264,18 +265,24 @@ pub(crate) fn flow_control_msg(deliver_subject: &str, reply: &str) -> OutMsg {
 
 /// Whether a push consumer's deliver subject has a subscriber of the right kind: a plain one
 /// without `group`, a member of `group` with one.
-pub(crate) fn has_interest(js: &JetStream, subject: &str, group: Option<&str>) -> bool {
+pub(crate) fn has_interest(
+    js: &JetStream,
+    account: &str,
+    subject: &str,
+    group: Option<&str>,
+) -> bool {
     if subject.is_empty() {
         return false;
     }
-    let result = js.bus.sublist().match_subject(subject);
+    let result = js.bus.namespace(account).sublist.match_subject(subject);
     match group {
         None => !result.plain.is_empty(),
         Some(g) => result.queues.iter().any(|q| &*q.name == g),
     }
 }
 
-/// Republishes a dropped message to `subject` with headers naming where it came from.
+/// Republishes a dropped message to `subject` with headers naming where it came from, in the
+/// account of the stream with key `stream`.
 pub(crate) fn dead_letter(
     js: &JetStream,
     subject: &str,
@@ -290,7 +297,12 @@ pub(crate) fn dead_letter(
     } else {
         b"NATS/1.0\r\n".to_vec()
     };
-    push_header(&mut h, "Nats-Dead-Letter-Stream", stream);
+    let account = crate::jetstream::account::stream_account(stream);
+    push_header(
+        &mut h,
+        "Nats-Dead-Letter-Stream",
+        crate::jetstream::account::stream_name(stream),
+    );
     push_header(&mut h, "Nats-Dead-Letter-Consumer", consumer);
     push_header(&mut h, "Nats-Dead-Letter-Subject", &msg.subject);
     push_header(&mut h, "Nats-Dead-Letter-Sequence", &msg.seq.to_string());
@@ -301,8 +313,11 @@ pub(crate) fn dead_letter(
     );
     push_header(&mut h, "Nats-Dead-Letter-Reason", reason);
     h.extend_from_slice(b"\r\n");
-    js.bus
-        .publish(&Msg::new(subject, &msg.payload).headers(Some(&h)));
+    js.bus.publish(
+        &Msg::new(subject, &msg.payload)
+            .headers(Some(&h))
+            .in_account(account),
+    );
 }
 
 #[cfg(test)]

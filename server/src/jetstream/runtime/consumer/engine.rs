@@ -102,7 +102,7 @@ pub(crate) struct OutItem {
 }
 
 /// Sends AckSync replies, in order, each after the commit of the batch holding its ack.
-async fn outbox_loop(js: Arc<JetStream>, mut rx: mpsc::Receiver<OutItem>) {
+async fn outbox_loop(js: Arc<JetStream>, account: Arc<str>, mut rx: mpsc::Receiver<OutItem>) {
     while let Some(item) = rx.recv().await {
         let committed = match item.wait {
             Some(wait) => wait.await.is_ok(),
@@ -117,7 +117,7 @@ async fn outbox_loop(js: Arc<JetStream>, mut rx: mpsc::Receiver<OutItem>) {
             continue;
         }
         for m in &item.after {
-            m.publish(&js);
+            m.publish(&js, &account);
         }
     }
 }
@@ -125,6 +125,8 @@ async fn outbox_loop(js: Arc<JetStream>, mut rx: mpsc::Receiver<OutItem>) {
 /// The stream and the bus as the core reads them.
 struct LiveView {
     js: Arc<JetStream>,
+    /// The stream's account (deliveries and interest are in its namespace).
+    account: Arc<str>,
     sm: Arc<Mutex<StreamStateMachine>>,
 }
 
@@ -135,11 +137,15 @@ impl ConsumerView for LiveView {
     }
 
     fn has_interest(&self, subject: &str) -> bool {
-        self.js.bus.has_interest(subject)
+        self.js
+            .bus
+            .namespace(&self.account)
+            .sublist
+            .has_interest(subject)
     }
 
     fn push_interest(&self, subject: &str, group: Option<&str>) -> bool {
-        deliver::has_interest(&self.js, subject, group)
+        deliver::has_interest(&self.js, &self.account, subject, group)
     }
 
     fn rate_burst(&self) -> u64 {
@@ -154,7 +160,10 @@ impl ConsumerView for LiveView {
 /// The engine task of one consumer.
 pub(crate) struct Engine {
     js: Arc<JetStream>,
+    /// The stream's key (see `jetstream::account`).
     stream: String,
+    /// The stream's account.
+    account: Arc<str>,
     name: String,
     group: GroupId,
     /// Every decision.
@@ -196,20 +205,28 @@ impl Engine {
             mono_ns: 0,
             unix_ns: now_ns(),
         };
-        let view = LiveView { js: js.clone(), sm };
+        let account: Arc<str> = Arc::from(crate::jetstream::account::stream_account(&stream));
+        let view = LiveView {
+            js: js.clone(),
+            account: account.clone(),
+            sm,
+        };
+        // Ack and flow-control subjects name the stream as its clients know it.
         let core = ConsumerCore::new(
             view,
-            stream.clone(),
+            crate::jetstream::account::stream_name(&stream).to_string(),
             name.clone(),
             start,
             now,
             rand::random(),
         );
         let (outbox, outbox_rx) = mpsc::channel(OUTBOX_CAPACITY);
-        js.tasks.spawn(outbox_loop(js.clone(), outbox_rx));
+        js.tasks
+            .spawn(outbox_loop(js.clone(), account.clone(), outbox_rx));
         Some(Self {
             js,
             stream,
+            account,
             name,
             group,
             core,
@@ -284,6 +301,12 @@ impl Engine {
         match ev {
             Event::Core(event) => self.core.handle(self.now(), event),
             Event::Info(tx) => {
+                // An append applied before this request (a publish already acknowledged) must
+                // be counted even when the select picked the mailbox before the stream watch.
+                if self.stream_changes.has_changed().unwrap_or(false) {
+                    self.stream_changes.borrow_and_update();
+                    self.core.handle(self.now(), ConsumerEvent::StreamChanged);
+                }
                 let _ = tx.send(self.core.info());
             }
         }
@@ -309,10 +332,14 @@ impl Engine {
                     msg,
                 } => {
                     trace!(consumer = %self.name, stream_seq, deliveries, "deliver");
-                    msg.publish_into(&self.js, &mut wake);
+                    msg.publish_into(&self.js, &self.account, &mut wake);
                 }
                 Action::Status { to, status } => {
-                    deliver::status_msg(&to, &status).publish_into(&self.js, &mut wake);
+                    deliver::status_msg(&to, &status).publish_into(
+                        &self.js,
+                        &self.account,
+                        &mut wake,
+                    );
                 }
                 Action::Heartbeat {
                     to,
@@ -320,13 +347,19 @@ impl Engine {
                     last_stream,
                     stalled,
                 } => deliver::heartbeat_msg(&to, last_consumer, last_stream, stalled.as_deref())
-                    .publish_into(&self.js, &mut wake),
+                    .publish_into(&self.js, &self.account, &mut wake),
                 Action::FlowControlRequest { to, reply } => {
-                    deliver::flow_control_msg(&to, &reply).publish_into(&self.js, &mut wake);
+                    deliver::flow_control_msg(&to, &reply).publish_into(
+                        &self.js,
+                        &self.account,
+                        &mut wake,
+                    );
                 }
-                Action::Reply { to } => OutMsg::empty(to).publish_into(&self.js, &mut wake),
+                Action::Reply { to } => {
+                    OutMsg::empty(to).publish_into(&self.js, &self.account, &mut wake)
+                }
                 Action::NoResponders { to } => {
-                    deliver::no_responders_msg(to).publish_into(&self.js, &mut wake);
+                    deliver::no_responders_msg(to).publish_into(&self.js, &self.account, &mut wake);
                 }
                 Action::Propose { progress, replies } => {
                     wake.wake_all();

@@ -20,7 +20,7 @@ pub(crate) mod deliver;
 pub(crate) mod engine;
 mod pacing;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -87,7 +87,9 @@ impl JetStream {
             ls.engines.stop_all(false);
             return;
         }
-        let names: Vec<String> = ls.sm.lock().consumers().keys().cloned().collect();
+        // A set: the retain below looks every running engine up in it (a Vec made each call
+        // O(consumers^2): 40% of a core on the leader with 10,000 idle consumers).
+        let names: HashSet<String> = ls.sm.lock().consumers().keys().cloned().collect();
         let mut running = ls.engines.running.lock();
         running.retain(|name, h| {
             let keep = names.contains(name) && !h.tx.is_closed();
@@ -141,7 +143,9 @@ impl JetStream {
     /// this node, at once, so that it comes after the acks received before it; false when it
     /// must take the API path (another node leads, the engine is starting, ...).
     pub(crate) fn pull_to_local_engine(&self, msg: &InternalMsg) -> bool {
-        let Some(ApiOp::ConsumerNext(stream, name)) = ApiOp::parse(&msg.subject) else {
+        let Some(ApiOp::ConsumerNext(stream, name)) =
+            ApiOp::parse(&msg.subject).map(|op| op.keyed(&msg.account))
+        else {
             return false;
         };
         let Some(reply) = &msg.reply else {
@@ -185,6 +189,8 @@ impl JetStream {
             });
             (ack.stream, ack.consumer, event)
         };
+        // Ack subjects name the stream; the account they were published in picks it.
+        let stream = crate::jetstream::account::stream_key(&msg.account, &stream);
         let Some(ls) = self.local_stream(&stream) else {
             let first = self
                 .meta

@@ -285,7 +285,12 @@ impl JetStream {
     }
 
     /// Where reading starts when nothing was copied yet (`opt_start_seq`/`opt_start_time`).
-    async fn start_seq(&self, plan: &CopyPlan, attempt: usize) -> Result<u64, ApiError> {
+    async fn start_seq(
+        &self,
+        origin: &str,
+        plan: &CopyPlan,
+        attempt: usize,
+    ) -> Result<u64, ApiError> {
         if plan.src.opt_start_seq > 0 {
             return Ok(plan.src.opt_start_seq);
         }
@@ -293,12 +298,10 @@ impl JetStream {
             return Ok(1);
         };
         // No message at or after the time yet: start after everything there is now.
-        match self.origin_seq_at(&plan.src.name, time, attempt).await? {
+        match self.origin_seq_at(origin, time, attempt).await? {
             Some(seq) => Ok(seq),
             None => {
-                let all = self
-                    .fetch_origin(&plan.src.name, 1, &[], 0, attempt)
-                    .await?;
+                let all = self.fetch_origin(origin, 1, &[], 0, attempt).await?;
                 Ok(all.origin_last + 1)
             }
         }
@@ -312,7 +315,11 @@ impl JetStream {
         status: Arc<Mutex<SourceStatus>>,
         cancel: CancellationToken,
     ) {
-        let origin = plan.src.name.clone();
+        // The origin is a stream of the same account (its key, see `jetstream::account`).
+        let origin = crate::jetstream::account::stream_key(
+            crate::jetstream::account::stream_account(&ls.name),
+            &plan.src.name,
+        );
         if plan.src.external.is_some() {
             status.lock().error = Some(ApiError::with_err(
                 ErrorKind::StreamCreate,
@@ -328,7 +335,7 @@ impl JetStream {
             let result = match cursor {
                 Some(c) => Ok(c),
                 None => match Self::copy_position(&ls, &plan) {
-                    0 => self.start_seq(&plan, attempt).await,
+                    0 => self.start_seq(&origin, &plan, attempt).await,
                     pos => Ok(pos + 1),
                 },
             };

@@ -151,7 +151,7 @@ impl JetStream {
     ) -> Result<Fetched, ApiError> {
         let node = self.origin_node(origin, attempt)?;
         let info = self
-            .ask(node, &format!("$JS.API.STREAM.INFO.{origin}"), ASK_BOUND)
+            .ask_stream(node, "STREAM.INFO", origin, Bytes::new(), ASK_BOUND)
             .await
             .ok_or_else(unavailable)?;
         let info: InfoAnswer = serde_json::from_slice(&info).map_err(|_| unavailable())?;
@@ -175,12 +175,7 @@ impl JetStream {
             }
             let body = serde_json::json!({"seq": out.next, "next_by_subj": filter}).to_string();
             let answer = self
-                .ask_with(
-                    node,
-                    &format!("$JS.API.STREAM.MSG.GET.{origin}"),
-                    Bytes::from(body),
-                    ASK_BOUND,
-                )
+                .ask_stream(node, "STREAM.MSG.GET", origin, Bytes::from(body), ASK_BOUND)
                 .await
                 .ok_or_else(unavailable)?;
             let answer: GetAnswer = serde_json::from_slice(&answer).map_err(|_| unavailable())?;
@@ -225,12 +220,7 @@ impl JetStream {
         let node = self.origin_node(origin, attempt)?;
         let body = serde_json::json!({"start_time": go_time::format(time_ns)}).to_string();
         let answer = self
-            .ask_with(
-                node,
-                &format!("$JS.API.STREAM.MSG.GET.{origin}"),
-                Bytes::from(body),
-                ASK_BOUND,
-            )
+            .ask_stream(node, "STREAM.MSG.GET", origin, Bytes::from(body), ASK_BOUND)
             .await
             .ok_or_else(unavailable)?;
         let answer: GetAnswer = serde_json::from_slice(&answer).map_err(|_| unavailable())?;

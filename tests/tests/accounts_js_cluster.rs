@@ -1,0 +1,155 @@
+//! JetStream per account on a 3-node cluster: two accounts each have an R3 stream named
+//! ORDERS, published to and consumed through different nodes (requests, publishes, pulls and
+//! acks forwarded in their account), and A's stream keeps its messages through a kill of its
+//! leader. Runs against nats-server too (`JETRAFT_TEST_SERVER=nats-server NATS_SERVER_BIN=...`).
+
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use jetraft_tests::harness::jsapi::{api, info_with_leader, leader_index, publish_acked};
+use jetraft_tests::harness::{Cluster, ServerProcess, wait_for, within};
+use serde_json::{Value, json};
+
+const OP: Duration = Duration::from_secs(5);
+
+const CONFIG: &str = r#"
+accounts {
+  A: { users: [ { user: a, password: a } ], jetstream: enabled }
+  B: { users: [ { user: b, password: b } ], jetstream: enabled }
+}
+"#;
+
+async fn login(srv: &ServerProcess, user: &str) -> async_nats::Client {
+    let opts = async_nats::ConnectOptions::with_user_and_password(user.into(), user.into())
+        .connection_timeout(OP);
+    within(OP * 2, "connect", Box::pin(opts.connect(srv.client_url())))
+        .await
+        .unwrap_or_else(|e| panic!("connect as {user}: {e}"))
+}
+
+#[tokio::test]
+async fn r3_streams_of_the_same_name_stay_apart_and_survive_a_leader_kill() {
+    let mut cluster = Cluster::start_with(3, "acctjs", Some(CONFIG))
+        .await
+        .expect("start cluster");
+    let a1 = login(cluster.node(0), "a").await;
+    let b2 = login(cluster.node(1), "b").await;
+    let cfg = json!({"name": "ORDERS", "subjects": ["orders.>"], "num_replicas": 3});
+    for nc in [&a1, &b2] {
+        let created = api(nc, "$JS.API.STREAM.CREATE.ORDERS", cfg.clone()).await;
+        assert_eq!(created["config"]["num_replicas"], 3, "{created}");
+    }
+    let a3 = login(cluster.node(2), "a").await;
+    let b3 = login(cluster.node(2), "b").await;
+    for i in 1..=5 {
+        let ack = publish_acked(&a3, "orders.a", &format!("a{i}"), "from a").await;
+        assert_eq!(ack["seq"], i, "{ack}");
+    }
+    let ack = publish_acked(&b3, "orders.b", "b1", "from b").await;
+    assert_eq!(ack["seq"], 1, "{ack}");
+    let info = info_with_leader(&b2, "ORDERS").await;
+    assert_eq!(info["state"]["messages"], 1);
+
+    // A pull consumer of A through the node that is not A's publisher nor creator.
+    let js = async_nats::jetstream::new(a3.clone());
+    let stream = js.get_stream("ORDERS").await.expect("A's stream");
+    let consumer = stream
+        .create_consumer(async_nats::jetstream::consumer::pull::Config {
+            durable_name: Some("work".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    let mut batch = consumer
+        .fetch()
+        .max_messages(2)
+        .expires(OP)
+        .messages()
+        .await
+        .expect("fetch");
+    let mut got = 0;
+    while let Some(m) = within(OP, "pull", batch.next()).await {
+        let m = m.expect("message");
+        assert_eq!(m.payload.as_ref(), b"from a");
+        m.double_ack().await.expect("ack");
+        got += 1;
+    }
+    assert_eq!(got, 2);
+
+    // Kill A's stream leader: the other replicas keep every acknowledged message.
+    let leader = leader_index(&cluster, &a1, "ORDERS").await;
+    let killed = cluster.node(leader).name().to_string();
+    cluster.kill(leader);
+    assert!(!cluster.node_running(leader), "{killed} still runs");
+    let survivor = (0..3).find(|&i| i != leader).expect("a survivor");
+    let a = login(cluster.node(survivor), "a").await;
+    let info = wait_for("A's stream after the kill", Duration::from_secs(30), || {
+        let (a, killed) = (a.clone(), killed.clone());
+        async move {
+            let info = api(&a, "$JS.API.STREAM.INFO.ORDERS", Value::Null).await;
+            let led = info["cluster"]["leader"]
+                .as_str()
+                .is_some_and(|l| !l.is_empty());
+            let moved = info["cluster"]["leader"] != killed.as_str();
+            (led && moved && info["state"]["messages"] == 5).then_some(info)
+        }
+    })
+    .await;
+    assert_eq!(info["state"]["last_seq"], 5);
+    let ack = publish_acked(&a, "orders.a", "a6", "from a").await;
+    assert_eq!(ack["seq"], 6, "{ack}");
+    let consumer = api(&a, "$JS.API.CONSUMER.INFO.ORDERS.work", Value::Null).await;
+    assert_eq!(consumer["ack_floor"]["stream_seq"], 2, "{consumer}");
+    let b = login(cluster.node(survivor), "b").await;
+    let info = info_with_leader(&b, "ORDERS").await;
+    assert_eq!(
+        info["state"]["messages"], 1,
+        "B's stream is B's own: {info}"
+    );
+}
+
+#[tokio::test]
+async fn kv_per_account_across_nodes() {
+    let cluster = Cluster::start_with(3, "acctkv", Some(CONFIG))
+        .await
+        .expect("start cluster");
+    // Retried while the cluster's JetStream settles after formation (nats-server needs it).
+    let bucket = |nc: async_nats::Client| async move {
+        let js = async_nats::jetstream::new(nc);
+        wait_for("bucket", Duration::from_secs(30), || {
+            let js = js.clone();
+            async move {
+                js.create_key_value(async_nats::jetstream::kv::Config {
+                    bucket: "cfg".into(),
+                    num_replicas: 3,
+                    ..Default::default()
+                })
+                .await
+                .ok()
+            }
+        })
+        .await
+    };
+    let kv_a = bucket(login(cluster.node(0), "a").await).await;
+    let kv_b = bucket(login(cluster.node(1), "b").await).await;
+    kv_a.put("k", "for a".into()).await.expect("put a");
+    kv_b.put("k", "for b".into()).await.expect("put b");
+    // Read through the third node: each account gets its own value.
+    let a3 = async_nats::jetstream::new(login(cluster.node(2), "a").await)
+        .get_key_value("cfg")
+        .await
+        .expect("A's bucket");
+    let b3 = async_nats::jetstream::new(login(cluster.node(2), "b").await)
+        .get_key_value("cfg")
+        .await
+        .expect("B's bucket");
+    let value = |kv: async_nats::jetstream::kv::Store| async move {
+        wait_for("kv value", Duration::from_secs(10), || {
+            let kv = kv.clone();
+            async move { kv.get("k").await.ok().flatten() }
+        })
+        .await
+    };
+    assert_eq!(value(a3).await.as_ref(), b"for a");
+    assert_eq!(value(b3).await.as_ref(), b"for b");
+}
