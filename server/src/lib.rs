@@ -8,7 +8,10 @@
 //! - [`conn`] (client connections), [`cluster`] (links to peers, interest and forwarding),
 //!   [`jetstream`] (streams, consumers, the `$JS.API`), each holding a [`bus::Bus`] and small
 //!   read-only views, never the server object;
+//! - [`trace`]: message tracing (`Nats-Trace-Dest`), used by [`conn`] and [`cluster`];
 //! - [`monitor`]: the monitoring HTTP endpoints over read-only views, and the web console at `/`;
+//! - [`system`]: the system account's services (`$SYS.REQ.SERVER.*`), over the monitoring
+//!   endpoints;
 //! - `server`: the wiring that builds all of the above; only `main` uses it
 //!   ([`server::start`]).
 //! - `testkit` (tests only): in-process JetStream clusters over the raft crate's
@@ -30,8 +33,10 @@ pub mod node;
 pub mod protocol;
 pub mod router;
 pub mod server;
+pub mod system;
 #[cfg(test)]
 mod testkit;
 pub mod tls;
+pub mod trace;
 
 pub use server::{ServerHandle, start};

@@ -30,6 +30,9 @@ pub struct NodeInfo {
     pub start: time::OffsetDateTime,
     /// Monotonic start time (for uptime).
     pub start_instant: Instant,
+    /// Numbers the system messages this node sends (`server.seq` of system-account replies
+    /// and message trace events), shared by clones.
+    pub event_seq: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl NodeInfo {
@@ -49,7 +52,15 @@ impl NodeInfo {
             cluster_name,
             start: time::OffsetDateTime::now_utc(),
             start_instant: Instant::now(),
+            event_seq: std::sync::Arc::default(),
         }
+    }
+
+    /// The next system message number (the first is 1).
+    pub fn next_event_seq(&self) -> u64 {
+        self.event_seq
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1
     }
 
     /// Time since start.

@@ -329,6 +329,11 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         })
         .await?;
         let _ = jetstream_slot.set(js.clone());
+        // Message tracing names the stream a publish goes to.
+        let weak = Arc::downgrade(&js);
+        bus.set_stream_lookup(Arc::new(move |account: &str, subject: &str| {
+            weak.upgrade()?.stream_capturing(account, subject)
+        }));
         crate::jetstream::runtime::account_off::serve_accounts_without_jetstream(
             &bus,
             js.accounts(),
@@ -342,6 +347,13 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
     } else {
         None
     };
+    let sys_addr = listeners
+        .monitoring
+        .or(listeners.monitoring_tls)
+        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    if let Err(e) = crate::system::serve(Arc::new(monitor_view(sys_addr)), &tasks, &shutdown) {
+        tracing::error!(error = %e, "system account services not started");
+    }
     if let (Some(cluster), Some((listener, addr))) = (&cluster, cluster_listener) {
         info!(addr = %addr, node_id = %cluster.node_id(), "listening for route connections");
         listeners.cluster = Some(addr);
@@ -351,6 +363,8 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
             tasks: tasks.clone(),
             shutdown: shutdown.clone(),
             security: link_security.clone(),
+            node: node.clone(),
+            jetstream: js.is_some(),
         };
         let mut routes = cluster::listener::routes(&ctx);
         if let Some(js) = &js {

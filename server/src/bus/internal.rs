@@ -258,12 +258,26 @@ impl InternalSubs {
     /// Subscribes to every pattern of `subjects` with one receiver: messages matching any of
     /// them arrive in the order they were routed (the patterns must not overlap).
     pub fn subscribe_many(&self, subjects: &[&str]) -> Result<InternalSub, SublistError> {
+        self.insert_many(subjects, false)
+    }
+
+    /// [`Self::subscribe_many`] for messages peers send to this node (a node inbox on several
+    /// patterns).
+    pub fn subscribe_many_inbox(&self, subjects: &[&str]) -> Result<InternalSub, SublistError> {
+        self.insert_many(subjects, true)
+    }
+
+    fn insert_many(
+        &self,
+        subjects: &[&str],
+        from_peers: bool,
+    ) -> Result<InternalSub, SublistError> {
         let (first, rest) = subjects
             .split_first()
             .ok_or_else(|| SublistError::InvalidSubject {
                 subject: String::new(),
             })?;
-        let mut sub = self.insert(first, None, false)?;
+        let mut sub = self.insert(first, None, from_peers)?;
         for subject in rest {
             // On an error the subscription made so far is dropped, removing what was inserted.
             self.list.insert(subject, None, sub.entry.clone())?;

@@ -34,6 +34,7 @@ pub mod internal;
 pub mod namespace;
 mod route;
 mod shared;
+pub mod traced;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -63,6 +64,10 @@ pub trait PeerLinks: Send + Sync + std::fmt::Debug {
     /// A local subscription in `account` went away: peers learn when it was the last on its
     /// pattern.
     fn local_unsubscribed(&self, account: &str, subject: &str, queue: Option<&str>);
+    /// The server name of `node`, if known (message trace events name the peers).
+    fn peer_name(&self, _node: NodeId) -> Option<String> {
+        None
+    }
 }
 
 /// Message traffic through the bus (monotonic).
@@ -218,6 +223,9 @@ pub struct FlushSet {
     pub stalled: Vec<Arc<Client>>,
     /// Internal queues holding more than [`internal::PACE_ABOVE`] messages.
     pub paced: Vec<Arc<QueueGauge>>,
+    /// Set while a traced message is routed: its deliveries are recorded here (message
+    /// tracing, [`traced`]).
+    pub trace: Option<traced::RouteTrace>,
 }
 
 impl FlushSet {
@@ -265,6 +273,22 @@ struct Inner {
     stats: TrafficStats,
     /// The cluster links' send side; `None` without a cluster port.
     peers: Option<Arc<dyn PeerLinks>>,
+    /// Which stream captures a subject in an account (set once JetStream runs; message
+    /// tracing's `js` event).
+    stream_lookup: LookupSlot,
+}
+
+/// Names the stream that captures `subject` in `account`, if any.
+pub type StreamLookup = Arc<dyn Fn(&str, &str) -> Option<String> + Send + Sync>;
+
+/// Where the [`StreamLookup`] is kept (a closure has no debug output).
+#[derive(Default)]
+struct LookupSlot(std::sync::OnceLock<StreamLookup>);
+
+impl std::fmt::Debug for LookupSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StreamLookup")
+    }
 }
 
 impl Bus {
@@ -279,6 +303,7 @@ impl Bus {
                 reply_interest: Mutex::new(HashSet::new()),
                 stats: TrafficStats::default(),
                 peers,
+                stream_lookup: LookupSlot::default(),
             }),
         }
     }
@@ -364,6 +389,25 @@ impl Bus {
         if let Some(peers) = &self.inner.peers {
             peers.local_unsubscribed(account, subject, None);
         }
+    }
+
+    /// Installs the stream lookup (once, when JetStream starts).
+    pub fn set_stream_lookup(&self, lookup: StreamLookup) {
+        let _ = self.inner.stream_lookup.0.set(lookup);
+    }
+
+    /// The stream that captures `subject` in `account`, if JetStream runs and one does.
+    pub fn stream_capturing(&self, account: &str, subject: &str) -> Option<String> {
+        self.inner
+            .stream_lookup
+            .0
+            .get()
+            .and_then(|f| f(account, subject))
+    }
+
+    /// The server name of peer `node`, if known.
+    pub fn peer_name(&self, node: NodeId) -> Option<String> {
+        self.inner.peers.as_ref().and_then(|p| p.peer_name(node))
     }
 
     /// Whether a client of this node or a peer listens on `subject` (internal subscribers

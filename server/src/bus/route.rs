@@ -113,14 +113,21 @@ impl Bus {
             }
         }
         let from_peer = peer_queues.is_some();
-        delivered += ns.internal.deliver(
-            msg.subject,
-            msg.reply,
-            msg.hdrs,
-            msg.payload,
-            from_peer,
-            (!from_peer).then_some(&mut flush.paced),
-        );
+        // A trace-only message reaches no internal subscriber (tracing reports the stream that
+        // would store it without storing it).
+        let trace_only = flush.trace.as_ref().is_some_and(|t| t.only);
+        delivered += if trace_only {
+            0
+        } else {
+            ns.internal.deliver(
+                msg.subject,
+                msg.reply,
+                msg.hdrs,
+                msg.payload,
+                from_peer,
+                (!from_peer).then_some(&mut flush.paced),
+            )
+        };
         if delivered > 0 {
             let stats = &self.inner.stats;
             stats
@@ -132,7 +139,11 @@ impl Bus {
         }
         if let Some(peers) = &self.inner.peers {
             for (node, queues) in forwards {
-                peers.forward(node, msg.to_wire(queues));
+                let mut wire = msg.to_wire(queues);
+                if let Some(trace) = flush.trace.as_mut() {
+                    trace.forwarded(node, &mut wire.headers);
+                }
+                peers.forward(node, wire);
                 delivered += 1;
             }
         }
@@ -149,6 +160,16 @@ impl Bus {
             && p.deliver_denied(msg.shown)
         {
             return false;
+        }
+        if let Some(trace) = flush.trace.as_mut() {
+            trace.clients.push(super::traced::ClientEgress {
+                client: client.clone(),
+                subscription: sub.subject.to_string(),
+                queue: sub.queue.as_deref().map(str::to_string),
+            });
+            if trace.only {
+                return true;
+            }
         }
         let max = sub.max.load(Ordering::Relaxed);
         let n = sub.delivered.fetch_add(1, Ordering::Relaxed) + 1;

@@ -29,6 +29,7 @@ use super::listener::{CONNECTION_WINDOW, STREAM_WINDOW};
 use super::outbound::PeerSender;
 use super::peers::{Direction, PeerInfo};
 use crate::bus::{FlushSet, Msg, Origin};
+use crate::trace::{Ingress, Trace, Tracer};
 
 /// Largest frame accepted on a link (batches aim at 1 MiB; one message may reach max_payload).
 pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
@@ -420,8 +421,28 @@ async fn run_inbound(
                         .reply(reply)
                         .headers(hdrs)
                         .shown_as(shown);
+                    // Only copies routing forwarded carry a hop; JetStream's own forwards
+                    // (publishes sent to a stream leader) are not deliveries to trace.
+                    let trace = hdrs
+                        .and_then(|h| Trace::from_headers(h, msg.size()))
+                        .filter(Trace::has_hop);
+                    flush.trace = trace.as_ref().map(Trace::recorder);
                     ctx.bus
                         .route(Origin::Peer { queues: &m.queues }, &msg, &mut flush);
+                    if let Some(t) = trace {
+                        let route = flush.trace.take().unwrap_or_default();
+                        let tracer = Tracer {
+                            bus: &ctx.bus,
+                            node: &ctx.node,
+                            tags: &cluster.identity.tags,
+                            jetstream: ctx.jetstream,
+                        };
+                        let from = Ingress::Peer {
+                            node: node.0,
+                            name: &info.server_name,
+                        };
+                        t.publish(tracer, from, msg.account, &m.subject, &route);
+                    }
                 }
                 for c in flush.wake.drain(..) {
                     c.notify.notify_one();

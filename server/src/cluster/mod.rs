@@ -97,9 +97,20 @@ pub struct ClusterContext {
     pub shutdown: tokio_util::sync::CancellationToken,
     /// TLS and route credentials of the links this node dials.
     pub security: jetraft_raft::network::grpc::LinkSecurity,
+    /// This node as message trace events name it.
+    pub node: Arc<crate::node::NodeInfo>,
+    /// Whether JetStream runs here (trace events say so).
+    pub jetstream: bool,
 }
 
 impl PeerLinks for ClusterState {
+    fn peer_name(&self, node: NodeId) -> Option<String> {
+        self.peers
+            .snapshot()
+            .get(&node)
+            .map(|p| p.server_name.clone())
+    }
+
     fn forward(&self, node: NodeId, msg: Msg) {
         ClusterState::forward(self, node, msg);
     }

@@ -377,6 +377,23 @@ impl Session {
             c.send_err(&format!("Permissions Violation for Publish to \"{subj}\""));
             return;
         }
+        let trace = hdrs
+            .as_deref()
+            .and_then(|h| crate::trace::Trace::from_headers(h, size));
+        if let Some(t) = &trace {
+            // The trace destination needs the publisher's publish permission (nats-server
+            // then drops the message).
+            if let Some(p) = c.permissions()
+                && !p.can_publish(t.dest())
+            {
+                c.send_err(&format!(
+                    "Permissions Violation for Publish to \"{}\"",
+                    t.dest()
+                ));
+                return;
+            }
+            self.flush.trace = Some(t.recorder());
+        }
         self.ok();
         let from = Origin::Client {
             client: &self.client,
@@ -387,6 +404,27 @@ impl Session {
             .reply(reply.as_deref())
             .headers(hdrs.as_deref());
         let delivered = self.ctx.bus.route(from, &msg, &mut self.flush);
+        if let Some(t) = trace {
+            let route = self.flush.trace.take().unwrap_or_default();
+            let settings = self.ctx.settings.load();
+            let tracer = crate::trace::Tracer {
+                bus: &self.ctx.bus,
+                node: &self.ctx.node,
+                tags: &settings.config.server_tags,
+                jetstream: settings.config.jetstream.enabled,
+            };
+            let only = t.only();
+            t.publish(
+                tracer,
+                crate::trace::Ingress::Client(&self.client),
+                self.client.account(),
+                subj,
+                &route,
+            );
+            if only {
+                return;
+            }
+        }
         if delivered == 0
             && self.opts.no_responders
             && self.opts.headers

@@ -41,7 +41,7 @@ const SORTS: [&str; 14] = [
     "rtt",
 ];
 
-/// `GET /connz?offset&limit&subs&state&cid&sort&auth`. Bad values are refused with 400 in
+/// `GET /connz?offset&limit&subs&state&cid&sort&auth&acc`. Bad values are refused with 400 in
 /// nats-server's order: `auth`, `subs`, `offset`, `limit`, `cid`, `state`, then `sort`.
 pub(super) async fn handler(
     State(s): State<Arc<MonitorView>>,
@@ -96,6 +96,10 @@ pub(super) async fn handler(
     }
     if let Some(cid) = cid_filter {
         rows.retain(|r| r.client.cid == cid);
+    }
+    // `acc`: one account's connections (the system account's per-account CONNZ too).
+    if let Some(acc) = q.get("acc") {
+        rows.retain(|r| r.client.account() == acc);
     }
     sort_rows(&mut rows, sort);
     let total = rows.len();

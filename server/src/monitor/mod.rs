@@ -20,6 +20,7 @@ pub mod metrics;
 mod query;
 mod subsz;
 mod varz;
+pub mod zreq;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -41,6 +42,7 @@ use crate::jetstream::runtime::JetStream;
 use crate::node::NodeInfo;
 
 pub use format::{go_duration, rfc3339, uptime_string};
+pub(crate) use varz::varz as varz_document;
 
 /// Query parameters, in the order given (nats-server reads the first of repeated ones).
 type Params = Query<Vec<(String, String)>>;
@@ -200,19 +202,34 @@ async fn gatewayz(
     Ok(json_response(StatusCode::OK, &body))
 }
 
-/// The accounts of a jetraft node: the global account and the system account.
-const ACCOUNTS: [&str; 2] = ["$SYS", "$G"];
+/// The accounts of the node: the system account, `$G`, then the configured ones (nats-server's
+/// order).
+fn account_names(s: &MonitorView) -> (String, Vec<String>) {
+    let auth = &s.conns.settings.load().config.auth;
+    let system = auth
+        .system_account
+        .clone()
+        .unwrap_or_else(|| crate::config::accounts::DEFAULT_SYSTEM_ACCOUNT.to_string());
+    let mut names = vec![system.clone(), crate::config::GLOBAL_ACCOUNT.to_string()];
+    for a in &auth.accounts {
+        if !names.contains(&a.name) {
+            names.push(a.name.clone());
+        }
+    }
+    (system, names)
+}
 
 async fn accountz(
     State(s): State<Arc<MonitorView>>,
     Query(q): Params,
 ) -> Result<Response, Refused> {
+    let (system, names) = account_names(&s);
     if let Some(acc) = QueryParams(q).get("acc")
-        && !ACCOUNTS.contains(&acc)
+        && !names.iter().any(|n| n == acc)
     {
         return Err(bad_request(format!("Account {acc} does not exist")));
     }
-    let body = json!({"server_id": s.node.server_id, "now": now(), "system_account": "$SYS", "accounts": ACCOUNTS});
+    let body = json!({"server_id": s.node.server_id, "now": now(), "system_account": system, "accounts": names});
     Ok(json_response(StatusCode::OK, &body))
 }
 

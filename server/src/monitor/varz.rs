@@ -79,7 +79,7 @@ pub(crate) fn varz(s: &MonitorView) -> Value {
         "subscriptions": subscriptions,
         "http_req_stats": {},
         "config_load_time": rfc3339(settings.loaded_at),
-        "system_account": "$SYS",
+        "system_account": c.auth.system_account.as_deref().unwrap_or(crate::config::accounts::DEFAULT_SYSTEM_ACCOUNT),
         "slow_consumer_stats": {"clients": st.slow_consumers.load(Ordering::Relaxed), "routes": 0, "gateways": 0, "leafs": 0},
         "stale_connection_stats": {"clients": st.stale_connections.load(Ordering::Relaxed), "routes": 0, "gateways": 0, "leafs": 0},
     });

@@ -26,6 +26,7 @@ mod process;
 pub mod pull;
 mod raw;
 pub mod schedule;
+pub mod sysreq;
 
 pub use cluster::Cluster;
 pub use log::{assert_clean_log, assert_clean_log_allowing};

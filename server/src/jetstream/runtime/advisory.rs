@@ -267,6 +267,29 @@ impl JetStream {
         a.send(self, "STREAM.LEADER_ELECTED");
     }
 
+    /// `STREAM.QUORUM_LOST.<stream>` (`stream_quorum_lost`) and, for each consumer,
+    /// `CONSUMER.QUORUM_LOST.<stream>.<consumer>` (`consumer_quorum_lost`): the group stalled
+    /// without a quorum (see `quorum`).
+    pub(crate) fn advise_quorum_lost(
+        &self,
+        stream: &str,
+        consumers: &[String],
+        replicas: Vec<PeerInfo>,
+    ) {
+        for c in consumers {
+            let mut a = Advisory::consumer(
+                "io.nats.jetstream.advisory.v1.consumer_quorum_lost",
+                stream,
+                c,
+            );
+            a.replicas = Some(replicas.clone());
+            a.send(self, "CONSUMER.QUORUM_LOST");
+        }
+        let mut a = Advisory::new("io.nats.jetstream.advisory.v1.stream_quorum_lost", stream);
+        a.replicas = Some(replicas);
+        a.send(self, "STREAM.QUORUM_LOST");
+    }
+
     /// `CONSUMER.MAX_DELIVERIES.<stream>.<consumer>` (`max_deliver`).
     pub(crate) fn advise_max_deliveries(
         &self,

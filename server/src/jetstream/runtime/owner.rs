@@ -34,8 +34,10 @@ impl JetStream {
     pub(super) async fn run_replica(self: Arc<Self>, ls: Arc<LocalStream>) {
         if let Ok(mut watch) = self.registry.watch_leader(ls.group()) {
             let mut ready_term = None;
+            let mut quorum = super::quorum::QuorumWatch::default();
             loop {
                 let now = watch.current();
+                self.watch_quorum(&ls, now.is_self, &mut quorum);
                 if now.is_self && ready_term != Some(now.term) {
                     // A new leader may not have applied everything committed before its term:
                     // a barrier entry makes sure engines start from the latest acks.

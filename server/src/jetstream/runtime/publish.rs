@@ -182,6 +182,13 @@ impl JetStream {
         }
     }
 
+    /// The name of the stream of `account` capturing `subject` (message tracing's `js`
+    /// event).
+    pub fn stream_capturing(&self, account: &str, subject: &str) -> Option<String> {
+        self.stream_for_subject(account, subject)
+            .map(|(key, _)| crate::jetstream::account::stream_name(&key).to_string())
+    }
+
     /// The stream of `account` capturing `subject`, per the meta state.
     pub(super) fn stream_for_subject(
         &self,

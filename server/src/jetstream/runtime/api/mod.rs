@@ -149,6 +149,7 @@ impl JetStream {
     }
 
     pub(super) fn reply(&self, msg: &InternalMsg, json: &str) {
+        self.advise_api_audit(msg, json);
         if let Some(reply) = &msg.reply {
             // A node asking for itself (`remote`) waits in its forward inbox, which has no
             // routed interest: the answer goes straight to it.
