@@ -15,9 +15,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use jetraft_tests::harness::cluster::Cluster;
 use jetraft_tests::harness::jsapi::{ELECTION, api, index_of, info_with_leader, publish_acked};
-use jetraft_tests::harness::{
-    ServerKind, ServerProcess, connect, free_port, server_kind, wait_for, within,
-};
+use jetraft_tests::harness::{ServerKind, ServerProcess, free_port, server_kind, wait_for, within};
 use serde_json::{Value, json};
 
 /// nats-server's accounts (see the module doc).
@@ -25,14 +23,12 @@ const NATS_ACCOUNTS: &str = "accounts {\n  SYS { users = [{user: sys, password: 
      APP { jetstream: enabled, users = [{user: app, password: app}] }\n}\nsystem_account: SYS\n";
 
 fn config() -> Option<&'static str> {
-    (server_kind() == ServerKind::NatsServer).then_some(NATS_ACCOUNTS)
+    Some(NATS_ACCOUNTS)
 }
 
-/// A client of `node` as `user` (`app` for JetStream, `sys` for SERVER.REMOVE on nats-server).
+/// A client of `node` as `user` (`app` for JetStream, `sys` for SERVER.REMOVE); a server
+/// without users takes any.
 async fn client(node: &ServerProcess, user: &str) -> async_nats::Client {
-    if server_kind() != ServerKind::NatsServer {
-        return connect(node).await;
-    }
     let opts = async_nats::ConnectOptions::with_user_and_password(user.into(), user.into());
     within(
         Duration::from_secs(10),
@@ -240,6 +236,32 @@ async fn server_remove_of_a_stopped_node_moves_its_replicas_and_the_cluster_surv
         publish_acked(&nc, "s.a", &format!("m{i}"), &format!("m{i}")).await;
     }
     assert_exactly(&nc, "S", 40).await;
+    cluster.assert_clean_logs();
+}
+
+/// With accounts configured, only the system account's users run the cluster operations;
+/// nats-server leaves them unanswered in other accounts, JetStream or not.
+#[tokio::test]
+async fn only_the_system_account_runs_the_cluster_operations() {
+    let cluster = Cluster::start_with(3, "members", config())
+        .await
+        .expect("cluster");
+    let app = client(cluster.node(1), "app").await;
+    let sys = client(cluster.node(1), "sys").await;
+    let body = br#"{"peer":"nobody"}"#;
+    let answer = wait_for("SERVER.REMOVE answered", ELECTION, || {
+        let sys = sys.clone();
+        async move { request(&sys, "$JS.API.SERVER.REMOVE", body).await }
+    })
+    .await;
+    assert_eq!(answer["error"]["err_code"], 10044, "{answer}");
+    for subject in ["$JS.API.SERVER.REMOVE", "$JS.API.META.LEADER.STEPDOWN"] {
+        let got = request(&app, subject, body).await;
+        assert!(got.is_none(), "{subject} answered in an account: {got:?}");
+    }
+    // The JetStream account still has the rest of the API.
+    let info = request(&app, "$JS.API.INFO", b"").await;
+    assert!(info.is_some_and(|i| i["error"].is_null()));
     cluster.assert_clean_logs();
 }
 

@@ -54,6 +54,10 @@ pub fn in_account(key: &str, account: &str) -> bool {
 pub struct JsAccounts {
     /// Limits by account name.
     limits: HashMap<Arc<str>, AccountJetStream>,
+    /// With accounts configured, the system account: only its requests run the cluster
+    /// operations (meta leader stepdown, server removal, drain), with or without JetStream of
+    /// its own, as on nats-server. Without accounts, `$G`'s users run them.
+    system: Option<Arc<str>>,
 }
 
 impl JsAccounts {
@@ -67,7 +71,29 @@ impl JsAccounts {
                 .filter_map(|a| Some((Arc::from(a.name.as_str()), a.jetstream?)))
                 .collect()
         };
-        Self { limits }
+        let system = (!auth.accounts.is_empty()).then(|| {
+            Arc::from(
+                auth.system_account
+                    .as_deref()
+                    .unwrap_or(crate::config::accounts::DEFAULT_SYSTEM_ACCOUNT),
+            )
+        });
+        Self { limits, system }
+    }
+
+    /// Whether requests made in `account` may run the cluster operations (see
+    /// [`ApiOp::is_cluster_op`](crate::jetstream::op::ApiOp::is_cluster_op)).
+    pub fn runs_cluster_ops(&self, account: &str) -> bool {
+        match &self.system {
+            Some(system) => &**system == account,
+            None => account == GLOBAL_ACCOUNT,
+        }
+    }
+
+    /// The system account when it has no JetStream of its own: it still takes the cluster
+    /// operations.
+    pub fn system_without_jetstream(&self) -> Option<&Arc<str>> {
+        self.system.as_ref().filter(|s| !self.enabled(s))
     }
 
     /// Whether `account` has JetStream.

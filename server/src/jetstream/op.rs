@@ -173,6 +173,22 @@ impl ApiOp {
         self
     }
 
+    /// The cluster operations only the system account may run (nats-server answers them
+    /// only there; jetraft without accounts answers them in `$G`).
+    pub fn is_cluster_op(&self) -> bool {
+        matches!(
+            self,
+            ApiOp::MetaLeaderStepdown | ApiOp::ServerRemove | ApiOp::ServerDrain
+        )
+    }
+
+    /// The subjects of the cluster operations.
+    pub const CLUSTER_OP_SUBJECTS: [&'static str; 3] = [
+        "$JS.API.META.LEADER.STEPDOWN",
+        "$JS.API.SERVER.REMOVE",
+        "$JS.API.SERVER.DRAIN",
+    ];
+
     /// The stream the operation names, if any.
     pub fn stream(&self) -> Option<&str> {
         match self {

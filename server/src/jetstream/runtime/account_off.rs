@@ -30,8 +30,13 @@ pub fn serve_accounts_without_jetstream(
         if enabled.enabled(account) {
             continue;
         }
-        let accept: AcceptFn = std::sync::Arc::new(|subject: &str| {
-            !subject.starts_with("$JS.API.DIRECT.GET.") && !subject.starts_with(NEXT_PREFIX)
+        // The system account answers the cluster operations without JetStream of its own
+        // (`JetStream::spawn_cluster_op_tasks`).
+        let cluster_ops = enabled.runs_cluster_ops(account);
+        let accept: AcceptFn = std::sync::Arc::new(move |subject: &str| {
+            !subject.starts_with("$JS.API.DIRECT.GET.")
+                && !subject.starts_with(NEXT_PREFIX)
+                && !(cluster_ops && ApiOp::CLUSTER_OP_SUBJECTS.contains(&subject))
         });
         let sub = bus
             .namespace(account)

@@ -78,6 +78,7 @@ use crate::cluster::ClusterState;
 use crate::config::Config;
 use crate::jetstream::account::JsAccounts;
 use crate::jetstream::meta::machine::{MetaMachine, MetaView};
+use crate::jetstream::op::ApiOp;
 use crate::jetstream::stream::ServerIdentity;
 use crate::node::{API_LEVEL, NATS_VERSION, NodeInfo};
 pub use health::{HealthProblem, HealthScope};
@@ -280,8 +281,29 @@ impl JetStream {
             let js = self.clone();
             self.tasks.spawn(async move { js.forward_loop(fwd).await });
         }
+        if let Some(system) = self.accounts.system_without_jetstream().cloned() {
+            self.spawn_cluster_op_tasks(&system)?;
+        }
         let js = self.clone();
         self.tasks.spawn(async move { js.reconcile_loop().await });
+        Ok(())
+    }
+
+    /// The cluster operations' subscriptions in `account` (the system account) when it has no
+    /// JetStream of its own: its requests for them and their forwards (see
+    /// `account_off`, which leaves these subjects to them there).
+    fn spawn_cluster_op_tasks(self: &Arc<Self>, account: &Arc<str>) -> Result<(), JetStreamError> {
+        let internal = self.bus.namespace(account).internal.clone();
+        let api = internal
+            .subscribe_many(&ApiOp::CLUSTER_OP_SUBJECTS)
+            .map_err(subscribe_failed)?;
+        let fwd = internal
+            .subscribe_inbox(&forward::inbox_pattern(self.node))
+            .map_err(subscribe_failed)?;
+        let js = self.clone();
+        self.tasks.spawn(async move { js.api_loop(api).await });
+        let js = self.clone();
+        self.tasks.spawn(async move { js.forward_loop(fwd).await });
         Ok(())
     }
 

@@ -199,6 +199,12 @@ impl JetStream {
         let Some(op) = ApiOp::parse(&msg.subject).map(|op| op.keyed(&msg.account)) else {
             return;
         };
+        if hops == 0 && op.is_cluster_op() && !self.accounts.runs_cluster_ops(&msg.account) {
+            // Only the system account runs them (nats-server leaves them unanswered elsewhere).
+            // Forwarded requests and node-to-node asks (drain) passed this check where they
+            // came in.
+            return;
+        }
         if hops == 0 {
             self.api_total.fetch_add(1, Ordering::Relaxed);
         }
