@@ -34,9 +34,10 @@ pub fn serve_accounts_without_jetstream(
         // (`JetStream::spawn_cluster_op_tasks`).
         let cluster_ops = enabled.runs_cluster_ops(account);
         let accept: AcceptFn = std::sync::Arc::new(move |subject: &str| {
-            !subject.starts_with("$JS.API.DIRECT.GET.")
-                && !subject.starts_with(NEXT_PREFIX)
-                && !(cluster_ops && ApiOp::CLUSTER_OP_SUBJECTS.contains(&subject))
+            let cluster_op = cluster_ops && ApiOp::CLUSTER_OP_SUBJECTS.contains(&subject);
+            !(subject.starts_with("$JS.API.DIRECT.GET.")
+                || subject.starts_with(NEXT_PREFIX)
+                || cluster_op)
         });
         let sub = bus
             .namespace(account)
