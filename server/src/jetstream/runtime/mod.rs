@@ -148,6 +148,8 @@ pub struct JetStream {
     meta: MetaView,
     /// Handles of the stream replicas hosted here, by stream name (written by the meta task).
     local: RwLock<HashMap<String, Arc<LocalStream>>>,
+    /// Notified whenever `local` gains or loses a replica (a create's answer waits on it).
+    local_changed: tokio::sync::Notify,
     /// What requests are routed by (written by the meta task).
     routing: tokio::sync::watch::Sender<reconcile::StreamRouting>,
     /// What responses say about this server.
@@ -245,6 +247,7 @@ impl JetStream {
             logs,
             meta,
             local: RwLock::new(HashMap::new()),
+            local_changed: tokio::sync::Notify::new(),
             routing: tokio::sync::watch::Sender::new(reconcile::StreamRouting::default()),
             identity: ServerIdentity {
                 version: NATS_VERSION.to_string(),

@@ -281,6 +281,7 @@ impl JetStream {
             self.cancel.child_token(),
         ));
         self.local.write().insert(a.name.clone(), local.clone());
+        self.local_changed.notify_waiters();
         let (js, cancel) = (self.clone(), local.cancel.clone());
         self.tasks
             .spawn(async move { js.ack_loop(ack_rx, cancel).await });
@@ -334,6 +335,7 @@ impl JetStream {
 
     async fn stop_replica(&self, ls: &LocalStream) {
         self.local.write().remove(&ls.name);
+        self.local_changed.notify_waiters();
         ls.cancel.cancel();
         ls.engines.stop_all(true);
         if let Err(e) = self.logs.remove_group(&self.registry, ls.group()).await {

@@ -125,6 +125,8 @@ impl JetStream {
     pub(crate) async fn create_answer(&self, name: &str) -> String {
         let deadline = tokio::time::Instant::now() + CREATE_LEADER_WAIT;
         loop {
+            // Registered before looking, so a replica added in between still wakes this.
+            let added = self.local_changed.notified();
             if let Some(ls) = self.local_stream(name) {
                 self.wait_group_leader(ls.group(), CREATE_LEADER_WAIT).await;
                 return info::create_response_json(&ls.sm.lock(), now_ns());
@@ -136,7 +138,9 @@ impl JetStream {
             if !hosted_here || tokio::time::Instant::now() >= deadline {
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            // Woken as soon as the meta task adds a replica (it used to be polled every 10 ms,
+            // which was most of a create's time); the timeout bounds a missed wake-up.
+            let _ = tokio::time::timeout(Duration::from_millis(10), added).await;
         }
         match self.existing_config(name) {
             Some((sa, cfg)) => {
