@@ -10,7 +10,7 @@ use std::sync::Arc;
 use jetraft_raft::NodeId;
 
 use super::Client;
-use crate::protocol::headers::push_header;
+use crate::protocol::headers::set_header;
 
 /// The header that numbers a traced message's hops between servers.
 pub const TRACE_HOP: &str = "Nats-Trace-Hop";
@@ -67,30 +67,9 @@ impl RouteTrace {
             Some(h) => format!("{h}.{n}"),
             None => n.to_string(),
         };
-        *hdrs = with_header(hdrs, TRACE_HOP, &hop);
+        *hdrs = set_header(hdrs, TRACE_HOP, &hop).into();
         self.peers.push(PeerEgress { node, hop });
     }
-}
-
-/// `block` with header `name` set to `value` (an earlier `name` line removed, the new one
-/// last, as nats-server's `setHeader` leaves it).
-fn with_header(block: &[u8], name: &str, value: &str) -> bytes::Bytes {
-    let text = String::from_utf8_lossy(block);
-    let mut lines = text.split("\r\n");
-    let mut out = lines.next().unwrap_or("NATS/1.0").as_bytes().to_vec();
-    out.extend_from_slice(b"\r\n");
-    for line in lines.filter(|l| !l.is_empty()) {
-        let same = line
-            .split_once(':')
-            .is_some_and(|(k, _)| k.eq_ignore_ascii_case(name));
-        if !same {
-            out.extend_from_slice(line.as_bytes());
-            out.extend_from_slice(b"\r\n");
-        }
-    }
-    push_header(&mut out, name, value);
-    out.extend_from_slice(b"\r\n");
-    bytes::Bytes::from(out)
 }
 
 #[cfg(test)]

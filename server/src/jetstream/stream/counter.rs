@@ -22,13 +22,12 @@ use serde::Deserialize;
 
 use super::headers;
 use crate::jetstream::api::{ApiError, ErrorKind};
+use crate::protocol::headers::set_header;
 
 /// The increment of a counter publish.
 pub(super) const INCR: &str = "Nats-Incr";
 /// A counter's totals per source stream and subject, JSON.
 pub(super) const COUNTER_SOURCES: &str = "Nats-Counter-Sources";
-/// The header sourcing adds to copies: `<stream> <seq> <filter> <dest> <subject> <id>`.
-const STREAM_SOURCE: &str = "Nats-Stream-Source";
 
 /// Totals seen per source stream, per origin subject (nats-server's `CounterSources`).
 type Sources = BTreeMap<String, BTreeMap<String, String>>;
@@ -125,7 +124,7 @@ pub(super) fn count(
     let (mut total, mut sources) = current(last)?;
     let mut incr = incr;
     let mut hdrs = Bytes::copy_from_slice(hdrs);
-    if let Some(origin) = headers::get(&hdrs, STREAM_SOURCE) {
+    if let Some(origin) = headers::get(&hdrs, headers::STREAM_SOURCE) {
         let fields: Vec<&str> = origin.split(' ').collect();
         let stream = fields.first().copied().unwrap_or_default().to_string();
         let subject = fields.get(4).copied().unwrap_or_default().to_string();
@@ -138,13 +137,13 @@ pub(super) fn count(
             .and_then(|v| parse_int(&v))
             .unwrap_or_default();
         incr = sourced - previous;
-        hdrs = set_header(&hdrs, INCR, &incr.to_string());
+        hdrs = set_header(&hdrs, INCR, &incr.to_string()).into();
     }
     total += incr;
     if !sources.is_empty() {
         let json = serde_json::to_string(&sources)
             .map_err(|_| ApiError::new(ErrorKind::MessageCounterBroken))?;
-        hdrs = set_header(&hdrs, COUNTER_SOURCES, &json);
+        hdrs = set_header(&hdrs, COUNTER_SOURCES, &json).into();
     }
     let total = total.to_string();
     let payload = Bytes::from(format!("{{\"val\":\"{total}\"}}"));
@@ -153,11 +152,6 @@ pub(super) fn count(
         payload,
         total,
     })
-}
-
-/// `block` with header `name` set to `value` (replacing every earlier value).
-fn set_header(block: &[u8], name: &str, value: &str) -> Bytes {
-    headers::filtered(block, |n| n != name, &[(name, value)])
 }
 
 #[cfg(test)]
@@ -216,7 +210,7 @@ mod tests {
     fn a_source_adds_the_difference_since_its_last_total() {
         let origin = |val: &str| {
             (
-                hdrs(&[(INCR, "1"), (STREAM_SOURCE, "EU 3 > > hits.a 7x")]),
+                hdrs(&[(INCR, "1"), (headers::STREAM_SOURCE, "EU 3 > > hits.a 7x")]),
                 Bytes::from(format!("{{\"val\":\"{val}\"}}")),
             )
         };

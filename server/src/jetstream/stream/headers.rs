@@ -20,6 +20,8 @@ pub const EXPECTED_LAST_MSG_ID: &str = "Nats-Expected-Last-Msg-Id";
 pub const ROLLUP: &str = "Nats-Rollup";
 /// Per-message TTL.
 pub const TTL: &str = "Nats-TTL";
+/// Added to a source's copies: `<stream> <seq> <filter> <dest> <subject> <id>`.
+pub const STREAM_SOURCE: &str = "Nats-Stream-Source";
 
 /// The value of header `name` in `block`, if present.
 pub fn get<'a>(block: &'a [u8], name: &str) -> Option<&'a str> {

@@ -55,8 +55,6 @@ const MIN_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// Messages read and proposed per round.
 const BATCH: usize = 256;
-/// Header nats-server adds to sourced messages.
-const STREAM_SOURCE_HEADER: &str = "Nats-Stream-Source";
 
 /// What one copy task reports for STREAM.INFO.
 #[derive(Debug, Default)]
@@ -209,7 +207,11 @@ impl CopyPlan {
             m.subject,
             key_id(&self.key)
         );
-        let headers = with_header(&m.headers, STREAM_SOURCE_HEADER, &value);
+        let headers = with_header(
+            &m.headers,
+            crate::jetstream::stream::headers::STREAM_SOURCE,
+            &value,
+        );
         Some(command::copy(
             &subject,
             headers,
