@@ -145,6 +145,36 @@ async fn headers_and_reply_subjects_cross_nodes() {
     assert_eq!(h.get("X-Trace").map(|v| v.as_str()), Some("abc"));
 }
 
+#[tokio::test]
+async fn subjects_that_are_not_utf8_cross_nodes_byte_for_byte() {
+    let c = cluster().await;
+    let (p, s) = (connect(c.node(0)).await, connect(c.node(1)).await);
+    let mut raw_sub = RawClient::connected(c.node(1)).await;
+    raw_sub.send(b"SUB bin.\xff.* 1\r\n").await;
+    raw_sub.ping_pong().await;
+    // Interest of the raw subscriber's node reaches node 0 like any other: wait with a probe.
+    sync_interest(&p, &s).await;
+    let mut raw_pub = RawClient::connected(c.node(0)).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let got = loop {
+        raw_pub.send(b"PUB bin.\xff.\xfe r.\xc3 2\r\nok\r\n").await;
+        raw_pub.ping_pong().await;
+        raw_sub.send("PING\r\n").await;
+        let got = raw_sub
+            .read_until_contains(b"PONG\r\n", Duration::from_secs(5))
+            .await;
+        if got.starts_with(b"MSG") || tokio::time::Instant::now() > deadline {
+            break got;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        got.starts_with(b"MSG bin.\xff.\xfe 1 r.\xc3 2\r\nok\r\n"),
+        "{:?}",
+        String::from_utf8_lossy(&got)
+    );
+}
+
 async fn queue_members(
     clients: &[&Client],
     per_node: usize,

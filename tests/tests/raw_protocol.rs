@@ -326,6 +326,53 @@ async fn payload_with_crlf_inside_is_delivered_intact() {
 }
 
 #[tokio::test]
+async fn subjects_that_are_not_utf8_are_routed_byte_for_byte() {
+    // nats-server treats subjects as bytes: no error, and the subscriber gets the same bytes.
+    let srv = start_default().await;
+    let mut sub = RawClient::connected(&srv).await;
+    sub.send(b"SUB foo.\xff\xfe 1\r\nSUB foo.* 2\r\nSUB q.\xc3 w\xe9 3\r\n")
+        .await;
+    sub.ping_pong().await;
+    let mut publ = RawClient::connected(&srv).await;
+    publ.send(b"PUB foo.\xff\xfe bar.\xf0.\xc3\xa9 2\r\nhi\r\nPUB q.\xc3 1\r\nq\r\n")
+        .await;
+    publ.ping_pong().await;
+    let mut got = sub.read_msgs_until_pong().await;
+    got.sort_by(|a, b| a.sid.cmp(&b.sid));
+    let seen: Vec<(&str, Option<&str>, &[u8])> = got
+        .iter()
+        .map(|m| (m.sid.as_str(), m.reply.as_deref(), &m.payload[..]))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("1", Some("bar.\u{fffd}.é"), &b"hi"[..]),
+            ("2", Some("bar.\u{fffd}.é"), &b"hi"[..]),
+            ("3", None, &b"q"[..]),
+        ]
+    );
+    // The parsed view above is lossy; the bytes on the wire must be exactly the published ones.
+    sub.send("UNSUB 2\r\n").await;
+    sub.ping_pong().await;
+    publ.send(b"PUB foo.\xff\xfe 1\r\nx\r\n").await;
+    publ.ping_pong().await;
+    let raw = sub
+        .read_until_contains(b"x\r\n", Duration::from_secs(5))
+        .await;
+    assert_eq!(&raw[..], b"MSG foo.\xff\xfe 1 1\r\nx\r\n");
+    // A pedantic connection may publish to it too: it is a literal subject.
+    let (mut pedantic, _) =
+        RawClient::connect_with(&srv, r#"{"verbose":false,"pedantic":true}"#).await;
+    pedantic.send(b"PUB foo.\xff\xfe 1\r\ny\r\n").await;
+    pedantic.ping_pong().await;
+    let raw = sub
+        .read_until_contains(b"y\r\n", Duration::from_secs(5))
+        .await;
+    assert_eq!(&raw[..], b"MSG foo.\xff\xfe 1 1\r\ny\r\n");
+    assert_clean_log(&srv);
+}
+
+#[tokio::test]
 async fn wildcard_subscriptions_match_tokens() {
     let srv = start_default().await;
     let mut sub = RawClient::connected(&srv).await;

@@ -25,7 +25,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{ConnCredentials, UserPermissions};
-use crate::protocol::encode;
+use crate::protocol::{encode, subject_text};
 use jetraft_raft::NodeId;
 
 /// A subscription of one client.
@@ -299,13 +299,23 @@ impl Client {
         } else {
             None
         };
+        // Subjects that came in as bytes that are not UTF-8 leave as those bytes.
+        let subject = subject_text::to_wire(subject);
+        let reply = reply.map(subject_text::to_wire);
         let mut out = self.out.lock();
         if out.buf.len() + out.inflight > self.max_pending {
             drop(out);
             self.close(CloseReason::SlowConsumer);
             return None;
         }
-        encode::msg(&mut out.buf, subject, sid, reply, headers, payload);
+        encode::msg(
+            &mut out.buf,
+            &subject,
+            sid,
+            reply.as_deref(),
+            headers,
+            payload,
+        );
         let pending = out.buf.len() + out.inflight;
         drop(out);
         self.stats.out_msgs.fetch_add(1, Ordering::Relaxed);

@@ -14,8 +14,8 @@ use super::ConnContext;
 use crate::auth::{ConnCredentials, ConnProof};
 use crate::bus::{Client, CloseReason, FlushSet, Msg, Origin, Subscription};
 use crate::config::Config;
-use crate::protocol::encode;
 use crate::protocol::{ClientOp, ConnectOptions, Parser, ProtocolError};
+use crate::protocol::{encode, subject_text};
 use crate::router::subject;
 
 /// Reply subjects a client may not use (JetStream acks, service imports, gateway replies).
@@ -354,10 +354,8 @@ impl Session {
         let traffic = self.ctx.bus.stats();
         traffic.in_msgs.fetch_add(1, Ordering::Relaxed);
         traffic.in_bytes.fetch_add(size as u64, Ordering::Relaxed);
-        let Ok(subj) = std::str::from_utf8(subject) else {
-            c.send_err("Invalid Publish Subject");
-            return;
-        };
+        let subj = subject_text::to_text(subject);
+        let subj = &*subj;
         if self.opts.pedantic && !subject::is_valid_literal_subject(subj) {
             // nats-server reports it and still delivers.
             c.send_err("Invalid Publish Subject");
@@ -428,29 +426,23 @@ impl Session {
         if delivered == 0
             && self.opts.no_responders
             && self.opts.headers
-            && let Some(r) = reply.as_deref().and_then(|r| std::str::from_utf8(r).ok())
+            && let Some(r) = reply.as_deref()
         {
-            self.ctx.bus.send_no_responders(&self.client, subj, r);
+            let r = subject_text::to_text(r);
+            self.ctx.bus.send_no_responders(&self.client, subj, &r);
         }
     }
 
     fn on_sub(&mut self, subject: &Bytes, queue: Option<&Bytes>, sid: Bytes) {
         let c = &self.client;
-        let subj = match std::str::from_utf8(subject) {
-            Ok(s) if subject::is_valid_subject(s) => s,
-            _ => {
-                c.send_err("Invalid Subject");
-                return;
-            }
-        };
-        let queue = match queue.map(|q| std::str::from_utf8(q)) {
-            None => None,
-            Some(Ok(q)) => Some(q),
-            Some(Err(_)) => {
-                c.send_err("Invalid Subject");
-                return;
-            }
-        };
+        let subj = subject_text::to_text(subject);
+        let subj = &*subj;
+        if !subject::is_valid_subject(subj) {
+            c.send_err("Invalid Subject");
+            return;
+        }
+        let queue = queue.map(|q| subject_text::to_text(q));
+        let queue = queue.as_deref();
         // Checked under the subscriptions lock: a reload that changes the permissions
         // meanwhile sees this subscription when it looks for the ones to remove.
         let mut subs = c.subs.lock();

@@ -6,6 +6,7 @@ pub mod connect;
 pub mod encode;
 pub mod headers;
 pub mod parser;
+pub mod subject_text;
 
 use bytes::Bytes;
 
