@@ -61,8 +61,14 @@ const FC_WINDOW_START: u64 = 2 * 1024 * 1024;
 const FC_WINDOW_MAX: u64 = 32 * 1024 * 1024;
 /// Most messages delivered per round (keeps rounds short so acks are not starved).
 const DELIVERIES_PER_ROUND: usize = 1024;
-/// Interest and inactivity are re-checked at least this often (ns).
+/// Interest is re-checked at least this often (ns) while it matters: for a push consumer
+/// (a subscriber on the deliver subject starts and stops deliveries and inactivity) and for
+/// waiting pull requests (a requester that went away). Interest is read, not told.
 pub(crate) const TICK_NS: u64 = 250_000_000;
+/// The longest an engine sleeps when nothing is due and no interest is watched: a pull
+/// consumer without waiting requests wakes for events, its deadlines, its inactivity
+/// threshold and the end of a pause, and otherwise only this rarely.
+pub(crate) const IDLE_NS: u64 = 60_000_000_000;
 /// Most new messages read from the store in one pass (and at most [`READ_AHEAD_BYTES`]).
 const READ_AHEAD: usize = 128;
 /// Byte budget of one read-ahead pass.
@@ -539,11 +545,24 @@ impl<V: ConsumerView> ConsumerCore<V> {
     }
 
     /// When (monotonic ns) the core must be woken with [`ConsumerEvent::Timeout`] at the
-    /// latest: the next ack deadline, request expiry, heartbeat, paced delivery or position
-    /// record, and at most [`TICK_NS`] away (interest and inactivity are read, not told).
+    /// latest: the next ack deadline, request expiry, heartbeat, paced delivery, position
+    /// record, pin lapse, end of a pause or inactivity deadline; at most [`TICK_NS`] away while
+    /// interest is watched (push consumers, waiting pull requests), else at most [`IDLE_NS`].
     pub(crate) fn poll_timeout(&self) -> u64 {
         let now = self.now;
-        let mut wake = now.mono_ns + TICK_NS;
+        let watches_interest = self.cfg.is_push() || !self.waiting.is_empty();
+        let mut wake = now.mono_ns + if watches_interest { TICK_NS } else { IDLE_NS };
+        if let Some(threshold) = u64::try_from(self.cfg.inactive_threshold)
+            .ok()
+            .filter(|t| *t > 0 && !self.deleting)
+        {
+            wake = wake.min(self.last_active.saturating_add(threshold));
+        }
+        if let Some(until) = self.cfg.pause_until.as_deref().and_then(go_time::parse)
+            && until > now.unix_ns
+        {
+            wake = wake.min(now.mono_ns + (until - now.unix_ns));
+        }
         if let Some(d) = self.deadlines.earliest() {
             wake = wake.min(now.mono_ns + d.saturating_sub(now.unix_ns));
         }

@@ -360,9 +360,19 @@ fn poll_timeout_is_the_next_ack_deadline() {
         },
         1,
     );
-    assert_eq!(s.timeout_ms(), 250, "nothing due: the interest tick");
+    assert_eq!(
+        s.timeout_ms(),
+        IDLE_NS / MS,
+        "nothing due and no interest watched: the idle wake"
+    );
     s.pull(100, "r1", "");
-    assert_eq!(s.timeout_ms(), 350, "no deadline sooner than the tick");
+    assert_eq!(
+        s.timeout_ms(),
+        1100,
+        "the request got its message: only the ack deadline (100 ms + 1 s) is due"
+    );
+    s.pull(200, "r2", r#"{"batch":1,"expires":5000000000}"#);
+    assert_eq!(s.timeout_ms(), 450, "a waiting request: the interest tick");
     s.tick(900);
     assert_eq!(s.timeout_ms(), 1100, "ack deadline: 100 ms + 1 s");
 }
@@ -863,6 +873,30 @@ fn stop_answers_waiting_requests_and_ends_everything() {
 }
 
 #[test]
+fn an_idle_pull_consumer_sleeps_until_its_pause_ends_or_a_push_consumer_watches_interest() {
+    let until = go_time::format(EPOCH + 3 * SEC);
+    let mut s = Script::new(
+        ConsumerConfig {
+            pause_until: Some(until),
+            ..pull_cfg()
+        },
+        1,
+    );
+    assert!(s.pull(0, "r", r#"{"batch":1}"#).is_empty(), "paused");
+    assert_eq!(s.timeout_ms(), 250, "a waiting request: the interest tick");
+    s.world.gone.borrow_mut().insert("r".to_string());
+    assert!(s.tick(250).is_empty());
+    assert_eq!(s.core.info().num_waiting, 0, "its requester went away");
+    assert_eq!(
+        s.timeout_ms(),
+        3000,
+        "then nothing but the end of the pause"
+    );
+    let push = Script::new(push_cfg(), 0);
+    assert_eq!(push.timeout_ms(), 250);
+}
+
+#[test]
 fn inactive_pull_consumer_asks_for_deletion_once() {
     let mut s = Script::new(
         ConsumerConfig {
@@ -873,14 +907,21 @@ fn inactive_pull_consumer_asks_for_deletion_once() {
     );
     s.pull(0, "r", r#"{"expires":1000000000}"#);
     assert_eq!(s.tick(1000), ["408 1/0 -> r"]);
-    // Inactive since the request was last seen waiting (0 ms).
+    // Inactive since the request was last seen waiting (0 ms): the engine sleeps until then.
+    assert_eq!(s.timeout_ms(), 5000);
     assert!(s.tick(4999).is_empty());
     assert_eq!(s.tick(5000), ["delete"]);
+    assert_eq!(
+        s.timeout_ms(),
+        5000 + IDLE_NS / MS,
+        "no wake-ups while the deletion is under way"
+    );
     assert!(
         s.tick(7000).is_empty(),
         "no second request while one is under way"
     );
     s.core.handle(at(7000), ConsumerEvent::DeleteFailed);
+    assert_eq!(s.timeout_ms(), 12_000);
     assert!(s.tick(11_999).is_empty());
     assert_eq!(s.tick(12_000), ["delete"]);
 }
