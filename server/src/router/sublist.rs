@@ -44,6 +44,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 
+use super::interest_watch::{InterestWatch, WatchCallback, WatchGuard};
+
 use crate::router::subject::{self, FULL_WILDCARD, SINGLE_WILDCARD, TOKEN_SEPARATOR};
 
 /// Default bound on the number of cached match results (as in nats-server).
@@ -461,6 +463,8 @@ pub struct Sublist<T> {
     seen: Box<[AtomicU64]>,
     /// Hasher of `seen`.
     seen_hasher: foldhash::fast::RandomState,
+    /// Who is told when the interest in a literal subject may have changed.
+    watch: InterestWatch,
 }
 
 impl<T: Clone + PartialEq + Send + Sync> Default for Sublist<T> {
@@ -504,7 +508,14 @@ impl<T: Clone + PartialEq + Send + Sync> Sublist<T> {
             cache_hits: AtomicU64::new(0),
             seen: (0..SEEN_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             seen_hasher: foldhash::fast::RandomState::default(),
+            watch: InterestWatch::default(),
         }
+    }
+
+    /// Calls `callback` after every insert or removal of a pattern matching the literal
+    /// `subject`, until the guard is dropped (see [`InterestWatch`]).
+    pub fn watch(&self, subject: &str, callback: WatchCallback) -> WatchGuard {
+        self.watch.watch(subject, callback)
     }
 
     /// Stores `value` under the pattern `subject`, in queue group `queue` if given.
@@ -535,6 +546,8 @@ impl<T: Clone + PartialEq + Send + Sync> Sublist<T> {
         inner.inserts += 1;
         inner.generation += 1;
         inner.invalidate(subject);
+        drop(guard);
+        self.watch.changed(subject);
         Ok(())
     }
 
@@ -556,6 +569,8 @@ impl<T: Clone + PartialEq + Send + Sync> Sublist<T> {
         inner.removes += 1;
         inner.generation += 1;
         inner.invalidate(subject);
+        drop(guard);
+        self.watch.changed(subject);
         true
     }
 

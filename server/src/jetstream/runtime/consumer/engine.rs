@@ -4,9 +4,9 @@
 //! proposing progress batches to the stream group, and the outbox that sends AckSync replies
 //! once their batch is committed.
 //!
-//! Each wake-up (an event, a stream change, a commit the core gathers behind, or the core's
-//! timeout) hands the core what happened with the current time, then performs the actions the
-//! core returns, in order.
+//! Each wake-up (an event, a stream change, a commit the core gathers behind, a change of
+//! interest in a push consumer's deliver subject, or the core's timeout) hands the core what
+//! happened with the current time, then performs the actions the core returns, in order.
 //!
 //! Invariants:
 //! - Progress batches are submitted one after another from this task, in the order the core
@@ -24,7 +24,7 @@ use jetraft_raft::GroupId;
 use jetraft_storage::consumer::ConsumerState;
 use jetraft_storage::stream::StreamStore;
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tracing::{debug, trace};
 
@@ -35,6 +35,7 @@ use super::deliver::{self, OutMsg};
 use crate::bus::FlushSet;
 use crate::jetstream::runtime::{JetStream, now_ns};
 use crate::jetstream::stream::StreamStateMachine;
+use crate::router::interest_watch::WatchGuard;
 
 /// Most events handled before the core runs a round.
 const EVENTS_PER_ROUND: usize = 256;
@@ -176,6 +177,10 @@ pub(crate) struct Engine {
     in_flight: Arc<InFlight>,
     /// Origin of the core's monotonic clock.
     origin: Instant,
+    /// Told when a subscription matching the push consumer's deliver subject comes or goes.
+    interest: Arc<Notify>,
+    /// The watch on the deliver subject (push consumers), and the subject it watches.
+    interest_watch: Option<(String, WatchGuard)>,
 }
 
 impl Engine {
@@ -223,7 +228,7 @@ impl Engine {
         let (outbox, outbox_rx) = mpsc::channel(OUTBOX_CAPACITY);
         js.tasks
             .spawn(outbox_loop(js.clone(), account.clone(), outbox_rx));
-        Some(Self {
+        let mut engine = Self {
             js,
             stream,
             account,
@@ -235,7 +240,37 @@ impl Engine {
             outbox,
             in_flight: Arc::default(),
             origin,
-        })
+            interest: Arc::new(Notify::new()),
+            interest_watch: None,
+        };
+        engine.core.interest_is_told();
+        engine.watch_interest();
+        Some(engine)
+    }
+
+    /// Keeps the watch on the deliver subject in step with the config: a push consumer's
+    /// engine is told when a subscription that matches it comes or goes (on this node or a
+    /// peer), instead of reading the interest on a timer.
+    fn watch_interest(&mut self) {
+        let subject = self.core.deliver_subject();
+        if self.interest_watch.as_ref().map(|(s, _)| s.as_str()) == Some(subject) {
+            return;
+        }
+        // Drop the old watch first: a consumer is pull or push, one subject at a time.
+        self.interest_watch = None;
+        if subject.is_empty() {
+            return;
+        }
+        let notify = self.interest.clone();
+        let guard = self
+            .js
+            .bus
+            .namespace(&self.account)
+            .sublist
+            .watch(subject, Arc::new(move || notify.notify_one()));
+        self.interest_watch = Some((subject.to_string(), guard));
+        // A subscription made before the watch must be seen too.
+        self.interest.notify_one();
     }
 
     /// The time now, as the core counts it.
@@ -284,6 +319,7 @@ impl Engine {
                     self.core.handle(self.now(), ConsumerEvent::StreamChanged);
                 }
                 () = self.in_flight.notify.notified(), if gathering => {}
+                () = self.interest.notified(), if self.interest_watch.is_some() => {}
                 () = tokio::time::sleep_until(wake) => {}
             }
             let now = self.now();
@@ -299,7 +335,13 @@ impl Engine {
     /// Hands one mailbox event to the core (or answers it, for `Info`).
     fn on_event(&mut self, ev: Event) {
         match ev {
-            Event::Core(event) => self.core.handle(self.now(), event),
+            Event::Core(event) => {
+                let reconfigure = matches!(event, ConsumerEvent::Reconfigure(_));
+                self.core.handle(self.now(), event);
+                if reconfigure {
+                    self.watch_interest();
+                }
+            }
             Event::Info(tx) => {
                 // An append applied before this request (a publish already acknowledged) must
                 // be counted even when the select picked the mailbox before the stream watch.

@@ -363,6 +363,12 @@ pub(crate) struct ConsumerCore<V> {
     push_last_sent: u64,
     /// Last time (monotonic ns) the consumer had interest or a pull request.
     last_active: u64,
+    /// Whether the last round found it active (interest or a pull request), so that the
+    /// round finding it inactive counts the inactivity from then, not from an older round.
+    was_active: bool,
+    /// Whether the owner hands in a round (a [`ConsumerEvent::Timeout`]) whenever the push
+    /// interest may have changed, so the interest tick is not needed for it.
+    interest_told: bool,
     /// Last time (monotonic ns) a progress batch was proposed.
     last_progress: u64,
     batch: ConsumerProgress,
@@ -438,6 +444,8 @@ impl<V: ConsumerView> ConsumerCore<V> {
             },
             push_last_sent: now.mono_ns,
             last_active: now.mono_ns,
+            was_active: false,
+            interest_told: false,
             last_progress: now.mono_ns,
             ack_replies: Vec::new(),
             out: Vec::new(),
@@ -550,11 +558,12 @@ impl<V: ConsumerView> ConsumerCore<V> {
     /// interest is watched (push consumers, waiting pull requests), else at most [`IDLE_NS`].
     pub(crate) fn poll_timeout(&self) -> u64 {
         let now = self.now;
-        let watches_interest = self.cfg.is_push() || !self.waiting.is_empty();
+        let watches_interest =
+            (self.cfg.is_push() && !self.interest_told) || !self.waiting.is_empty();
         let mut wake = now.mono_ns + if watches_interest { TICK_NS } else { IDLE_NS };
         if let Some(threshold) = u64::try_from(self.cfg.inactive_threshold)
             .ok()
-            .filter(|t| *t > 0 && !self.deleting)
+            .filter(|t| *t > 0 && !self.deleting && !self.was_active)
         {
             wake = wake.min(self.last_active.saturating_add(threshold));
         }
@@ -587,6 +596,17 @@ impl<V: ConsumerView> ConsumerCore<V> {
             wake = wake.min(at);
         }
         wake.max(now.mono_ns + MIN_WAKE_NS)
+    }
+
+    /// The owner promises a round whenever the push interest may have changed (it watches the
+    /// deliver subject): push consumers then wake only for events and deadlines.
+    pub(crate) fn interest_is_told(&mut self) {
+        self.interest_told = true;
+    }
+
+    /// The push consumer's deliver subject (empty for a pull consumer).
+    pub(crate) fn deliver_subject(&self) -> &str {
+        &self.cfg.deliver_subject
     }
 
     /// Whether a progress batch is gathering behind the ones in flight (the owner must hand
@@ -703,8 +723,13 @@ impl<V: ConsumerView> ConsumerCore<V> {
             !self.waiting.is_empty()
         };
         let now = self.now.mono_ns;
-        if active {
+        if active || self.was_active {
+            // Active until now, as far as anyone can tell: rounds run on every change of
+            // interest or requests (or on the interest tick).
             self.last_active = now;
+        }
+        self.was_active = active;
+        if active {
             return false;
         }
         if now.saturating_sub(self.last_active) < threshold {

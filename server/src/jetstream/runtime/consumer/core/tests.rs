@@ -892,8 +892,38 @@ fn an_idle_pull_consumer_sleeps_until_its_pause_ends_or_a_push_consumer_watches_
         3000,
         "then nothing but the end of the pause"
     );
-    let push = Script::new(push_cfg(), 0);
-    assert_eq!(push.timeout_ms(), 250);
+    let mut push = Script::new(push_cfg(), 0);
+    assert_eq!(push.timeout_ms(), 250, "interest read on the tick");
+    push.core.interest_is_told();
+    assert_eq!(push.timeout_ms(), IDLE_NS / MS, "interest changes are told");
+}
+
+#[test]
+fn a_told_push_consumer_counts_inactivity_from_when_its_interest_left() {
+    let mut s = Script::new(
+        ConsumerConfig {
+            inactive_threshold: 5 * SEC as i64,
+            ..push_cfg()
+        },
+        0,
+    );
+    s.core.interest_is_told();
+    assert!(s.tick(0).is_empty());
+    assert_eq!(
+        s.timeout_ms(),
+        IDLE_NS / MS,
+        "bound: no inactivity deadline while interest lasts"
+    );
+    // No round for 20 s (nothing happened), then the subscriber leaves and the owner says so.
+    s.world.push_bound.set(false);
+    assert!(s.tick(20_000).is_empty(), "inactive only from now on");
+    assert_eq!(s.timeout_ms(), 25_000);
+    assert!(s.tick(24_999).is_empty());
+    s.world.push_bound.set(true);
+    assert!(s.tick(24_999).is_empty(), "a subscriber came back in time");
+    s.world.push_bound.set(false);
+    assert!(s.tick(26_000).is_empty());
+    assert_eq!(s.tick(31_000), ["delete"]);
 }
 
 #[test]
@@ -907,13 +937,13 @@ fn inactive_pull_consumer_asks_for_deletion_once() {
     );
     s.pull(0, "r", r#"{"expires":1000000000}"#);
     assert_eq!(s.tick(1000), ["408 1/0 -> r"]);
-    // Inactive since the request was last seen waiting (0 ms): the engine sleeps until then.
-    assert_eq!(s.timeout_ms(), 5000);
-    assert!(s.tick(4999).is_empty());
-    assert_eq!(s.tick(5000), ["delete"]);
+    // Inactive since its request expired (1000 ms): the engine sleeps until then.
+    assert_eq!(s.timeout_ms(), 6000);
+    assert!(s.tick(5999).is_empty());
+    assert_eq!(s.tick(6000), ["delete"]);
     assert_eq!(
         s.timeout_ms(),
-        5000 + IDLE_NS / MS,
+        6000 + IDLE_NS / MS,
         "no wake-ups while the deletion is under way"
     );
     assert!(
