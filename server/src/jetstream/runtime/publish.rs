@@ -111,10 +111,14 @@ impl JetStream {
         caps: &mut Captures,
         streams: &[(String, StreamUid, Vec<String>)],
     ) {
+        let by_name: HashMap<&str, (StreamUid, &Vec<String>)> = streams
+            .iter()
+            .map(|(n, uid, subjects)| (n.as_str(), (*uid, subjects)))
+            .collect();
         caps.retain(|name, cap| {
-            let keep = streams.iter().any(|(n, uid, subjects)| {
-                n == name && *uid == cap.uid && *subjects == cap.subjects
-            });
+            let keep = by_name
+                .get(name.as_str())
+                .is_some_and(|(uid, subjects)| *uid == cap.uid && **subjects == cap.subjects);
             if !keep {
                 cap.cancel.cancel();
             }

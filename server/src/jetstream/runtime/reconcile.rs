@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use jetraft_proto::meta::{MetaCommand, Peer, StreamAssignment, meta_command};
@@ -44,6 +45,15 @@ pub(super) struct MetaOwned {
     /// The replicas that are no longer assigned here but still run
     /// (`JetStream::still_needed_here`).
     pub(super) leaving: HashMap<StreamUid, super::peer_remove::Leaving>,
+    /// Each stream's config JSON as of the last pass and the DIRECT.GET entries it gives, so
+    /// a pass parses only the configs that changed.
+    direct: HashMap<String, (bytes::Bytes, Vec<String>)>,
+    /// Assignments (uid, revision) whose replica here was running, initialised, configured
+    /// and not moving after a pass: a pass woken by a meta change skips them, a full pass
+    /// (at least every [`RETRY`]) goes over every one again.
+    settled: HashSet<(StreamUid, u64)>,
+    /// When the last full pass started.
+    last_full: Option<std::time::Instant>,
 }
 
 /// What the request paths route by, as of the meta task's last pass: published on a watch
@@ -55,6 +65,43 @@ pub(crate) struct StreamRouting {
     /// Streams whose DIRECT.GET this node answers: those with `allow_direct`, and the origins
     /// of mirrors with `mirror_direct`.
     pub(crate) direct: HashSet<String>,
+}
+
+/// The stream keys whose DIRECT.GET this node answers, from every stream's config; `cache`
+/// keeps each config's entries from the last pass, so only changed configs are parsed.
+fn direct_streams(
+    cache: &mut HashMap<String, (bytes::Bytes, Vec<String>)>,
+    streams: &[StreamAssignment],
+) -> HashSet<String> {
+    let mut next = HashMap::with_capacity(streams.len());
+    let mut direct = HashSet::new();
+    for s in streams {
+        let entry = match cache.remove(&s.name) {
+            Some((json, keys)) if json == s.config_json => (json, keys),
+            _ => (s.config_json.clone(), direct_keys(&s.name, &s.config_json)),
+        };
+        direct.extend(entry.1.iter().cloned());
+        next.insert(s.name.clone(), entry);
+    }
+    *cache = next;
+    direct
+}
+
+/// The DIRECT.GET entries of stream `key` with config `json`: itself with `allow_direct`, and
+/// a mirror's origin with `mirror_direct` (by stream key: the origin is a stream of the
+/// mirror's account).
+fn direct_keys(key: &str, json: &[u8]) -> Vec<String> {
+    let Ok(c) = serde_json::from_slice::<StreamConfig>(json) else {
+        return Vec::new();
+    };
+    let own = c.allow_direct.then(|| key.to_string());
+    let origin = c.mirror.filter(|_| c.mirror_direct).map(|m| {
+        crate::jetstream::account::stream_key(
+            crate::jetstream::account::stream_account(key),
+            &m.name,
+        )
+    });
+    own.into_iter().chain(origin).collect()
 }
 
 impl JetStream {
@@ -102,24 +149,7 @@ impl JetStream {
             .map(|s| (s.name.clone(), StreamUid(s.uid), s.subjects.clone()))
             .collect();
         self.sync_captures(&mut owned.captures, &captures);
-        // By stream key: a mirror's origin is a stream of the mirror's account.
-        let direct = streams
-            .iter()
-            .filter_map(|s| {
-                let c = serde_json::from_slice::<StreamConfig>(&s.config_json).ok()?;
-                Some((s.name.as_str(), c))
-            })
-            .flat_map(|(key, c)| {
-                let own = c.allow_direct.then(|| key.to_string());
-                let origin = c.mirror.filter(|_| c.mirror_direct).map(|m| {
-                    crate::jetstream::account::stream_key(
-                        crate::jetstream::account::stream_account(key),
-                        &m.name,
-                    )
-                });
-                own.into_iter().chain(origin)
-            })
-            .collect();
+        let direct = direct_streams(&mut owned.direct, &streams);
         let routing = StreamRouting {
             captured: (owned.captures.iter())
                 .map(|(name, c)| (name.clone(), c.subjects.clone()))
@@ -159,7 +189,18 @@ impl JetStream {
                 self.stop_replica(&ls).await;
             }
         }
+        // A stream created, changed or moved meanwhile is unsettled; leadership changes and
+        // retries of what failed are caught by the full pass.
+        let full = owned.last_full.is_none_or(|t| t.elapsed() >= RETRY);
+        if full {
+            owned.last_full = Some(std::time::Instant::now());
+            owned.settled.clear();
+        }
         for a in wanted.values() {
+            let key = (StreamUid(a.uid), a.revision);
+            if owned.settled.contains(&key) {
+                continue;
+            }
             if !self.local.read().contains_key(&a.name)
                 && let Err(e) = self.start_replica(a).await
             {
@@ -173,6 +214,9 @@ impl JetStream {
                 }
                 self.push_config(&ls, a).await;
                 self.drive_membership(&mut owned.moving, &ls, &a.replicas);
+                if ls.initialized.load(Ordering::Relaxed) && !owned.moving.contains_key(&ls.uid) {
+                    owned.settled.insert(key);
+                }
             }
         }
     }
@@ -301,13 +345,17 @@ impl JetStream {
     /// moment and split the votes, leaving the new stream without a leader for an election
     /// timeout.
     async fn ensure_initialized(&self, ls: &LocalStream) {
-        if self
-            .registry
-            .is_initialized(ls.group())
-            .await
-            .unwrap_or(true)
-        {
+        if ls.initialized.load(Ordering::Relaxed) {
             return;
+        }
+        match self.registry.is_initialized(ls.group()).await {
+            Some(true) => {
+                ls.initialized.store(true, Ordering::Relaxed);
+                return;
+            }
+            // The group is gone: nothing to initialise.
+            None => return,
+            Some(false) => {}
         }
         let first = ls.first_replica() == Some(self.node.0);
         if !first
@@ -357,10 +405,10 @@ impl JetStream {
         if !info.is_self {
             return;
         }
-        let Ok(wanted) = serde_json::from_slice::<StreamConfig>(&a.config_json) else {
+        let Some(wanted) = ls.assigned_config(&a.config_json) else {
             return;
         };
-        if *ls.sm.lock().config() == wanted {
+        if *ls.sm.lock().config() == *wanted {
             return;
         }
         let cmd = command::update_config(&wanted, now_ns());

@@ -23,6 +23,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::publish::AckQueue;
 use super::sourcing::SourcingRun;
+use crate::jetstream::api::types::config::StreamConfig;
 use crate::jetstream::stream::StreamStateMachine;
 
 /// One stream replica on this node.
@@ -52,6 +53,12 @@ pub struct LocalStream {
     /// When the replica started here (the first replica initialises the group at once, the
     /// others only if it still has no leader a while later).
     pub started: std::time::Instant,
+    /// Set once the group is known to be initialised (it never goes back), so the meta task
+    /// stops asking its Raft core on every pass.
+    pub(super) initialized: std::sync::atomic::AtomicBool,
+    /// The meta group's config JSON for the stream and its parse, so the meta task parses a
+    /// config once, not on every pass.
+    assigned_config: Mutex<Option<(Vec<u8>, Arc<StreamConfig>)>>,
 }
 
 impl LocalStream {
@@ -77,7 +84,23 @@ impl LocalStream {
             batches: Mutex::new(super::atomic_batch::AtomicBatches::default()),
             cancel,
             started: std::time::Instant::now(),
+            initialized: std::sync::atomic::AtomicBool::new(false),
+            assigned_config: Mutex::new(None),
         }
+    }
+
+    /// The stream config the meta group assigned as `json`, parsed once per distinct `json`;
+    /// `None` if it does not parse.
+    pub(super) fn assigned_config(&self, json: &[u8]) -> Option<Arc<StreamConfig>> {
+        let mut cache = self.assigned_config.lock();
+        if let Some((seen, config)) = &*cache
+            && seen.as_slice() == json
+        {
+            return Some(config.clone());
+        }
+        let config = Arc::new(serde_json::from_slice::<StreamConfig>(json).ok()?);
+        *cache = Some((json.to_vec(), config.clone()));
+        Some(config)
     }
 
     /// Replica node ids, as the meta group assigned them.
