@@ -89,6 +89,7 @@ async fn respond(s: &MonitorView, want: Detail, leader_only: bool) -> Response {
         let mut details = Vec::new();
         for name in js.accounts().names() {
             let usage = js.account_usage(&name);
+            let api = js.api_counts(&name);
             let mut account = json!({
                 "name": &*name,
                 "id": &*name,
@@ -98,7 +99,7 @@ async fn respond(s: &MonitorView, want: Detail, leader_only: bool) -> Response {
                 "reserved_storage": u64::MAX,
                 "accounts": 0,
                 "ha_assets": 0,
-                "api": {"level": 0, "total": stats.api_total, "errors": stats.api_errors},
+                "api": {"level": 0, "total": api.total, "errors": api.errors},
             });
             if streams {
                 let detail = JszDetail { config, consumers };

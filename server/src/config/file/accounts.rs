@@ -3,8 +3,8 @@
 //! its messages.
 //!
 //! What jetraft does not implement inside an account is refused, never ignored: `mappings`,
-//! `limits`, account `nkey`, `msg_trace`, service export `latency`, and JetStream limits other
-//! than `max_mem`, `max_file`, `max_streams`, `max_consumers` and `max_ack_pending`.
+//! `limits`, account `nkey`, `msg_trace`, service export `latency`, and keys of an account's
+//! `jetstream { }` block that nats-server does not know either.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -147,15 +147,27 @@ fn account_jetstream(node: &Node, key: &str) -> Result<Option<AccountJetStream>,
             for Entry { key, node, .. } in entries {
                 let key = key.as_str();
                 match key.to_ascii_lowercase().as_str() {
-                    "max_mem" | "max_memory" | "max_memory_store" | "max_mem_store" => {
-                        js.max_memory = node.size(key)?;
-                    }
-                    "max_file" | "max_store" | "max_file_store" => {
-                        js.max_storage = node.size(key)?;
+                    "max_mem" | "max_memory" | "max_memory_store" | "max_mem_store" | "mem"
+                    | "memory" => js.max_memory = node.size(key)?,
+                    "max_file" | "max_store" | "max_file_store" | "max_disk" | "store" | "disk" => {
+                        js.max_storage = node.size(key)?
                     }
                     "max_streams" | "streams" => js.max_streams = node.integer(key)?,
                     "max_consumers" | "consumers" => js.max_consumers = node.integer(key)?,
                     "max_ack_pending" => js.max_ack_pending = node.integer(key)?,
+                    "max_bytes_required" | "max_stream_bytes" | "max_bytes" => {
+                        js.max_bytes_required = node.boolean(key)?;
+                    }
+                    "mem_max_stream_bytes" | "memory_max_stream_bytes" => {
+                        js.memory_max_stream_bytes = node.size(key)?;
+                    }
+                    "disk_max_stream_bytes" | "store_max_stream_bytes" => {
+                        js.storage_max_stream_bytes = node.size(key)?;
+                    }
+                    // Which account carries the Raft traffic of the account's streams in
+                    // nats-server; jetraft's replication runs on its node links, so there is
+                    // nothing to change (the values are still checked as nats-server does).
+                    "cluster_traffic" => cluster_traffic(node, key)?,
                     _ => {
                         return Err(unsupported(
                             node,
@@ -168,6 +180,16 @@ fn account_jetstream(node: &Node, key: &str) -> Result<Option<AccountJetStream>,
             Ok(Some(js))
         }
         _ => Err(node.expected("enabled, disabled or a block of limits", key)),
+    }
+}
+
+/// `cluster_traffic: system | owner` (or empty), as nats-server accepts it.
+fn cluster_traffic(node: &Node, key: &str) -> Result<(), ConfigError> {
+    match &node.value {
+        Value::Bare(s) | Value::Quoted(s) if matches!(s.as_str(), "" | "system" | "owner") => {
+            Ok(())
+        }
+        _ => Err(node.expected("'system' or 'owner'", key)),
     }
 }
 

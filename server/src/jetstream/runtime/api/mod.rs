@@ -150,10 +150,15 @@ impl JetStream {
 
     pub(super) fn reply(&self, msg: &InternalMsg, json: &str) {
         self.advise_api_audit(msg, json);
+        let to_node = msg.reply.as_deref().and_then(super::remote::inbox_node);
+        if to_node.is_none() {
+            // Answers to another node are counted where they reach the client.
+            self.api_counts.count(&msg.account, json);
+        }
         if let Some(reply) = &msg.reply {
             // A node asking for itself (`remote`) waits in its forward inbox, which has no
             // routed interest: the answer goes straight to it.
-            if let Some(node) = super::remote::inbox_node(reply)
+            if let Some(node) = to_node
                 && node != self.node.0
             {
                 self.bus.send_to_node(

@@ -99,6 +99,7 @@ impl JetStream {
             clustered: self.clustered(),
             cluster_size: self.voters().len(),
             other_streams: &others,
+            max_bytes: self.max_bytes_limits(name),
         };
         let CreateOutcome::Create(cfg) = check_create(name, cfg, None, &ctx)? else {
             return Err(ApiError::new(ErrorKind::StreamNameExistRestoreFailed));
