@@ -1,7 +1,8 @@
 //! JetStream per account on a 3-node cluster: two accounts each have an R3 stream named
 //! ORDERS, published to and consumed through different nodes (requests, publishes, pulls and
 //! acks forwarded in their account), and A's stream keeps its messages through a kill of its
-//! leader. Runs against nats-server too (`JETRAFT_TEST_SERVER=nats-server NATS_SERVER_BIN=...`).
+//! leader; a backup of an R3 stream of A restores into B through other nodes. Runs against
+//! nats-server too (`JETRAFT_TEST_SERVER=nats-server NATS_SERVER_BIN=...`).
 
 use std::time::Duration;
 
@@ -152,4 +153,48 @@ async fn kv_per_account_across_nodes() {
     };
     assert_eq!(value(a3).await.as_ref(), b"for a");
     assert_eq!(value(b3).await.as_ref(), b"for b");
+}
+
+#[tokio::test]
+async fn an_accounts_r3_backup_restores_into_another_account_through_any_node() {
+    use jetraft_tests::harness::backup::{Acks, messages, restore, snapshot};
+    let cluster = Cluster::start_with(3, "acctbak", Some(CONFIG))
+        .await
+        .expect("start cluster");
+    let a1 = login(cluster.node(0), "a").await;
+    let cfg = json!({"name": "ORDERS", "subjects": ["orders.>"], "num_replicas": 3});
+    let created = api(&a1, "$JS.API.STREAM.CREATE.ORDERS", cfg).await;
+    assert_eq!(created["config"]["num_replicas"], 3, "{created}");
+    for i in 1..=3 {
+        let ack = publish_acked(&a1, "orders.a", &format!("a{i}"), "from a").await;
+        assert_eq!(ack["seq"], i, "{ack}");
+    }
+    info_with_leader(&a1, "ORDERS").await;
+    // Taken through a node that need not lead the stream, restored through another one.
+    let a3 = login(cluster.node(2), "a").await;
+    let backup = snapshot(&a3, "ORDERS", json!({"no_consumers": true}), Acks::Prompt).await;
+    assert_eq!(
+        backup.response["state"]["messages"], 3,
+        "{}",
+        backup.response
+    );
+    let b2 = login(cluster.node(1), "b").await;
+    let (answer, done) = restore(&b2, "ORDERS", &backup, 1024).await;
+    let done = done.unwrap_or_else(|| panic!("no final answer: {answer}"));
+    assert_eq!(
+        (&done["state"]["messages"], &done["config"]["num_replicas"]),
+        (&json!(3), &json!(3)),
+        "{done}"
+    );
+    let info = info_with_leader(&b2, "ORDERS").await;
+    assert_eq!(info["state"]["messages"], 3, "{info}");
+    assert_eq!(
+        messages(&b2, "ORDERS", 1, 3).await,
+        messages(&a1, "ORDERS", 1, 3).await
+    );
+    // The restored stream captures B's publishes only.
+    let ack = publish_acked(&b2, "orders.b", "b4", "from b").await;
+    assert_eq!(ack["seq"], 4, "{ack}");
+    let info = info_with_leader(&a3, "ORDERS").await;
+    assert_eq!(info["state"]["messages"], 3, "{info}");
 }

@@ -415,4 +415,9 @@ impl Bus {
     pub fn has_interest(&self, subject: &str) -> bool {
         self.inner.global.sublist.has_interest(subject)
     }
+
+    /// [`Bus::has_interest`] in `account`.
+    pub fn has_interest_in(&self, account: &str, subject: &str) -> bool {
+        self.namespace(account).sublist.has_interest(subject)
+    }
 }

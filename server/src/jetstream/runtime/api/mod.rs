@@ -213,18 +213,6 @@ impl JetStream {
         if hops == 0 {
             self.api_total.fetch_add(1, Ordering::Relaxed);
         }
-        if matches!(op, ApiOp::StreamSnapshot(_) | ApiOp::StreamRestore(_))
-            && !crate::accounts::Accounts::is_global(&msg.account)
-        {
-            // Backups stream over subscriptions of the global account only (not done yet in
-            // other accounts): refused rather than left hanging.
-            let error = ApiError::with_err(
-                ErrorKind::StreamInvalidConfig,
-                "stream snapshot and restore are not supported by jetraft in accounts other \
-                 than $G",
-            );
-            return self.reply_error(&msg, &op, error);
-        }
         if requires_higher_level(&op, &msg) {
             return self.reply_error(&msg, &op, ApiError::new(ErrorKind::RequiredApiLevel));
         }
