@@ -321,6 +321,10 @@ impl Session {
             self.client.send_err("Authorization Violation");
             return Err(CloseReason::AuthViolation);
         }
+        let _ = self
+            .client
+            .account_traffic
+            .set(self.ctx.bus.namespace(&authed.account).traffic.clone());
         {
             let mut meta = self.client.meta.lock();
             meta.name = opts.name.clone().unwrap_or_default();
@@ -354,6 +358,10 @@ impl Session {
         let traffic = self.ctx.bus.stats();
         traffic.in_msgs.fetch_add(1, Ordering::Relaxed);
         traffic.in_bytes.fetch_add(size as u64, Ordering::Relaxed);
+        if let Some(acc) = c.account_traffic.get() {
+            acc.stats.in_msgs.fetch_add(1, Ordering::Relaxed);
+            acc.stats.in_bytes.fetch_add(size as u64, Ordering::Relaxed);
+        }
         let Ok(subj) = std::str::from_utf8(subject) else {
             c.send_err("Invalid Publish Subject");
             return;

@@ -2,7 +2,7 @@
 //! (spec/nats-protocol-and-jetstream.md §2.5).
 //!
 //! Query: `accounts`, `streams`, `consumers`, `config` (details, each implying the ones before
-//! it as on nats-server) and `leader-only` (400 `filtered response: not leader` from a node that
+//! it as on nats-server), `acc` (one account's details) and `leader-only` (400 `filtered response: not leader` from a node that
 //! does not lead the meta group, so an exporter asking every node counts the cluster once).
 //! Without JetStream the body says `"disabled": true`.
 
@@ -38,17 +38,20 @@ pub(super) async fn handler(
         streams,
         consumers,
         config: with_config,
+        account: q.get("acc").map(str::to_string),
     };
     Ok(respond(&s, want, leader_only).await)
 }
 
 /// The levels of detail asked for.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Detail {
     accounts: bool,
     streams: bool,
     consumers: bool,
     config: bool,
+    /// `acc`: only this account's details, when it has JetStream (else as without it).
+    account: Option<String>,
 }
 
 /// The `/jsz` body for the decoded parameters.
@@ -82,12 +85,22 @@ async fn respond(s: &MonitorView, want: Detail, leader_only: bool) -> Response {
         streams,
         consumers,
         config,
+        account,
     } = want;
     let streams = streams || consumers || config;
-    if accounts || streams {
+    let names = js.accounts().names();
+    // A targeted account with JetStream is detailed alone, as on nats-server.
+    let names = match account {
+        Some(acc) if names.iter().any(|n| **n == *acc) => vec![std::sync::Arc::from(acc)],
+        // Stream details imply every account only when no account is named.
+        Some(_) if accounts => names,
+        None if accounts || streams => names,
+        _ => Vec::new(),
+    };
+    if !names.is_empty() {
         // One entry per account with JetStream, with the usage of its replicas on this node.
         let mut details = Vec::new();
-        for name in js.accounts().names() {
+        for name in names {
             let usage = js.account_usage(&name);
             let api = js.api_counts(&name);
             let mut account = json!({

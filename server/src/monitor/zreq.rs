@@ -309,7 +309,7 @@ pub async fn answer(view: &Arc<MonitorView>, endpoint: Endpoint, opts: &Value) -
         Endpoint::Subsz => super::subsz::handler(s, q).await.into_response(),
         Endpoint::Jsz => super::jsz::handler(s, q).await.into_response(),
         Endpoint::Healthz => super::healthz::handler(s, q).await.into_response(),
-        Endpoint::Accountz => super::accountz(s, q).await.into_response(),
+        Endpoint::Accountz => super::accountz::accountz(s, q).await.into_response(),
         Endpoint::Routez => super::routez(s, q).await.into_response(),
         Endpoint::Gatewayz => super::gatewayz(s, q).await.into_response(),
         Endpoint::Leafz => super::leafz(s, q).await.into_response(),
