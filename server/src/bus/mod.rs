@@ -336,6 +336,13 @@ impl Bus {
             .clone()
     }
 
+    /// Every account's namespace on this node, the global account's first.
+    pub fn namespaces(&self) -> Vec<Arc<Namespace>> {
+        let mut out = vec![self.inner.global.clone()];
+        out.extend(self.inner.others.read().values().cloned());
+        out
+    }
+
     /// Entries of every account's sublist (local subscriptions and peers' interest), for
     /// `/varz` and `/metrics`.
     pub fn subscription_count(&self) -> usize {

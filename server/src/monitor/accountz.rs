@@ -25,7 +25,7 @@ use crate::config::accounts::{ExportConfig, ImportConfig, ResponseType, ShareKin
 use crate::config::{AccountConfig, AuthConfig, GLOBAL_ACCOUNT};
 
 /// The accounts of the node: the system account, `$G`, then the configured ones.
-fn account_names(auth: &AuthConfig) -> (String, Vec<String>) {
+pub(super) fn account_names(auth: &AuthConfig) -> (String, Vec<String>) {
     let system = auth
         .system_account
         .clone()
@@ -45,19 +45,26 @@ pub(super) async fn accountz(
     State(s): State<Arc<MonitorView>>,
     Query(q): Params,
 ) -> Result<Response, Refused> {
-    let settings = s.conns.settings.load();
-    let auth = &settings.config.auth;
-    let (system, names) = account_names(auth);
+    let (system, names) = account_names(&s.conns.settings.load().config.auth);
     let mut body = json!({"server_id": s.node.server_id, "now": now(), "system_account": system});
     match QueryParams(q).get("acc").filter(|a| !a.is_empty()) {
         None => body["accounts"] = json!(names),
-        Some(acc) if names.iter().any(|n| n == acc) => {
-            let config = auth.accounts.iter().find(|a| a.name == acc);
-            body["account_detail"] = detail(&s, acc, acc == system, config);
-        }
-        Some(acc) => return Err(bad_request(format!("Account {acc} does not exist"))),
+        Some(acc) => body["account_detail"] = account_info(&s, acc).map_err(bad_request)?,
     }
     Ok(json_response(StatusCode::OK, &body))
+}
+
+/// nats-server's `AccountInfo` of account `name` (also `$SYS.REQ.ACCOUNT.<name>.INFO`), or
+/// its error for an unknown account.
+pub(crate) fn account_info(s: &MonitorView, name: &str) -> Result<Value, String> {
+    let settings = s.conns.settings.load();
+    let auth = &settings.config.auth;
+    let (system, names) = account_names(auth);
+    if !names.iter().any(|n| n == name) {
+        return Err(format!("Account {name} does not exist"));
+    }
+    let config = auth.accounts.iter().find(|a| a.name == name);
+    Ok(detail(s, name, name == system, config))
 }
 
 /// nats-server's `AccountInfo` of `name` (`config`: its `accounts { }` entry, if any).
@@ -169,20 +176,30 @@ pub(super) async fn accstatz(
     Query(q): Params,
 ) -> Result<Response, Refused> {
     let unused = QueryParams(q).bool("unused")?;
-    let settings = s.conns.settings.load();
-    let (_, names) = account_names(&settings.config.auth);
-    let open = s.conns.clients.open();
-    let stats: Vec<Value> = names
-        .iter()
-        .filter_map(|name| {
-            let conns = open.iter().filter(|c| c.account() == name).count();
-            (unused || conns > 0).then(|| statz(&s, name, conns))
-        })
-        .collect();
     Ok(json_response(
         StatusCode::OK,
-        &json!({"server_id": s.node.server_id, "now": now(), "account_statz": stats}),
+        &account_statz(&s, None, unused),
     ))
+}
+
+/// nats-server's `AccountStatz` (also the system account's STATZ requests): of the accounts
+/// in `only` that exist (every account when `None`), those with a client connection here,
+/// or all of them with `unused`.
+pub(crate) fn account_statz(s: &MonitorView, only: Option<&[String]>, unused: bool) -> Value {
+    let (_, names) = account_names(&s.conns.settings.load().config.auth);
+    let names: Vec<&String> = match only {
+        Some(only) => only.iter().filter(|a| names.contains(a)).collect(),
+        None => names.iter().collect(),
+    };
+    let open = s.conns.clients.open();
+    let stats: Vec<Value> = names
+        .into_iter()
+        .filter_map(|name| {
+            let conns = open.iter().filter(|c| c.account() == name).count();
+            (unused || conns > 0).then(|| statz(s, name, conns))
+        })
+        .collect();
+    json!({"server_id": s.node.server_id, "now": now(), "account_statz": stats})
 }
 
 /// nats-server's `AccountStat` of `name` with `conns` client connections.

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::MonitorView;
 use super::{Params, QueryParams, Refused, json_response, rfc3339};
-use crate::jetstream::runtime::{JszDetail, JszStats};
+use crate::jetstream::runtime::{JetStream, JszDetail, JszStats};
 
 /// Bad values are refused with a plain-text 400 in nats-server's order of decoding.
 pub(super) async fn handler(
@@ -98,32 +98,62 @@ async fn respond(s: &MonitorView, want: Detail, leader_only: bool) -> Response {
         _ => Vec::new(),
     };
     if !names.is_empty() {
-        // One entry per account with JetStream, with the usage of its replicas on this node.
+        let detail = streams.then_some(JszDetail { config, consumers });
         let mut details = Vec::new();
         for name in names {
-            let usage = js.account_usage(&name);
-            let api = js.api_counts(&name);
-            let mut account = json!({
-                "name": &*name,
-                "id": &*name,
-                "memory": usage.memory,
-                "storage": usage.storage,
-                "reserved_memory": u64::MAX,
-                "reserved_storage": u64::MAX,
-                "accounts": 0,
-                "ha_assets": 0,
-                "api": {"level": 0, "total": api.total, "errors": api.errors},
-            });
-            if streams {
-                let detail = JszDetail { config, consumers };
-                account["stream_detail"] = js.stream_details(detail, &name).await.into();
-            }
-            details.push(account);
+            details.push(account_detail(js, &name, detail).await);
         }
         body["account_details"] = details.into();
     }
     body["total"] = 1.into();
     json_response(StatusCode::OK, &body)
+}
+
+/// One account's entry (nats-server's `AccountDetail`): the usage of its replicas on this node,
+/// its API counters and, with `streams`, its streams in that detail.
+async fn account_detail(js: &JetStream, name: &str, streams: Option<JszDetail>) -> Value {
+    let usage = js.account_usage(name);
+    let api = js.api_counts(name);
+    let mut account = json!({
+        "name": name,
+        "id": name,
+        "memory": usage.memory,
+        "storage": usage.storage,
+        "reserved_memory": u64::MAX,
+        "reserved_storage": u64::MAX,
+        "accounts": 0,
+        "ha_assets": 0,
+        "api": {"level": 0, "total": api.total, "errors": api.errors},
+    });
+    if let Some(detail) = streams {
+        account["stream_detail"] = js.stream_details(detail, name).await.into();
+    }
+    account
+}
+
+/// `$SYS.REQ.ACCOUNT.<account>.JSZ` (nats-server's `JszAccount`): the account's detail with
+/// the streams, consumers and configs `opts` ask for, or nats-server's error.
+pub(crate) async fn jsz_account(
+    s: &MonitorView,
+    account: &str,
+    opts: &Value,
+) -> Result<Value, String> {
+    let on = |k: &str| opts.get(k).and_then(Value::as_bool).unwrap_or(false);
+    let js = s
+        .jetstream
+        .get()
+        .filter(|js| js.accounts().enabled(account));
+    let Some(js) = js else {
+        let (_, names) = super::accountz::account_names(&s.conns.settings.load().config.auth);
+        return Err(if names.iter().any(|n| n == account) {
+            format!("account {account:?} not jetstream enabled")
+        } else {
+            format!("account {account:?} not found")
+        });
+    };
+    let (consumers, config) = (on("consumer"), on("config"));
+    let detail = (on("streams") || consumers || config).then_some(JszDetail { config, consumers });
+    Ok(account_detail(js, account, detail).await)
 }
 
 /// The usage and identity fields every body starts with (`accounts`: 1 with JetStream, else 0).

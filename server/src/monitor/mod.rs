@@ -42,7 +42,9 @@ use crate::conn::ConnContext;
 use crate::jetstream::runtime::JetStream;
 use crate::node::NodeInfo;
 
+pub(crate) use accountz::{account_info, account_statz};
 pub use format::{go_duration, rfc3339, uptime_string};
+pub(crate) use jsz::jsz_account;
 pub(crate) use varz::varz as varz_document;
 
 /// Query parameters, in the order given (nats-server reads the first of repeated ones).

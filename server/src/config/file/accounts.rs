@@ -3,8 +3,9 @@
 //! its messages.
 //!
 //! What jetraft does not implement inside an account is refused, never ignored: `mappings`,
-//! `limits`, account `nkey`, `msg_trace`, service export `latency`, and keys of an account's
-//! `jetstream { }` block that nats-server does not know either.
+//! `limits`, account `nkey`, `msg_trace`, service export `latency`, an account's JetStream
+//! `cluster_traffic` (where its Raft traffic goes: jetraft's runs on its node links) and keys
+//! of an account's `jetstream { }` block that nats-server does not know either.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -164,10 +165,6 @@ fn account_jetstream(node: &Node, key: &str) -> Result<Option<AccountJetStream>,
                     "disk_max_stream_bytes" | "store_max_stream_bytes" => {
                         js.storage_max_stream_bytes = node.size(key)?;
                     }
-                    // Which account carries the Raft traffic of the account's streams in
-                    // nats-server; jetraft's replication runs on its node links, so there is
-                    // nothing to change (the values are still checked as nats-server does).
-                    "cluster_traffic" => cluster_traffic(node, key)?,
                     _ => {
                         return Err(unsupported(
                             node,
@@ -180,16 +177,6 @@ fn account_jetstream(node: &Node, key: &str) -> Result<Option<AccountJetStream>,
             Ok(Some(js))
         }
         _ => Err(node.expected("enabled, disabled or a block of limits", key)),
-    }
-}
-
-/// `cluster_traffic: system | owner` (or empty), as nats-server accepts it.
-fn cluster_traffic(node: &Node, key: &str) -> Result<(), ConfigError> {
-    match &node.value {
-        Value::Bare(s) | Value::Quoted(s) if matches!(s.as_str(), "" | "system" | "owner") => {
-            Ok(())
-        }
-        _ => Err(node.expected("'system' or 'owner'", key)),
     }
 }
 

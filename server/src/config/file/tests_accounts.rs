@@ -207,7 +207,7 @@ fn account_jetstream_is_a_switch_or_limits() {
     // `max_bytes_required`.
     let cfg = conf(
         "accounts { E: { jetstream: { mem: 1KB, disk: 2K, max_stream_bytes: true, \
-         mem_max_stream_bytes: 2048, store_max_stream_bytes: 4KB, cluster_traffic: owner } } }",
+         mem_max_stream_bytes: 2048, store_max_stream_bytes: 4KB } } }",
     );
     let e = cfg.auth.accounts.iter().find(|a| a.name == "E");
     assert_eq!(
@@ -222,9 +222,6 @@ fn account_jetstream_is_a_switch_or_limits() {
         })
     );
     assert!(conf_err("accounts { A: { jetstream: { max_bytes: 10 } } }").contains("true or false"));
-    assert!(
-        conf_err("accounts { A: { jetstream: { cluster_traffic: both } } }").contains("'owner'")
-    );
     assert!(conf_err("accounts { A: { jetstream: maybe } }").contains("enabled, disabled"));
     assert!(conf_err("accounts { \"a/b\": { jetstream: enabled } }").contains("'/'"));
 }
