@@ -1,6 +1,6 @@
 //! The system account's per-account requests on one node, run on the server under test and on
 //! the reference nats-server beside it, each checked for the same values:
-//! `$SYS.REQ.ACCOUNT.<account>.<INFO|JSZ|SUBSZ|STATZ>`, `$SYS.REQ.ACCOUNT.PING.STATZ` (from the
+//! `$SYS.REQ.ACCOUNT.<account>.<INFO|JSZ|SUBSZ|STATZ|CONNS>`, `$SYS.REQ.ACCOUNT.PING.STATZ` (from the
 //! system account: every account with connections; from another account: its own) and
 //! `$SYS.REQ.USER.INFO` (the requesting user). nats-server also counts and lists its own
 //! internal subscriptions (the system imports of every account): only the client
@@ -157,6 +157,39 @@ async fn account_requests_answer_as_nats_server_does() {
             unused["data"]["account_statz"][0]["conns"], 0,
             "{name}: {unused}"
         );
+        // CONNS: the same figures as an advisory, from nodes where the account has
+        // connections.
+        let conns = one(&sys, "$SYS.REQ.ACCOUNT.APP.CONNS", "").await;
+        assert_eq!(
+            (
+                &conns["type"],
+                &conns["acc"],
+                &conns["conns"],
+                &conns["total_conns"]
+            ),
+            (
+                &json!("io.nats.server.advisory.v1.account_connections"),
+                &json!("APP"),
+                &json!(1),
+                &json!(1)
+            ),
+            "{name}: {conns}"
+        );
+        assert!(
+            conns["server"]["id"].is_string() && conns["id"].is_string(),
+            "{conns}"
+        );
+        for (subject, body) in [
+            ("$SYS.REQ.ACCOUNT.OTHER.CONNS", ""),
+            ("$SYS.REQ.ACCOUNT.APP.CONNS", r#"{"acc":"OTHER"}"#),
+        ] {
+            let silent = collect(&sys, subject, body, 0, SILENCE).await;
+            assert!(
+                silent.json.is_empty(),
+                "{name} {subject}: {:?}",
+                silent.json
+            );
+        }
         let all = one(&sys, "$SYS.REQ.ACCOUNT.PING.STATZ", "").await;
         assert_eq!(statz_accounts(&all), ["APP", "SYS"], "{name}: {all}");
         // Another account's PING.STATZ is about itself.

@@ -1,8 +1,9 @@
 //! The system account's per-account requests, as nats-server answers them:
 //! `$SYS.REQ.ACCOUNT.<account>.<NAME>` with `NAME` one of `CONNZ` (that account's
 //! connections), `SUBSZ` (its subscriptions), `JSZ` (its JetStream detail), `INFO` (its
-//! `/accountz` detail) and `STATZ` (its connections and traffic, no reply while it has no
-//! connection here unless `include_unused`); `$SYS.REQ.ACCOUNT.PING.STATZ` (every account's
+//! `/accountz` detail), `STATZ` (its connections and traffic, no reply while it has no
+//! connection here unless `include_unused`) and `CONNS` (the same figures as an
+//! `account_connections` advisory, from nodes where it has connections); `$SYS.REQ.ACCOUNT.PING.STATZ` (every account's
 //! STATZ); and what nats-server imports into every other account: its own CONNZ
 //! (`$SYS.REQ.SERVER.PING.CONNZ`, `$SYS.REQ.ACCOUNT.PING.CONNZ`), its own STATZ
 //! (`$SYS.REQ.ACCOUNT.PING.STATZ`) and `$SYS.REQ.USER.INFO` (the requesting user, its account
@@ -29,15 +30,18 @@ pub(super) enum AccountReq {
     Info,
     /// `STATZ`.
     Statz,
+    /// `CONNS`.
+    Conns,
 }
 
 /// The request names of `$SYS.REQ.ACCOUNT.<account>.<NAME>`.
-const NAMES: [(&str, AccountReq); 5] = [
+const NAMES: [(&str, AccountReq); 6] = [
     ("CONNZ", AccountReq::Connz),
     ("SUBSZ", AccountReq::Subsz),
     ("JSZ", AccountReq::Jsz),
     ("INFO", AccountReq::Info),
     ("STATZ", AccountReq::Statz),
+    ("CONNS", AccountReq::Conns),
 ];
 
 /// The token of `$SYS.REQ.ACCOUNT.PING.STATZ`.
@@ -99,12 +103,15 @@ impl super::Service {
         msg: &InternalMsg,
     ) -> Option<Value> {
         use crate::monitor::zreq::{self, Endpoint};
+        if req == AccountReq::Conns {
+            return self.account_conns(account?, msg);
+        }
         let ty = match req {
             AccountReq::Connz => Endpoint::Connz.options_type(),
             AccountReq::Subsz => Endpoint::Subsz.options_type(),
             AccountReq::Jsz => Endpoint::Jsz.options_type(),
             AccountReq::Info => &zreq::ACCOUNT_INFO_OPTIONS,
-            AccountReq::Statz => &zreq::ACCOUNT_STATZ_OPTIONS,
+            AccountReq::Statz | AccountReq::Conns => &zreq::ACCOUNT_STATZ_OPTIONS,
         };
         let mut opts = match zreq::decode_as(ty, &msg.payload) {
             Ok(opts) if self.filtered_out(&opts) => return None,
@@ -144,6 +151,7 @@ impl super::Service {
             }
             (AccountReq::Jsz, Some(acc)) => crate::monitor::jsz_account(view, &acc, &opts).await,
             (AccountReq::Info, Some(acc)) => crate::monitor::account_info(view, &acc),
+            (AccountReq::Conns, Some(_)) => return None,
         };
         Some(match data {
             Ok(data) => json!({"server": self.server_info(), "data": data}),
@@ -151,6 +159,39 @@ impl super::Service {
             Err(e) => json!({"server": self.server_info(), "data": null,
                 "error": {"code": 500, "description": e}}),
         })
+    }
+
+    /// `CONNS` about `account`: nats-server's `account_connections` advisory (no envelope)
+    /// when the account has connections here; a body that is not JSON or names another
+    /// account gets no reply.
+    fn account_conns(&self, account: String, msg: &InternalMsg) -> Option<Value> {
+        if !msg.payload.is_empty() {
+            let body: Value = serde_json::from_slice(&msg.payload).ok()?;
+            // nats-server decodes it over `{"acc": <account>}`: only another name refuses.
+            if body
+                .get("acc")
+                .is_some_and(|a| a.as_str() != Some(account.as_str()))
+            {
+                return None;
+            }
+        }
+        let stz = crate::monitor::account_statz(&self.view, Some(&[account]), false);
+        let Value::Object(stat) = stz["account_statz"].get(0)?.clone() else {
+            return None;
+        };
+        let mut out = serde_json::Map::new();
+        out.insert(
+            "type".into(),
+            "io.nats.server.advisory.v1.account_connections".into(),
+        );
+        out.insert("id".into(), crate::jetstream::runtime::random_id().into());
+        out.insert(
+            "timestamp".into(),
+            crate::monitor::rfc3339(time::OffsetDateTime::now_utc()).into(),
+        );
+        out.insert("server".into(), self.server_info());
+        out.extend(stat);
+        Some(Value::Object(out))
     }
 
     /// `$SYS.REQ.USER.INFO` made in `account`: the user waiting on the reply subject (see the
@@ -195,7 +236,11 @@ mod tests {
             parse("$SYS.REQ.ACCOUNT.PING.CONNZ"),
             Some((Some("PING".into()), AccountReq::Connz))
         );
-        assert_eq!(parse("$SYS.REQ.ACCOUNT.APP.CONNS"), None);
+        assert_eq!(
+            parse("$SYS.REQ.ACCOUNT.APP.CONNS"),
+            Some((Some("APP".into()), AccountReq::Conns))
+        );
+        assert_eq!(parse("$SYS.REQ.ACCOUNT.APP.LEAFZ"), None);
         assert_eq!(parse("$SYS.REQ.ACCOUNT.APP.INFO.X"), None);
         assert_eq!(
             imported("$SYS.REQ.ACCOUNT.PING.STATZ", "APP"),

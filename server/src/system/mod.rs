@@ -326,6 +326,6 @@ mod tests {
                 account::AccountReq::Connz
             ))
         );
-        assert_eq!(parse("$SYS.REQ.ACCOUNT.APP.CONNS", "NABC"), None);
+        assert_eq!(parse("$SYS.REQ.ACCOUNT.APP.LEAFZ", "NABC"), None);
     }
 }

@@ -82,6 +82,7 @@ use crate::jetstream::meta::machine::{MetaMachine, MetaView};
 use crate::jetstream::op::ApiOp;
 use crate::jetstream::stream::ServerIdentity;
 use crate::node::{API_LEVEL, NATS_VERSION, NodeInfo};
+pub(crate) use advisory::random_id;
 pub use api_stats::ApiCounts;
 pub use health::{HealthProblem, HealthScope};
 pub use jsz::{AccountUsage, JszDetail, JszStats};
