@@ -198,3 +198,50 @@ async fn an_accounts_r3_backup_restores_into_another_account_through_any_node() 
     let info = info_with_leader(&a3, "ORDERS").await;
     assert_eq!(info["state"]["messages"], 3, "{info}");
 }
+
+#[tokio::test]
+async fn account_info_adds_up_the_api_counters_of_every_node() {
+    let cluster = Cluster::start_with(3, "acctapi", Some(CONFIG))
+        .await
+        .expect("start cluster");
+    let b: Vec<async_nats::Client> =
+        futures_util::future::join_all((0..3).map(|i| login(cluster.node(i), "b"))).await;
+    // R3: every node hosts the account's stream (nats-server's nodes then send the account's
+    // usage, API counts included, to each other periodically).
+    let cfg = json!({"name": "C1", "subjects": ["c1"], "num_replicas": 3});
+    let created = api(&b[0], "$JS.API.STREAM.CREATE.C1", cfg).await;
+    assert_eq!(created["config"]["name"], "C1", "{created}");
+    let missing = api(&b[1], "$JS.API.STREAM.INFO.NOPE", Value::Null).await;
+
+    assert_eq!(missing["error"]["err_code"], 10059, "{missing}");
+    let other = json!({"name": "C1", "subjects": ["other"], "num_replicas": 3});
+    let taken = api(&b[2], "$JS.API.STREAM.CREATE.C1", other).await;
+    assert_eq!(taken["error"]["err_code"], 10058, "{taken}");
+    let names = api(&b[1], "$JS.API.STREAM.NAMES", Value::Null).await;
+
+    assert_eq!(names["streams"], json!(["C1"]), "{names}");
+    // 4 answers, 2 of them errors, each counted once wherever it was answered, and every
+    // account info after its own answer. nats-server adds up its servers' counts from usage
+    // updates it sends at most every 250 ms, and may hold a server's last answer back until
+    // that server has more to send: one answer may be missing there, none more, none extra.
+    let mut polls = 0u64;
+    wait_for("the account's API counters over the cluster", OP, || {
+        let nc = b[2].clone();
+        let want = 4 + polls;
+        polls += 1;
+        async move {
+            let info = api(&nc, "$JS.API.INFO", Value::Null).await;
+            let total = info["api"]["total"].as_u64().unwrap_or(0);
+            (info["api"]["errors"] == 2 && (want - 1..=want).contains(&total)).then_some(())
+        }
+    })
+    .await;
+    // A's counters are its own.
+    let a = login(cluster.node(0), "a").await;
+    let info = api(&a, "$JS.API.INFO", Value::Null).await;
+    assert_eq!(
+        (&info["api"]["total"], &info["api"]["errors"]),
+        (&json!(0), &json!(0)),
+        "{info}"
+    );
+}

@@ -14,8 +14,9 @@ use crate::jetstream::runtime::JetStream;
 
 impl JetStream {
     /// `$JS.API.INFO` in `account`: its streams and, from the replicas on this node (the meta
-    /// leader answers), its consumers and storage use; its limits; its API counters here.
-    pub(crate) fn account_info(&self, account: &str) -> String {
+    /// leader answers), its consumers and storage use; its limits; its API counters over the
+    /// cluster.
+    pub(crate) async fn account_info(&self, account: &str) -> String {
         let usage = self.account_usage(account);
         let mut info = AccountInfo {
             streams: self.meta.read(|m| {
@@ -41,7 +42,7 @@ impl JetStream {
             info.limits.storage_max_stream_bytes = limits.storage_max_stream_bytes;
             info.limits.max_bytes_required = limits.max_bytes_required;
         }
-        let api = self.api_counts.get(account);
+        let api = self.cluster_api_counts(account).await;
         info.api.total = api.total;
         info.api.errors = api.errors;
         // Clients gate features on it (async-nats refuses KV limit markers below level 1).

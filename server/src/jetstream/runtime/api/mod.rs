@@ -395,7 +395,7 @@ impl JetStream {
         msg: &InternalMsg,
     ) -> Option<Result<String, ApiError>> {
         let result = match op {
-            ApiOp::AccountInfo => Ok(self.account_info(&msg.account)),
+            ApiOp::AccountInfo => Ok(self.account_info(&msg.account).await),
             ApiOp::StreamNames => self.stream_names(msg),
             ApiOp::StreamList => self.stream_list(msg).await,
             ApiOp::StreamCreate(name) => self.stream_create(name, msg).await,
