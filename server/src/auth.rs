@@ -429,6 +429,34 @@ impl UserPermissions {
         }
     }
 
+    /// The permissions as nats-server shows a user's (`$SYS.REQ.USER.INFO`): `publish` and
+    /// `subscribe` with their `allow`/`deny` lists (empty ones left out), and `responses`
+    /// (`max`, `ttl` in nanoseconds) with `allow_responses`.
+    pub fn public_json(&self) -> serde_json::Value {
+        let list = |p: &Option<SubjectPermission>| {
+            let mut m = serde_json::Map::new();
+            if let Some(p) = p {
+                for (key, entries) in [("allow", &p.allow), ("deny", &p.deny)] {
+                    if !entries.is_empty() {
+                        m.insert(key.into(), entries.clone().into());
+                    }
+                }
+            }
+            serde_json::Value::Object(m)
+        };
+        let mut out = serde_json::json!({
+            "publish": list(&self.publish),
+            "subscribe": list(&self.subscribe),
+        });
+        if let Some(r) = &self.responses {
+            out["responses"] = serde_json::json!({
+                "max": r.max_msgs,
+                "ttl": u64::try_from(r.expires.as_nanos()).unwrap_or(u64::MAX),
+            });
+        }
+        out
+    }
+
     /// Whether the user may publish to the literal `subject`: its publish permissions, or a
     /// reply subject `allow_responses` opened.
     pub fn can_publish(&self, subject_: &str) -> bool {

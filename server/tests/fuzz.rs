@@ -199,6 +199,7 @@ fn fuzz_jetstream_api_requests() {
         clustered: true,
         cluster_size: 3,
         other_streams: &others,
+        max_bytes: validate::MaxBytesLimits::NONE,
     };
     let stream: StreamConfig = decode(br#"{"name":"S","subjects":["s.>"]}"#).expect("stream");
     fuzz("api", corpus("api"), |input| {

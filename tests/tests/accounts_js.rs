@@ -1,6 +1,6 @@
 //! JetStream per account on one node: two accounts with a stream of the same name, each
 //! seeing only its own streams, messages, consumers and KV buckets; `$G` without JetStream once
-//! accounts are configured; account info and the limits' errors. Runs against nats-server too
+//! accounts are configured; account info (limits, API counters) and the limits' errors. Runs against nats-server too
 //! (`JETRAFT_TEST_SERVER=nats-server NATS_SERVER_BIN=...`).
 
 use std::time::Duration;
@@ -360,6 +360,109 @@ async fn account_info_and_limits_errors_match_nats_server() {
         (&json!(2), &json!(2), &json!(1980), &json!(900)),
         "{info}"
     );
+}
+
+/// nats-server's other account limits (E) and an account without limits (F): each with its
+/// own API counters.
+const MAX_BYTES_CONFIG: &str = r#"
+accounts {
+  E: {
+    users: [ { user: e, password: e } ]
+    jetstream: { max_mem: 64MB, max_file: 32MB, max_consumers: 5, memory_max_stream_bytes: 2048,
+                 store_max_stream_bytes: 4KB, max_stream_bytes: true }
+  }
+  F: { users: [ { user: f, password: f } ], jetstream: enabled }
+}
+"#;
+
+#[tokio::test]
+async fn max_bytes_limits_and_api_counters_are_the_accounts() {
+    let srv = ServerProcess::start(ServerOptions::with_config(MAX_BYTES_CONFIG))
+        .await
+        .expect("start server");
+    let (e, f) = (login(&srv, "e").await, login(&srv, "f").await);
+    let info = api(&e, "$JS.API.INFO", Value::Null).await;
+    assert_eq!(
+        info["limits"],
+        json!({"max_memory": 67_108_864, "max_storage": 33_554_432, "max_streams": -1,
+            "max_consumers": 5, "max_ack_pending": -1, "memory_max_stream_bytes": 2048,
+            "storage_max_stream_bytes": 4096, "max_bytes_required": true}),
+        "{info}"
+    );
+    assert_eq!(
+        (&info["api"]["total"], &info["api"]["errors"]),
+        (&json!(0), &json!(0))
+    );
+    let request = |op: &str, name: &str, mut body: Value| {
+        let e = e.clone();
+        let subject = format!("$JS.API.STREAM.{op}.{name}");
+        body["name"] = name.into();
+        body["subjects"] = json!([name.to_lowercase()]);
+        async move { api(&e, &subject, body).await }
+    };
+    let err_code = |v: &Value| v["error"]["err_code"].clone();
+    let required = request("CREATE", "S", json!({"storage": "file"})).await;
+    assert_eq!(
+        required["error"],
+        json!({"code": 400, "err_code": 10113,
+            "description": "account requires a stream config to have max bytes set"})
+    );
+    let over = request(
+        "CREATE",
+        "M",
+        json!({"storage": "memory", "max_bytes": 2049}),
+    )
+    .await;
+    assert_eq!(
+        over["error"],
+        json!({"code": 400, "err_code": 10122,
+            "description": "stream max bytes exceeds account limit max stream bytes"})
+    );
+    let over = request("CREATE", "S", json!({"storage": "file", "max_bytes": 4097})).await;
+    assert_eq!(err_code(&over), 10122, "{over}");
+    // A stream's own max_consumers may not exceed the account's.
+    let consumers = json!({"storage": "file", "max_bytes": 4096, "max_consumers": 6});
+    let over = request("CREATE", "S", consumers).await;
+    assert_eq!(
+        over["error"],
+        json!({"code": 400, "err_code": 10026, "description": "maximum consumers limit reached"})
+    );
+    let file = request("CREATE", "S", json!({"storage": "file", "max_bytes": 4096})).await;
+    assert_eq!(file["config"]["max_bytes"], 4096, "{file}");
+    let mem = request(
+        "CREATE",
+        "M",
+        json!({"storage": "memory", "max_bytes": 2048}),
+    )
+    .await;
+    assert_eq!(mem["config"]["max_bytes"], 2048, "{mem}");
+    let update = request("UPDATE", "S", json!({"storage": "file", "max_bytes": 5000})).await;
+    assert_eq!(err_code(&update), 10122, "{update}");
+    let update = request("UPDATE", "S", json!({"storage": "file"})).await;
+    assert_eq!(err_code(&update), 10113, "{update}");
+    // 9 answers so far, 6 of them errors; this one counts after its own answer.
+    let info = api(&e, "$JS.API.INFO", Value::Null).await;
+    assert_eq!(
+        (
+            &info["api"]["total"],
+            &info["api"]["errors"],
+            &info["streams"]
+        ),
+        (&json!(9), &json!(6), &json!(2)),
+        "{info}"
+    );
+    assert_eq!(info["reserved_storage"], 4096, "{info}");
+    // F's limits are nats-server's defaults and its counters its own.
+    let missing = api(&f, "$JS.API.STREAM.INFO.S", Value::Null).await;
+    assert_eq!(err_code(&missing), 10059, "{missing}");
+    let info = api(&f, "$JS.API.INFO", Value::Null).await;
+    assert_eq!(
+        (&info["api"]["total"], &info["api"]["errors"]),
+        (&json!(1), &json!(1)),
+        "{info}"
+    );
+    assert_eq!(info["limits"]["max_bytes_required"], false, "{info}");
+    assert_eq!(info["limits"]["storage_max_stream_bytes"], -1, "{info}");
 }
 
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! JetStream per account on a 3-node cluster: two accounts each have an R3 stream named
 //! ORDERS, published to and consumed through different nodes (requests, publishes, pulls and
 //! acks forwarded in their account), and A's stream keeps its messages through a kill of its
-//! leader. Runs against nats-server too (`JETRAFT_TEST_SERVER=nats-server NATS_SERVER_BIN=...`).
+//! leader; a backup of an R3 stream of A restores into B through other nodes. Runs against
+//! nats-server too (`JETRAFT_TEST_SERVER=nats-server NATS_SERVER_BIN=...`).
 
 use std::time::Duration;
 
@@ -152,4 +153,95 @@ async fn kv_per_account_across_nodes() {
     };
     assert_eq!(value(a3).await.as_ref(), b"for a");
     assert_eq!(value(b3).await.as_ref(), b"for b");
+}
+
+#[tokio::test]
+async fn an_accounts_r3_backup_restores_into_another_account_through_any_node() {
+    use jetraft_tests::harness::backup::{Acks, messages, restore, snapshot};
+    let cluster = Cluster::start_with(3, "acctbak", Some(CONFIG))
+        .await
+        .expect("start cluster");
+    let a1 = login(cluster.node(0), "a").await;
+    let cfg = json!({"name": "ORDERS", "subjects": ["orders.>"], "num_replicas": 3});
+    let created = api(&a1, "$JS.API.STREAM.CREATE.ORDERS", cfg).await;
+    assert_eq!(created["config"]["num_replicas"], 3, "{created}");
+    for i in 1..=3 {
+        let ack = publish_acked(&a1, "orders.a", &format!("a{i}"), "from a").await;
+        assert_eq!(ack["seq"], i, "{ack}");
+    }
+    info_with_leader(&a1, "ORDERS").await;
+    // Taken through a node that need not lead the stream, restored through another one.
+    let a3 = login(cluster.node(2), "a").await;
+    let backup = snapshot(&a3, "ORDERS", json!({"no_consumers": true}), Acks::Prompt).await;
+    assert_eq!(
+        backup.response["state"]["messages"], 3,
+        "{}",
+        backup.response
+    );
+    let b2 = login(cluster.node(1), "b").await;
+    let (answer, done) = restore(&b2, "ORDERS", &backup, 1024).await;
+    let done = done.unwrap_or_else(|| panic!("no final answer: {answer}"));
+    assert_eq!(
+        (&done["state"]["messages"], &done["config"]["num_replicas"]),
+        (&json!(3), &json!(3)),
+        "{done}"
+    );
+    let info = info_with_leader(&b2, "ORDERS").await;
+    assert_eq!(info["state"]["messages"], 3, "{info}");
+    assert_eq!(
+        messages(&b2, "ORDERS", 1, 3).await,
+        messages(&a1, "ORDERS", 1, 3).await
+    );
+    // The restored stream captures B's publishes only.
+    let ack = publish_acked(&b2, "orders.b", "b4", "from b").await;
+    assert_eq!(ack["seq"], 4, "{ack}");
+    let info = info_with_leader(&a3, "ORDERS").await;
+    assert_eq!(info["state"]["messages"], 3, "{info}");
+}
+
+#[tokio::test]
+async fn account_info_adds_up_the_api_counters_of_every_node() {
+    let cluster = Cluster::start_with(3, "acctapi", Some(CONFIG))
+        .await
+        .expect("start cluster");
+    let b: Vec<async_nats::Client> =
+        futures_util::future::join_all((0..3).map(|i| login(cluster.node(i), "b"))).await;
+    // R3: every node hosts the account's stream (nats-server's nodes then send the account's
+    // usage, API counts included, to each other periodically).
+    let cfg = json!({"name": "C1", "subjects": ["c1"], "num_replicas": 3});
+    let created = api(&b[0], "$JS.API.STREAM.CREATE.C1", cfg).await;
+    assert_eq!(created["config"]["name"], "C1", "{created}");
+    let missing = api(&b[1], "$JS.API.STREAM.INFO.NOPE", Value::Null).await;
+
+    assert_eq!(missing["error"]["err_code"], 10059, "{missing}");
+    let other = json!({"name": "C1", "subjects": ["other"], "num_replicas": 3});
+    let taken = api(&b[2], "$JS.API.STREAM.CREATE.C1", other).await;
+    assert_eq!(taken["error"]["err_code"], 10058, "{taken}");
+    let names = api(&b[1], "$JS.API.STREAM.NAMES", Value::Null).await;
+
+    assert_eq!(names["streams"], json!(["C1"]), "{names}");
+    // 4 answers, 2 of them errors, each counted once wherever it was answered, and every
+    // account info after its own answer. nats-server adds up its servers' counts from usage
+    // updates it sends at most every 250 ms, and may hold a server's last answer back until
+    // that server has more to send: one answer may be missing there, none more, none extra.
+    let mut polls = 0u64;
+    wait_for("the account's API counters over the cluster", OP, || {
+        let nc = b[2].clone();
+        let want = 4 + polls;
+        polls += 1;
+        async move {
+            let info = api(&nc, "$JS.API.INFO", Value::Null).await;
+            let total = info["api"]["total"].as_u64().unwrap_or(0);
+            (info["api"]["errors"] == 2 && (want - 1..=want).contains(&total)).then_some(())
+        }
+    })
+    .await;
+    // A's counters are its own.
+    let a = login(cluster.node(0), "a").await;
+    let info = api(&a, "$JS.API.INFO", Value::Null).await;
+    assert_eq!(
+        (&info["api"]["total"], &info["api"]["errors"]),
+        (&json!(0), &json!(0)),
+        "{info}"
+    );
 }

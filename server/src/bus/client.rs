@@ -209,6 +209,8 @@ pub struct Client {
     pub credentials: Mutex<Option<ConnCredentials>>,
     /// The account the client publishes and subscribes in, set by CONNECT (`$G` until then).
     pub account: std::sync::OnceLock<Arc<str>>,
+    /// Its account's traffic counters, set with `account`.
+    pub account_traffic: std::sync::OnceLock<Arc<super::namespace::AccountTraffic>>,
 }
 
 impl Client {
@@ -241,6 +243,7 @@ impl Client {
             nonce: std::sync::OnceLock::new(),
             credentials: Mutex::new(None),
             account: std::sync::OnceLock::new(),
+            account_traffic: std::sync::OnceLock::new(),
         }
     }
 
@@ -318,11 +321,13 @@ impl Client {
         );
         let pending = out.buf.len() + out.inflight;
         drop(out);
+        let size = (payload.len() + headers.map_or(0, <[u8]>::len)) as u64;
         self.stats.out_msgs.fetch_add(1, Ordering::Relaxed);
-        self.stats.out_bytes.fetch_add(
-            (payload.len() + headers.map_or(0, <[u8]>::len)) as u64,
-            Ordering::Relaxed,
-        );
+        self.stats.out_bytes.fetch_add(size, Ordering::Relaxed);
+        if let Some(acc) = self.account_traffic.get() {
+            acc.stats.out_msgs.fetch_add(1, Ordering::Relaxed);
+            acc.stats.out_bytes.fetch_add(size, Ordering::Relaxed);
+        }
         Some(pending)
     }
 

@@ -13,19 +13,27 @@ pub struct ClusterSub {
     local: InternalSub,
     peers: InternalSub,
     bus: Bus,
+    account: String,
     subject: String,
 }
 
 impl ClusterSub {
     /// Subscribes to `subject` (wildcards allowed) on this node and across the cluster.
     pub fn new(bus: &Bus, subject: &str) -> Result<Self, SublistError> {
-        let local = bus.internal().subscribe(subject)?;
-        let peers = bus.internal().subscribe_inbox(subject)?;
-        bus.announce_interest(subject);
+        Self::new_in(bus, crate::config::GLOBAL_ACCOUNT, subject)
+    }
+
+    /// [`ClusterSub::new`] in `account`'s namespace (a backup of a stream of that account).
+    pub fn new_in(bus: &Bus, account: &str, subject: &str) -> Result<Self, SublistError> {
+        let ns = bus.namespace(account);
+        let local = ns.internal.subscribe(subject)?;
+        let peers = ns.internal.subscribe_inbox(subject)?;
+        bus.announce_interest_in(account, subject);
         Ok(Self {
             local,
             peers,
             bus: bus.clone(),
+            account: account.to_string(),
             subject: subject.to_string(),
         })
     }
@@ -50,6 +58,6 @@ impl ClusterSub {
 
 impl Drop for ClusterSub {
     fn drop(&mut self) {
-        self.bus.withdraw_interest(&self.subject);
+        self.bus.withdraw_interest_in(&self.account, &self.subject);
     }
 }

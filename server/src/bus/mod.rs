@@ -336,6 +336,13 @@ impl Bus {
             .clone()
     }
 
+    /// Every account's namespace on this node, the global account's first.
+    pub fn namespaces(&self) -> Vec<Arc<Namespace>> {
+        let mut out = vec![self.inner.global.clone()];
+        out.extend(self.inner.others.read().values().cloned());
+        out
+    }
+
     /// Entries of every account's sublist (local subscriptions and peers' interest), for
     /// `/varz` and `/metrics`.
     pub fn subscription_count(&self) -> usize {
@@ -414,5 +421,10 @@ impl Bus {
     /// do not count).
     pub fn has_interest(&self, subject: &str) -> bool {
         self.inner.global.sublist.has_interest(subject)
+    }
+
+    /// [`Bus::has_interest`] in `account`.
+    pub fn has_interest_in(&self, account: &str, subject: &str) -> bool {
+        self.namespace(account).sublist.has_interest(subject)
     }
 }

@@ -4,8 +4,9 @@
 //! imports (`bus::shared`) are the only way across.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
-use super::{InternalSubs, SubRef};
+use super::{InternalSubs, SubRef, TrafficStats};
 use crate::router::sublist::Sublist;
 
 /// One account's interest index and internal subscribers.
@@ -17,6 +18,18 @@ pub struct Namespace {
     pub sublist: Sublist<SubRef>,
     /// Server-internal subscribers in this account.
     pub internal: InternalSubs,
+    /// What the account's clients on this node sent and received (`/accstatz`).
+    pub traffic: Arc<AccountTraffic>,
+}
+
+/// One account's client traffic on this node: messages its clients published (`in_*`) and
+/// messages delivered to its clients (`out_*`), and its connections closed as slow consumers.
+#[derive(Debug, Default)]
+pub struct AccountTraffic {
+    /// Messages and bytes in and out.
+    pub stats: TrafficStats,
+    /// Connections closed as slow consumers.
+    pub slow_consumers: AtomicU64,
 }
 
 impl Namespace {
@@ -26,6 +39,7 @@ impl Namespace {
             internal: InternalSubs::for_account(account.clone()),
             account,
             sublist: Sublist::new(),
+            traffic: Arc::default(),
         }
     }
 }

@@ -42,6 +42,15 @@ pub struct AccountJetStream {
     pub max_consumers: i64,
     /// A consumer's `max_ack_pending` at most (`max_ack_pending`).
     pub max_ack_pending: i64,
+    /// A memory stream's `max_bytes` at most (`memory_max_stream_bytes`,
+    /// `mem_max_stream_bytes`); 0 or less: no bound.
+    pub memory_max_stream_bytes: i64,
+    /// A file stream's `max_bytes` at most (`store_max_stream_bytes`, `disk_max_stream_bytes`);
+    /// 0 or less: no bound.
+    pub storage_max_stream_bytes: i64,
+    /// Every stream must set `max_bytes` (`max_bytes_required`, `max_stream_bytes`,
+    /// `max_bytes`: a boolean in nats-server).
+    pub max_bytes_required: bool,
 }
 
 impl Default for AccountJetStream {
@@ -53,6 +62,9 @@ impl Default for AccountJetStream {
             max_streams: -1,
             max_consumers: -1,
             max_ack_pending: -1,
+            memory_max_stream_bytes: -1,
+            storage_max_stream_bytes: -1,
+            max_bytes_required: false,
         }
     }
 }

@@ -321,6 +321,10 @@ impl Session {
             self.client.send_err("Authorization Violation");
             return Err(CloseReason::AuthViolation);
         }
+        let _ = self
+            .client
+            .account_traffic
+            .set(self.ctx.bus.namespace(&authed.account).traffic.clone());
         {
             let mut meta = self.client.meta.lock();
             meta.name = opts.name.clone().unwrap_or_default();
@@ -354,6 +358,10 @@ impl Session {
         let traffic = self.ctx.bus.stats();
         traffic.in_msgs.fetch_add(1, Ordering::Relaxed);
         traffic.in_bytes.fetch_add(size as u64, Ordering::Relaxed);
+        if let Some(acc) = c.account_traffic.get() {
+            acc.stats.in_msgs.fetch_add(1, Ordering::Relaxed);
+            acc.stats.in_bytes.fetch_add(size as u64, Ordering::Relaxed);
+        }
         let subj = subject_text::to_text(subject);
         let subj = &*subj;
         if self.opts.pedantic && !subject::is_valid_literal_subject(subj) {

@@ -139,6 +139,9 @@ impl Clients {
         match reason {
             CloseReason::SlowConsumer => {
                 self.stats.slow_consumers.fetch_add(1, Ordering::Relaxed);
+                if let Some(acc) = client.account_traffic.get() {
+                    acc.slow_consumers.fetch_add(1, Ordering::Relaxed);
+                }
                 warn!(cid = client.cid, addr = %client.addr, "slow consumer detected, connection closed");
             }
             CloseReason::StaleConnection => {

@@ -2,7 +2,7 @@
 //! (spec/nats-protocol-and-jetstream.md §2.5).
 //!
 //! Query: `accounts`, `streams`, `consumers`, `config` (details, each implying the ones before
-//! it as on nats-server) and `leader-only` (400 `filtered response: not leader` from a node that
+//! it as on nats-server), `acc` (one account's details) and `leader-only` (400 `filtered response: not leader` from a node that
 //! does not lead the meta group, so an exporter asking every node counts the cluster once).
 //! Without JetStream the body says `"disabled": true`.
 
@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::MonitorView;
 use super::{Params, QueryParams, Refused, json_response, rfc3339};
-use crate::jetstream::runtime::{JszDetail, JszStats};
+use crate::jetstream::runtime::{JetStream, JszDetail, JszStats};
 
 /// Bad values are refused with a plain-text 400 in nats-server's order of decoding.
 pub(super) async fn handler(
@@ -38,17 +38,20 @@ pub(super) async fn handler(
         streams,
         consumers,
         config: with_config,
+        account: q.get("acc").map(str::to_string),
     };
     Ok(respond(&s, want, leader_only).await)
 }
 
 /// The levels of detail asked for.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Detail {
     accounts: bool,
     streams: bool,
     consumers: bool,
     config: bool,
+    /// `acc`: only this account's details, when it has JetStream (else as without it).
+    account: Option<String>,
 }
 
 /// The `/jsz` body for the decoded parameters.
@@ -82,34 +85,75 @@ async fn respond(s: &MonitorView, want: Detail, leader_only: bool) -> Response {
         streams,
         consumers,
         config,
+        account,
     } = want;
     let streams = streams || consumers || config;
-    if accounts || streams {
-        // One entry per account with JetStream, with the usage of its replicas on this node.
+    let names = js.accounts().names();
+    // A targeted account with JetStream is detailed alone, as on nats-server.
+    let names = match account {
+        Some(acc) if names.iter().any(|n| **n == *acc) => vec![std::sync::Arc::from(acc)],
+        // Stream details imply every account only when no account is named.
+        Some(_) if accounts => names,
+        None if accounts || streams => names,
+        _ => Vec::new(),
+    };
+    if !names.is_empty() {
+        let detail = streams.then_some(JszDetail { config, consumers });
         let mut details = Vec::new();
-        for name in js.accounts().names() {
-            let usage = js.account_usage(&name);
-            let mut account = json!({
-                "name": &*name,
-                "id": &*name,
-                "memory": usage.memory,
-                "storage": usage.storage,
-                "reserved_memory": u64::MAX,
-                "reserved_storage": u64::MAX,
-                "accounts": 0,
-                "ha_assets": 0,
-                "api": {"level": 0, "total": stats.api_total, "errors": stats.api_errors},
-            });
-            if streams {
-                let detail = JszDetail { config, consumers };
-                account["stream_detail"] = js.stream_details(detail, &name).await.into();
-            }
-            details.push(account);
+        for name in names {
+            details.push(account_detail(js, &name, detail).await);
         }
         body["account_details"] = details.into();
     }
     body["total"] = 1.into();
     json_response(StatusCode::OK, &body)
+}
+
+/// One account's entry (nats-server's `AccountDetail`): the usage of its replicas on this node,
+/// its API counters and, with `streams`, its streams in that detail.
+async fn account_detail(js: &JetStream, name: &str, streams: Option<JszDetail>) -> Value {
+    let usage = js.account_usage(name);
+    let api = js.api_counts(name);
+    let mut account = json!({
+        "name": name,
+        "id": name,
+        "memory": usage.memory,
+        "storage": usage.storage,
+        "reserved_memory": u64::MAX,
+        "reserved_storage": u64::MAX,
+        "accounts": 0,
+        "ha_assets": 0,
+        "api": {"level": 0, "total": api.total, "errors": api.errors},
+    });
+    if let Some(detail) = streams {
+        account["stream_detail"] = js.stream_details(detail, name).await.into();
+    }
+    account
+}
+
+/// `$SYS.REQ.ACCOUNT.<account>.JSZ` (nats-server's `JszAccount`): the account's detail with
+/// the streams, consumers and configs `opts` ask for, or nats-server's error.
+pub(crate) async fn jsz_account(
+    s: &MonitorView,
+    account: &str,
+    opts: &Value,
+) -> Result<Value, String> {
+    let on = |k: &str| opts.get(k).and_then(Value::as_bool).unwrap_or(false);
+    let js = s
+        .jetstream
+        .get()
+        .filter(|js| js.accounts().enabled(account));
+    let Some(js) = js else {
+        let (_, names) = super::accountz::account_names(&s.conns.settings.load().config.auth);
+        return Err(if names.iter().any(|n| n == account) {
+            format!("account {account:?} not jetstream enabled")
+        } else {
+            format!("account {account:?} not found")
+        });
+    };
+    let (consumers, config) = (on("consumer"), on("config"));
+    let detail = (on("streams") || consumers || config).then_some(JszDetail { config, consumers });
+    Ok(account_detail(js, account, detail).await)
 }
 
 /// The usage and identity fields every body starts with (`accounts`: 1 with JetStream, else 0).

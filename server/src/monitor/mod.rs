@@ -1,5 +1,5 @@
 //! The monitoring HTTP server (`-m`): `/healthz`, `/varz`, `/jsz`, `/connz`, `/subsz`, `/metrics`,
-//! jetraft's `/drainz` and
+//! `/accountz`, `/accstatz`, jetraft's `/drainz` and
 //! the stub endpoints exporters probe. JSON keys and shapes follow nats-server
 //! (spec/nats-protocol-and-jetstream.md §2):
 //! pretty-printed with two-space indent, `Content-Type: application/json` and
@@ -9,6 +9,7 @@
 //! (`console: false`, `--no_console`); the plain index of the endpoints is at `/monitor` (and at
 //! `/` without the console).
 
+mod accountz;
 mod connz;
 mod console;
 mod drainz;
@@ -41,7 +42,9 @@ use crate::conn::ConnContext;
 use crate::jetstream::runtime::JetStream;
 use crate::node::NodeInfo;
 
+pub(crate) use accountz::{account_info, account_statz};
 pub use format::{go_duration, rfc3339, uptime_string};
+pub(crate) use jsz::jsz_account;
 pub(crate) use varz::varz as varz_document;
 
 /// Query parameters, in the order given (nats-server reads the first of repeated ones).
@@ -118,8 +121,8 @@ fn router(view: Arc<MonitorView>) -> Router {
         .route("/routez", get(routez))
         .route("/leafz", get(leafz))
         .route("/gatewayz", get(gatewayz))
-        .route("/accountz", get(accountz))
-        .route("/accstatz", get(accstatz))
+        .route("/accountz", get(accountz::accountz))
+        .route("/accstatz", get(accountz::accstatz))
         .with_state(view.clone());
     if view.config.console {
         app.merge(console::router(view))
@@ -200,46 +203,4 @@ async fn gatewayz(
     q.bool("accs")?;
     let body = json!({"server_id": s.node.server_id, "now": now(), "outbound_gateways": {}, "inbound_gateways": {}});
     Ok(json_response(StatusCode::OK, &body))
-}
-
-/// The accounts of the node: the system account, `$G`, then the configured ones (nats-server's
-/// order).
-fn account_names(s: &MonitorView) -> (String, Vec<String>) {
-    let auth = &s.conns.settings.load().config.auth;
-    let system = auth
-        .system_account
-        .clone()
-        .unwrap_or_else(|| crate::config::accounts::DEFAULT_SYSTEM_ACCOUNT.to_string());
-    let mut names = vec![system.clone(), crate::config::GLOBAL_ACCOUNT.to_string()];
-    for a in &auth.accounts {
-        if !names.contains(&a.name) {
-            names.push(a.name.clone());
-        }
-    }
-    (system, names)
-}
-
-async fn accountz(
-    State(s): State<Arc<MonitorView>>,
-    Query(q): Params,
-) -> Result<Response, Refused> {
-    let (system, names) = account_names(&s);
-    if let Some(acc) = QueryParams(q).get("acc")
-        && !names.iter().any(|n| n == acc)
-    {
-        return Err(bad_request(format!("Account {acc} does not exist")));
-    }
-    let body = json!({"server_id": s.node.server_id, "now": now(), "system_account": system, "accounts": names});
-    Ok(json_response(StatusCode::OK, &body))
-}
-
-async fn accstatz(
-    State(s): State<Arc<MonitorView>>,
-    Query(q): Params,
-) -> Result<Response, Refused> {
-    QueryParams(q).bool("unused")?;
-    Ok(json_response(
-        StatusCode::OK,
-        &json!({"server_id": s.node.server_id, "now": now(), "account_statz": []}),
-    ))
 }

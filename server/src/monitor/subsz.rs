@@ -1,4 +1,5 @@
-//! `/subsz`: interest-index statistics and, with `subs=1`, the subscriptions.
+//! `/subsz`: interest-index statistics and, with `subs=1`, the subscriptions, of every
+//! account (each subscription names its account) or, with `acc`, of one account.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -12,11 +13,12 @@ use super::MonitorView;
 use super::{Params, QueryParams, Refused, bad_request, json_response, rfc3339};
 use crate::bus::SubRef;
 use crate::router::subject;
+use crate::router::sublist::SublistStats;
 
 /// Default page size.
 const DEFAULT_LIMIT: usize = 1024;
 
-/// `GET /subsz?subs&offset&limit&test`. Bad values are refused with 400 as in nats-server:
+/// `GET /subsz?subs&offset&limit&test&acc`. Bad values are refused with 400 as in nats-server:
 /// `subs`, `offset`, `limit`, then a `test` that is not a publish subject.
 pub(super) async fn handler(
     State(s): State<Arc<MonitorView>>,
@@ -34,7 +36,14 @@ pub(super) async fn handler(
             "invalid test subject, must be valid publish subject: {t}"
         )));
     }
-    let st = s.bus.sublist().stats();
+    let account = q.get("acc").filter(|a| !a.is_empty());
+    let namespaces: Vec<_> = s
+        .bus
+        .namespaces()
+        .into_iter()
+        .filter(|ns| account.is_none_or(|a| *ns.account == *a))
+        .collect();
+    let st = sum(namespaces.iter().map(|ns| ns.sublist.stats()));
     let mut body = json!({
         "server_id": s.node.server_id,
         "now": rfc3339(time::OffsetDateTime::now_utc()),
@@ -49,11 +58,9 @@ pub(super) async fn handler(
     });
     if subs || test.is_some() {
         // Remote interest counts in the totals (as in nats-server) but is not listed.
-        let mut all: Vec<_> = s
-            .bus
-            .sublist()
-            .all()
-            .into_iter()
+        let mut all: Vec<_> = namespaces
+            .iter()
+            .flat_map(|ns| ns.sublist.all())
             .filter_map(|(pattern, queue, sub)| match sub {
                 SubRef::Local(sub) => Some((pattern, queue, sub)),
                 SubRef::Remote(_) => None,
@@ -70,8 +77,8 @@ pub(super) async fn handler(
             .take(limit)
             .map(|(subj, queue, sub)| {
                 let mut m = Map::new();
-                m.insert("account".into(), json!("$G"));
-                m.insert("account_tag".into(), json!("$G"));
+                m.insert("account".into(), json!(sub.client.account()));
+                m.insert("account_tag".into(), json!(sub.client.account()));
                 m.insert("subject".into(), json!(subj));
                 if let Some(q) = queue {
                     m.insert("qgroup".into(), json!(q.as_ref()));
@@ -94,6 +101,30 @@ pub(super) async fn handler(
         m.insert("limit".into(), json!(limit));
     }
     Ok(json_response(StatusCode::OK, &body))
+}
+
+/// The statistics of several sublists as one, as nats-server adds them: counts summed, the
+/// largest fanout, the hit rate over all matches and the mean fanout over all cached results.
+fn sum(stats: impl Iterator<Item = SublistStats>) -> SublistStats {
+    let mut out = SublistStats::default();
+    let (mut hits, mut fanout) = (0.0, 0.0);
+    for st in stats {
+        out.num_subscriptions += st.num_subscriptions;
+        out.num_cache += st.num_cache;
+        out.num_inserts += st.num_inserts;
+        out.num_removes += st.num_removes;
+        out.num_matches += st.num_matches;
+        out.max_fanout = out.max_fanout.max(st.max_fanout);
+        hits += st.cache_hit_rate * st.num_matches as f64;
+        fanout += st.avg_fanout * st.num_cache as f64;
+    }
+    if out.num_matches > 0 {
+        out.cache_hit_rate = hits / out.num_matches as f64;
+    }
+    if out.num_cache > 0 {
+        out.avg_fanout = fanout / out.num_cache as f64;
+    }
+    out
 }
 
 /// nats-server's check of `test` (`IsValidLiteralSubject`): no empty token and no token that

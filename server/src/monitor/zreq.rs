@@ -180,6 +180,18 @@ options_type!(
 options_type!(
     /// The request options of `STATSZ` (filters only).
     pub STATSZ_OPTIONS, "StatszEventOptions", []);
+options_type!(
+    /// The request options of an account's `INFO` (filters only).
+    pub ACCOUNT_INFO_OPTIONS, "AccInfoEventOptions", []);
+options_type!(
+    /// The request options of the accounts' `STATZ`.
+    pub ACCOUNT_STATZ_OPTIONS,
+    "AccountStatzEventOptions",
+    [
+        ("accounts", Ty::Slice(&Ty::Str, "[]string")),
+        ("include_unused", Ty::Bool),
+    ]
+);
 
 impl Endpoint {
     /// The endpoint a request name (`VARZ`, ...) asks for.
@@ -215,6 +227,7 @@ impl Endpoint {
                 ("acc", "acc"),
             ],
             Self::Subsz => &[
+                ("account", "acc"),
                 ("subscriptions", "subs"),
                 ("offset", "offset"),
                 ("limit", "limit"),
@@ -309,7 +322,7 @@ pub async fn answer(view: &Arc<MonitorView>, endpoint: Endpoint, opts: &Value) -
         Endpoint::Subsz => super::subsz::handler(s, q).await.into_response(),
         Endpoint::Jsz => super::jsz::handler(s, q).await.into_response(),
         Endpoint::Healthz => super::healthz::handler(s, q).await.into_response(),
-        Endpoint::Accountz => super::accountz(s, q).await.into_response(),
+        Endpoint::Accountz => super::accountz::accountz(s, q).await.into_response(),
         Endpoint::Routez => super::routez(s, q).await.into_response(),
         Endpoint::Gatewayz => super::gatewayz(s, q).await.into_response(),
         Endpoint::Leafz => super::leafz(s, q).await.into_response(),

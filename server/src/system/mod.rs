@@ -4,9 +4,11 @@
 //! - `$SYS.REQ.SERVER.PING` and `$SYS.REQ.SERVER.PING.<NAME>`: every node of the cluster
 //!   answers (the requester collects the replies, as `nats server list` does);
 //! - `$SYS.REQ.SERVER.<server id>.<NAME>`: only that node answers;
-//! - `$SYS.REQ.ACCOUNT.<account>.CONNZ`: every node answers with that account's connections;
-//! - in every other account, `$SYS.REQ.SERVER.PING.CONNZ` and `$SYS.REQ.ACCOUNT.PING.CONNZ`
-//!   answer with that account's own connections (nats-server imports them into each account);
+//! - `$SYS.REQ.ACCOUNT.<account>.<CONNZ|SUBSZ|JSZ|INFO|STATZ>`, `$SYS.REQ.ACCOUNT.PING.STATZ`:
+//!   every node answers about the account (see [`account`]);
+//! - in every other account, `$SYS.REQ.SERVER.PING.CONNZ`, `$SYS.REQ.ACCOUNT.PING.CONNZ` and
+//!   `$SYS.REQ.ACCOUNT.PING.STATZ` answer about that account (nats-server imports them into
+//!   each account), and in every account `$SYS.REQ.USER.INFO` about the requesting user;
 //!
 //! with `NAME` one of `STATSZ`, `IDZ` and the monitoring endpoints of [`zreq`] (`VARZ`,
 //! `CONNZ`, `SUBSZ`, `JSZ`, `HEALTHZ`, `ACCOUNTZ`, `ROUTEZ`, `GATEWAYZ`, `LEAFZ`). A reply is
@@ -23,6 +25,7 @@
 //! nats-server, replies are never compressed (`Accept-Encoding` is ignored) and no periodic
 //! events (`$SYS.SERVER.<id>.STATSZ`, connect/disconnect) are published.
 
+mod account;
 mod statsz;
 
 use std::sync::Arc;
@@ -52,8 +55,8 @@ enum Request {
     Idz,
     /// A monitoring endpoint.
     Z(Endpoint),
-    /// `CONNZ` of one account's connections.
-    AccountConnz(String),
+    /// An account request: about that account, or every account when `None`.
+    Account(Option<String>, account::AccountReq),
 }
 
 impl Request {
@@ -75,7 +78,8 @@ fn names() -> impl Iterator<Item = &'static str> {
 
 /// The subjects this node answers on: the `PING` forms and its own server id's.
 fn subjects(server_id: &str) -> Vec<String> {
-    let mut out = vec![format!("{SERVER_REQ}{PING}"), ACCOUNT_CONNZ.to_string()];
+    let mut out = vec![format!("{SERVER_REQ}{PING}")];
+    out.extend(account::subjects());
     for name in names() {
         out.push(format!("{SERVER_REQ}{PING}.{name}"));
         out.push(format!("{SERVER_REQ}{server_id}.{name}"));
@@ -83,20 +87,10 @@ fn subjects(server_id: &str) -> Vec<String> {
     out
 }
 
-/// Account requests: `$SYS.REQ.ACCOUNT.<account>.CONNZ`.
-const ACCOUNT_CONNZ: &str = "$SYS.REQ.ACCOUNT.*.CONNZ";
-/// What every other account may ask (nats-server imports them into each account, answered
-/// with that account's connections).
-const IMPORTED_CONNZ: [&str; 2] = ["$SYS.REQ.SERVER.PING.CONNZ", "$SYS.REQ.ACCOUNT.PING.CONNZ"];
-
 /// The request a subject names, if this node serves it.
 fn parse(subject: &str, server_id: &str) -> Option<Request> {
-    if let Some(acc) = subject
-        .strip_prefix("$SYS.REQ.ACCOUNT.")
-        .and_then(|r| r.strip_suffix(".CONNZ"))
-        .filter(|a| !a.is_empty() && !a.contains('.'))
-    {
-        return Some(Request::AccountConnz(acc.to_string()));
+    if subject.starts_with("$SYS.REQ.ACCOUNT.") {
+        return account::parse(subject).map(|(acc, req)| Request::Account(acc, req));
     }
     let rest = subject.strip_prefix(SERVER_REQ)?;
     if rest == PING {
@@ -136,7 +130,20 @@ pub fn serve(
     });
     let mut namespaces = vec![(system, own)];
     for a in accounts {
-        namespaces.push((a, IMPORTED_CONNZ.iter().map(|s| (*s).to_string()).collect()));
+        namespaces.push((
+            a,
+            account::IMPORTED.iter().map(|s| (*s).to_string()).collect(),
+        ));
+    }
+    for (account, _) in &namespaces {
+        // Only the requester's own node answers who it is: no interest announced to peers.
+        let sub = view
+            .bus
+            .namespace(account)
+            .internal
+            .subscribe(account::USER_INFO)?;
+        let (service, shutdown, account) = (service.clone(), shutdown.clone(), account.clone());
+        tasks.spawn(async move { service.run(&account, sub, shutdown).await });
     }
     for (account, subjects) in namespaces {
         let patterns: Vec<&str> = subjects.iter().map(String::as_str).collect();
@@ -194,14 +201,17 @@ impl Service {
 
     /// The reply to `msg`, a request in `account`; `None`: no reply (not for this node).
     async fn answer(&self, account: &str, msg: &InternalMsg) -> Option<Value> {
-        // Outside the system account only the imported CONNZ is subscribed: its own
-        // connections.
+        if msg.subject == account::USER_INFO {
+            return Some(self.user_info(account, msg));
+        }
+        // Outside the system account only the imports are subscribed: about that account.
         let req = if account == self.system {
             parse(&msg.subject, &self.view.node.server_id)?
         } else {
-            Request::AccountConnz(account.to_string())
+            let (acc, req) = account::imported(&msg.subject, account)?;
+            Request::Account(acc, req)
         };
-        let (endpoint, acc) = match req {
+        let endpoint = match req {
             Request::Idz => return Some(statsz::idz(&self.view)),
             Request::Statsz => {
                 return Some(match zreq::decode_as(&zreq::STATSZ_OPTIONS, &msg.payload) {
@@ -214,17 +224,12 @@ impl Service {
                     Err(e) => self.envelope_error(400, e),
                 });
             }
-            Request::Z(endpoint) => (endpoint, None),
-            Request::AccountConnz(acc) => (Endpoint::Connz, Some(acc)),
+            Request::Z(endpoint) => endpoint,
+            Request::Account(acc, req) => return self.account_answer(acc, req, msg).await,
         };
         match zreq::decode(endpoint, &msg.payload) {
             Ok(opts) if self.filtered_out(&opts) => None,
-            Ok(mut opts) => {
-                if let Some(acc) = acc {
-                    opts["acc"] = acc.into();
-                }
-                self.z_body(endpoint, &opts).await
-            }
+            Ok(opts) => self.z_body(endpoint, &opts).await,
             Err(e) => Some(self.envelope_error(400, e)),
         }
     }
@@ -313,11 +318,14 @@ mod tests {
         let subjects = subjects("NABC");
         assert!(subjects.contains(&"$SYS.REQ.SERVER.PING.HEALTHZ".to_string()));
         assert!(subjects.contains(&"$SYS.REQ.SERVER.NABC.STATSZ".to_string()));
-        assert!(subjects.contains(&ACCOUNT_CONNZ.to_string()));
+        assert!(subjects.contains(&"$SYS.REQ.ACCOUNT.*.CONNZ".to_string()));
         assert_eq!(
             parse("$SYS.REQ.ACCOUNT.APP.CONNZ", "NABC"),
-            Some(Request::AccountConnz("APP".into()))
+            Some(Request::Account(
+                Some("APP".into()),
+                account::AccountReq::Connz
+            ))
         );
-        assert_eq!(parse("$SYS.REQ.ACCOUNT.APP.JSZ", "NABC"), None);
+        assert_eq!(parse("$SYS.REQ.ACCOUNT.APP.LEAFZ", "NABC"), None);
     }
 }

@@ -3,8 +3,9 @@
 //! its messages.
 //!
 //! What jetraft does not implement inside an account is refused, never ignored: `mappings`,
-//! `limits`, account `nkey`, `msg_trace`, service export `latency`, and JetStream limits other
-//! than `max_mem`, `max_file`, `max_streams`, `max_consumers` and `max_ack_pending`.
+//! `limits`, account `nkey`, `msg_trace`, service export `latency`, an account's JetStream
+//! `cluster_traffic` (where its Raft traffic goes: jetraft's runs on its node links) and keys
+//! of an account's `jetstream { }` block that nats-server does not know either.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -147,15 +148,23 @@ fn account_jetstream(node: &Node, key: &str) -> Result<Option<AccountJetStream>,
             for Entry { key, node, .. } in entries {
                 let key = key.as_str();
                 match key.to_ascii_lowercase().as_str() {
-                    "max_mem" | "max_memory" | "max_memory_store" | "max_mem_store" => {
-                        js.max_memory = node.size(key)?;
-                    }
-                    "max_file" | "max_store" | "max_file_store" => {
-                        js.max_storage = node.size(key)?;
+                    "max_mem" | "max_memory" | "max_memory_store" | "max_mem_store" | "mem"
+                    | "memory" => js.max_memory = node.size(key)?,
+                    "max_file" | "max_store" | "max_file_store" | "max_disk" | "store" | "disk" => {
+                        js.max_storage = node.size(key)?
                     }
                     "max_streams" | "streams" => js.max_streams = node.integer(key)?,
                     "max_consumers" | "consumers" => js.max_consumers = node.integer(key)?,
                     "max_ack_pending" => js.max_ack_pending = node.integer(key)?,
+                    "max_bytes_required" | "max_stream_bytes" | "max_bytes" => {
+                        js.max_bytes_required = node.boolean(key)?;
+                    }
+                    "mem_max_stream_bytes" | "memory_max_stream_bytes" => {
+                        js.memory_max_stream_bytes = node.size(key)?;
+                    }
+                    "disk_max_stream_bytes" | "store_max_stream_bytes" => {
+                        js.storage_max_stream_bytes = node.size(key)?;
+                    }
                     _ => {
                         return Err(unsupported(
                             node,

@@ -154,8 +154,8 @@ fn account_checks_use_nats_server_messages() {
 fn what_accounts_cannot_do_yet_is_refused() {
     for (text, key) in [
         (
-            "accounts { A: { jetstream: { max_bytes_required: true } } }",
-            "max_bytes_required",
+            "accounts { A: { jetstream: { max_payload: 1 } } }",
+            "max_payload",
         ),
         ("accounts { A: { mappings: { a: b } } }", "mappings"),
         ("accounts { A: { nkey: ABC } }", "nkey"),
@@ -200,8 +200,28 @@ fn account_jetstream_is_a_switch_or_limits() {
             max_streams: 3,
             max_consumers: 4,
             max_ack_pending: 5,
+            ..crate::config::AccountJetStream::default()
         })
     );
+    // nats-server's other keys and aliases: `max_stream_bytes` is the boolean
+    // `max_bytes_required`.
+    let cfg = conf(
+        "accounts { E: { jetstream: { mem: 1KB, disk: 2K, max_stream_bytes: true, \
+         mem_max_stream_bytes: 2048, store_max_stream_bytes: 4KB } } }",
+    );
+    let e = cfg.auth.accounts.iter().find(|a| a.name == "E");
+    assert_eq!(
+        e.and_then(|a| a.jetstream),
+        Some(crate::config::AccountJetStream {
+            max_memory: 1024,
+            max_storage: 2000,
+            memory_max_stream_bytes: 2048,
+            storage_max_stream_bytes: 4096,
+            max_bytes_required: true,
+            ..crate::config::AccountJetStream::default()
+        })
+    );
+    assert!(conf_err("accounts { A: { jetstream: { max_bytes: 10 } } }").contains("true or false"));
     assert!(conf_err("accounts { A: { jetstream: maybe } }").contains("enabled, disabled"));
     assert!(conf_err("accounts { \"a/b\": { jetstream: enabled } }").contains("'/'"));
 }

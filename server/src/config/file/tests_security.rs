@@ -97,7 +97,7 @@ fn security_of_unserved_protocols_and_ocsp_is_refused() {
         "operator: /x.jwt",
         "resolver: MEMORY",
         "trusted_keys: [abc]",
-        "accounts { A { jetstream: { max_bytes_required: true } } }",
+        "accounts { A { jetstream: { cluster_traffic: owner } } }",
     ] {
         assert!(
             conf_err(key).contains("is not supported by jetraft"),

@@ -53,6 +53,29 @@ pub struct ValidationContext<'a> {
     pub cluster_size: usize,
     /// `(stream name, subjects)` of every other stream in the account.
     pub other_streams: &'a [(String, Vec<String>)],
+    /// What the account's JetStream limits ask of a stream's `max_bytes`.
+    pub max_bytes: MaxBytesLimits,
+}
+
+/// An account's limits on a stream's `max_bytes` (`max_bytes_required`,
+/// `memory_max_stream_bytes`, `storage_max_stream_bytes`); the default asks nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MaxBytesLimits {
+    /// Every stream must set `max_bytes` (10113).
+    pub required: bool,
+    /// A memory stream's `max_bytes` at most, when above 0 (10122).
+    pub memory_max: i64,
+    /// A file stream's `max_bytes` at most, when above 0 (10122).
+    pub storage_max: i64,
+}
+
+impl MaxBytesLimits {
+    /// No limits (`$G`, `jetstream: enabled`).
+    pub const NONE: Self = Self {
+        required: false,
+        memory_max: 0,
+        storage_max: 0,
+    };
 }
 
 /// Outcome of a create request against an existing stream of the same name.
@@ -460,9 +483,9 @@ fn has_valid_name_chars(name: &str) -> bool {
 
 /// Validates a normalised config on its own (no knowledge of other streams), in the order of
 /// nats-server's `checkStreamCfg`: the first failing check is the one reported.
-pub fn check(cfg: &StreamConfig) -> Result<(), ApiError> {
+pub fn check(cfg: &StreamConfig, max_bytes: &MaxBytesLimits) -> Result<(), ApiError> {
     check_head(cfg)?;
-    check_body(cfg)
+    check_body(cfg, max_bytes)
 }
 
 /// The checks nats-server makes before it corrects limits: name, description, metadata,
@@ -551,7 +574,7 @@ fn check_counter(cfg: &StreamConfig) -> Result<(), ApiError> {
 }
 
 /// The checks after the limits are corrected, in nats-server's order.
-fn check_body(cfg: &StreamConfig) -> Result<(), ApiError> {
+fn check_body(cfg: &StreamConfig, max_bytes: &MaxBytesLimits) -> Result<(), ApiError> {
     if cfg.max_age < 0 {
         return Err(invalid("max age can not be negative"));
     }
@@ -640,8 +663,25 @@ fn check_body(cfg: &StreamConfig) -> Result<(), ApiError> {
     check_sources(cfg)?;
     check_external_prefixes(cfg)?;
     check_subjects(cfg)?;
+    check_max_bytes(cfg, max_bytes)?;
     check_transforms(cfg)?;
     check_supported(cfg)
+}
+
+/// The account's `max_bytes` limits, where nats-server's `checkStreamCfg` checks them (after
+/// the subjects): 10113 without `max_bytes` when required, 10122 above the storage type's bound.
+fn check_max_bytes(cfg: &StreamConfig, limits: &MaxBytesLimits) -> Result<(), ApiError> {
+    let bound = match cfg.storage {
+        StorageType::Memory => limits.memory_max,
+        StorageType::File => limits.storage_max,
+    };
+    if limits.required && cfg.max_bytes <= 0 {
+        return Err(ApiError::new(ErrorKind::StreamMaxBytesRequired));
+    }
+    if bound > 0 && cfg.max_bytes > bound {
+        return Err(ApiError::new(ErrorKind::StreamMaxStreamBytesExceeded));
+    }
+    Ok(())
 }
 
 /// Checks replicas against the deployment (10074 single server, 10005 too few peers).
@@ -694,7 +734,7 @@ pub fn check_create(
     }
     check_pedantic(&cfg)?;
     normalize(&mut cfg);
-    check(&cfg)?;
+    check(&cfg, &ctx.max_bytes)?;
     if let Some(existing) = existing {
         return if *existing == cfg {
             Ok(CreateOutcome::AlreadyExists)
@@ -716,7 +756,7 @@ pub fn check_update(
 ) -> Result<StreamConfig, ApiError> {
     check_pedantic(&cfg)?;
     normalize(&mut cfg);
-    check(&cfg)?;
+    check(&cfg, &ctx.max_bytes)?;
     if cfg.name != subject_name {
         return Err(ApiError::new(ErrorKind::StreamMismatch));
     }
@@ -730,7 +770,7 @@ pub fn check_update(
         cfg.deny_purge = true;
         cfg.allow_rollup_hdrs = false;
     }
-    check(&cfg)?;
+    check(&cfg, &ctx.max_bytes)?;
     let update_err = |what: &str| invalid(&format!("stream configuration update can not {what}"));
     if cfg.storage != old.storage {
         return Err(update_err("change storage type"));

@@ -26,6 +26,7 @@ const SINGLE: ValidationContext<'static> = ValidationContext {
     clustered: false,
     cluster_size: 1,
     other_streams: &[],
+    max_bytes: MaxBytesLimits::NONE,
 };
 
 fn created(json: &str, ctx: &ValidationContext<'_>) -> StreamConfig {
@@ -287,6 +288,7 @@ fn replicas_are_checked_against_the_cluster() {
         clustered: true,
         cluster_size: 3,
         other_streams: &[],
+        max_bytes: MaxBytesLimits::NONE,
     };
     assert_eq!(
         created(r#"{"name":"R3","num_replicas":3}"#, &three).num_replicas,

@@ -1,7 +1,10 @@
 //! An account's JetStream limits (`accounts { A: { jetstream: { ... } } }`) where nats-server
 //! checks them, with its errors:
-//! - stream create: `max_streams` (10027); the `max_bytes` streams reserve against
-//!   `max_mem` / `max_file` (10028 / 10047), a stream without `max_bytes` reserving nothing;
+//! - stream config (with the other checks, `api::validate`): `max_bytes_required` (10113),
+//!   `memory_max_stream_bytes` / `storage_max_stream_bytes` (10122);
+//! - stream create: `max_streams` (10027); a stream's `max_consumers` above the account's
+//!   (10026); the `max_bytes` streams reserve against `max_mem` / `max_file` (10028 / 10047),
+//!   a stream without `max_bytes` reserving nothing;
 //! - stream update: the reservation again, without the stream's old one;
 //! - publish (on the stream leader, before proposing): a message that would take the
 //!   account's stored bytes of its storage type past the limit is refused with 10002;
@@ -17,6 +20,7 @@ use super::replica::LocalStream;
 use crate::bus::internal::InternalMsg;
 use crate::jetstream::account;
 use crate::jetstream::api::types::{StorageType, StreamConfig};
+use crate::jetstream::api::validate::MaxBytesLimits;
 use crate::jetstream::api::{ApiError, ErrorKind};
 
 impl JetStream {
@@ -44,6 +48,12 @@ impl JetStream {
         {
             return Err(ApiError::new(ErrorKind::MaximumStreamsLimit));
         }
+        if cfg.max_consumers > 0
+            && limits.max_consumers > 0
+            && cfg.max_consumers > limits.max_consumers
+        {
+            return Err(ApiError::new(ErrorKind::MaximumConsumersLimit));
+        }
         let (limit, error) = match cfg.storage {
             StorageType::Memory => (limits.max_memory, ErrorKind::MemoryResourcesExceeded),
             StorageType::File => (limits.max_storage, ErrorKind::StorageResourcesExceeded),
@@ -60,6 +70,17 @@ impl JetStream {
             return Err(ApiError::new(error));
         }
         Ok(())
+    }
+
+    /// What the account of the stream with key `name` asks of its `max_bytes`.
+    pub(crate) fn max_bytes_limits(&self, name: &str) -> MaxBytesLimits {
+        self.accounts
+            .limits(account::stream_account(name))
+            .map_or(MaxBytesLimits::NONE, |l| MaxBytesLimits {
+                required: l.max_bytes_required,
+                memory_max: l.memory_max_stream_bytes,
+                storage_max: l.storage_max_stream_bytes,
+            })
     }
 
     /// On the stream leader: keeps in `msgs` those (from the front, in order) that fit in the

@@ -77,6 +77,7 @@ impl JetStream {
             };
             debug!(subject = %inner.subject, hops, "forwarded message");
             let publish = !(super::remote::is_answer(&inner.subject)
+                || inner.subject == super::api_stats::COUNTS_SUBJECT
                 || inner.subject.starts_with("$JS.ACK.")
                 || inner.subject.starts_with("$JS.FC.")
                 || inner.subject.starts_with(crate::jetstream::op::API_PREFIX));
@@ -98,6 +99,8 @@ impl JetStream {
             }
             if inner.subject.starts_with("$JS.ACK.") || inner.subject.starts_with("$JS.FC.") {
                 self.on_ack_msg(inner, hops);
+            } else if inner.subject == super::api_stats::COUNTS_SUBJECT {
+                self.answer_api_counts(&inner);
             } else if self.pull_to_local_engine(&inner) {
                 // A pull request taken in order behind the acks forwarded before it.
             } else {

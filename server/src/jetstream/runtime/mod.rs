@@ -38,6 +38,7 @@ pub(crate) mod account_limits;
 pub mod account_off;
 mod advisory;
 mod api;
+mod api_stats;
 mod atomic_batch;
 mod audit;
 pub(crate) mod consumer;
@@ -81,6 +82,8 @@ use crate::jetstream::meta::machine::{MetaMachine, MetaView};
 use crate::jetstream::op::ApiOp;
 use crate::jetstream::stream::ServerIdentity;
 use crate::node::{API_LEVEL, NATS_VERSION, NodeInfo};
+pub(crate) use advisory::random_id;
+pub use api_stats::ApiCounts;
 pub use health::{HealthProblem, HealthScope};
 pub use jsz::{AccountUsage, JszDetail, JszStats};
 pub use membership::JOIN_ONLY_FILE;
@@ -162,6 +165,8 @@ pub struct JetStream {
     api_total: AtomicU64,
     /// API requests answered with an error (account info `api.errors`).
     api_errors: AtomicU64,
+    /// Each account's API counters (account info `api`).
+    api_counts: api_stats::ApiCounters,
     /// Requests to other nodes waiting for their answer (see `remote`).
     pending: remote::Pending,
     /// Held while this node changes the meta group's voters (admission, SERVER.REMOVE): openraft
@@ -258,6 +263,7 @@ impl JetStream {
             clustered,
             api_total: AtomicU64::new(0),
             api_errors: AtomicU64::new(0),
+            api_counts: api_stats::ApiCounters::default(),
             pending: remote::Pending::default(),
             meta_members: tokio::sync::Mutex::new(()),
             removal_running: std::sync::atomic::AtomicBool::new(false),

@@ -14,9 +14,9 @@ use crate::jetstream::runtime::JetStream;
 
 impl JetStream {
     /// `$JS.API.INFO` in `account`: its streams and, from the replicas on this node (the meta
-    /// leader answers), its consumers and storage use; its limits.
-    pub(crate) fn account_info(&self, account: &str) -> String {
-        let st = self.jsz_stats();
+    /// leader answers), its consumers and storage use; its limits; its API counters over the
+    /// cluster.
+    pub(crate) async fn account_info(&self, account: &str) -> String {
         let usage = self.account_usage(account);
         let mut info = AccountInfo {
             streams: self.meta.read(|m| {
@@ -38,11 +38,15 @@ impl JetStream {
             info.limits.max_streams = limits.max_streams;
             info.limits.max_consumers = limits.max_consumers;
             info.limits.max_ack_pending = limits.max_ack_pending;
+            info.limits.memory_max_stream_bytes = limits.memory_max_stream_bytes;
+            info.limits.storage_max_stream_bytes = limits.storage_max_stream_bytes;
+            info.limits.max_bytes_required = limits.max_bytes_required;
         }
-        info.api.total = st.api_total;
-        info.api.errors = st.api_errors;
+        let api = self.cluster_api_counts(account).await;
+        info.api.total = api.total;
+        info.api.errors = api.errors;
         // Clients gate features on it (async-nats refuses KV limit markers below level 1).
-        info.api.level = st.api_level;
+        info.api.level = self.identity.api_level;
         crate::jetstream::api::types::to_go_json(&info)
     }
 

@@ -150,10 +150,15 @@ impl JetStream {
 
     pub(super) fn reply(&self, msg: &InternalMsg, json: &str) {
         self.advise_api_audit(msg, json);
+        let to_node = msg.reply.as_deref().and_then(super::remote::inbox_node);
+        if to_node.is_none() {
+            // Answers to another node are counted where they reach the client.
+            self.api_counts.count(&msg.account, json);
+        }
         if let Some(reply) = &msg.reply {
             // A node asking for itself (`remote`) waits in its forward inbox, which has no
             // routed interest: the answer goes straight to it.
-            if let Some(node) = super::remote::inbox_node(reply)
+            if let Some(node) = to_node
                 && node != self.node.0
             {
                 self.bus.send_to_node(
@@ -207,18 +212,6 @@ impl JetStream {
         }
         if hops == 0 {
             self.api_total.fetch_add(1, Ordering::Relaxed);
-        }
-        if matches!(op, ApiOp::StreamSnapshot(_) | ApiOp::StreamRestore(_))
-            && !crate::accounts::Accounts::is_global(&msg.account)
-        {
-            // Backups stream over subscriptions of the global account only (not done yet in
-            // other accounts): refused rather than left hanging.
-            let error = ApiError::with_err(
-                ErrorKind::StreamInvalidConfig,
-                "stream snapshot and restore are not supported by jetraft in accounts other \
-                 than $G",
-            );
-            return self.reply_error(&msg, &op, error);
         }
         if requires_higher_level(&op, &msg) {
             return self.reply_error(&msg, &op, ApiError::new(ErrorKind::RequiredApiLevel));
@@ -402,7 +395,7 @@ impl JetStream {
         msg: &InternalMsg,
     ) -> Option<Result<String, ApiError>> {
         let result = match op {
-            ApiOp::AccountInfo => Ok(self.account_info(&msg.account)),
+            ApiOp::AccountInfo => Ok(self.account_info(&msg.account).await),
             ApiOp::StreamNames => self.stream_names(msg),
             ApiOp::StreamList => self.stream_list(msg).await,
             ApiOp::StreamCreate(name) => self.stream_create(name, msg).await,

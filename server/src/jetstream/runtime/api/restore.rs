@@ -30,6 +30,7 @@ use super::meta_answer;
 use crate::bus::Msg;
 use crate::bus::cluster_sub::ClusterSub;
 use crate::bus::internal::InternalMsg;
+use crate::jetstream::account;
 use crate::jetstream::api::types::consumer::ConsumerConfig;
 use crate::jetstream::api::types::requests::{BodyRule, decode, parse_body};
 use crate::jetstream::api::types::responses::error_json;
@@ -73,9 +74,11 @@ impl JetStream {
     /// Checks the request, answers with the deliver subject and starts receiving the backup.
     pub(super) fn stream_restore(
         self: &Arc<Self>,
-        name: &str,
+        key: &str,
         msg: &InternalMsg,
     ) -> Result<(), ApiError> {
+        // The stream is restored into the account the request was made in.
+        let (acc, name) = (account::stream_account(key), account::stream_name(key));
         let req: RestoreRequest =
             parse_body(BodyRule::Required, &msg.payload)?.ok_or_else(ApiError::bad_request)?;
         let mut config = req.config;
@@ -94,20 +97,23 @@ impl JetStream {
         if name.contains(['/', '\\']) {
             return Err(ApiError::new(ErrorKind::StreamNameContainsPathSeparators));
         }
-        let others = self.other_streams(name);
+        let others = self.other_streams(key);
         let ctx = ValidationContext {
             clustered: self.clustered(),
             cluster_size: self.voters().len(),
             other_streams: &others,
+            max_bytes: self.max_bytes_limits(key),
         };
         let CreateOutcome::Create(cfg) = check_create(name, cfg, None, &ctx)? else {
             return Err(ApiError::new(ErrorKind::StreamNameExistRestoreFailed));
         };
-        if self.existing_config(name).is_some() {
+        // The account's limits before the name, as nats-server checks them.
+        self.check_stream_limits(key, &cfg, false)?;
+        if self.existing_config(key).is_some() {
             return Err(ApiError::new(ErrorKind::StreamNameExistRestoreFailed));
         }
         let deliver = format!("$JS.SNAPSHOT.RESTORE.{name}.{}", random_id());
-        let chunks = ClusterSub::new(&self.bus, &deliver).map_err(|e| {
+        let chunks = ClusterSub::new_in(&self.bus, acc, &deliver).map_err(|e| {
             ApiError::with(
                 ErrorKind::RestoreSubscribeFailed,
                 &[("subject", &deliver), ("err", &e.to_string())],
@@ -118,16 +124,22 @@ impl JetStream {
             serde_json::Value::from(deliver.as_str())
         );
         self.reply(msg, &answer);
-        self.advise_restore_create(name);
+        self.advise_restore_create(key);
         let js = self.clone();
+        let key = key.to_string();
         self.tasks
-            .spawn(async move { js.receive_backup(*cfg, chunks).await });
+            .spawn(async move { js.receive_backup(key, *cfg, chunks).await });
         Ok(())
     }
 
     /// Takes the chunks until the empty one, then restores and answers it.
-    async fn receive_backup(self: Arc<Self>, cfg: StreamConfig, mut chunks: ClusterSub) {
-        let name = cfg.name.clone();
+    async fn receive_backup(
+        self: Arc<Self>,
+        key: String,
+        cfg: StreamConfig,
+        mut chunks: ClusterSub,
+    ) {
+        let (acc, name) = (account::stream_account(&key), key.as_str());
         let start = now_ns();
         let mut received = 0u64;
         let mut decoder = Decoder::new();
@@ -146,32 +158,38 @@ impl JetStream {
             }
             received += chunk.payload.len() as u64;
             if let Err(e) = decoder.feed(&chunk.payload, &mut plain) {
-                self.send_create_answer(&reply, Err(failed(&e.to_string())));
+                self.send_create_answer(acc, &reply, Err(failed(&e.to_string())));
                 return;
             }
-            self.bus.publish(&Msg::new(&reply, b""));
+            self.bus.publish(&Msg::new(&reply, b"").in_account(acc));
         };
         drop(chunks);
         let result = match check_backup(&decoder, plain.into()) {
-            Ok(checked) => self.restore_checked(&cfg, checked).await,
+            Ok(checked) => self.restore_checked(name, &cfg, checked).await,
             Err(e) => Err(e),
         };
-        self.advise_restore_complete(&name, start, received);
+        self.advise_restore_complete(name, start, received);
         match &result {
             Ok(_) => tracing::info!(stream = %name, "restore completed"),
             Err(e) => tracing::warn!(stream = %name, error = %e, "restore failed"),
         }
-        self.send_create_answer(&last_reply, result);
+        self.send_create_answer(acc, &last_reply, result);
     }
 
-    fn send_create_answer(&self, reply: &str, result: Result<String, ApiError>) {
+    fn send_create_answer(&self, account: &str, reply: &str, result: Result<String, ApiError>) {
         let json = result.unwrap_or_else(|e| error_json(response_type::STREAM_CREATE, e));
-        self.bus.publish(&Msg::new(reply, json.as_bytes()));
+        self.bus
+            .publish(&Msg::new(reply, json.as_bytes()).in_account(account));
     }
 
-    /// Creates the stream, proposes the backup into it and opens it to publishes.
-    async fn restore_checked(&self, cfg: &StreamConfig, b: Checked) -> Result<String, ApiError> {
-        let name = cfg.name.as_str();
+    /// Creates the stream with key `name`, proposes the backup into it and opens it to
+    /// publishes.
+    async fn restore_checked(
+        &self,
+        name: &str,
+        cfg: &StreamConfig,
+        b: Checked,
+    ) -> Result<String, ApiError> {
         if self.existing_config(name).is_some() {
             return Err(ApiError::new(ErrorKind::StreamNameExistRestoreFailed));
         }
@@ -199,7 +217,7 @@ impl JetStream {
                 .await?,
         )?
         .ok_or_else(|| failed("stream was not created"))?;
-        let outcome = self.fill(cfg, &b).await;
+        let outcome = self.fill(name, cfg, &b).await;
         if let Err(e) = outcome {
             let _ = self
                 .propose_meta(meta_command::Op::DeleteStream(name.to_string()))
@@ -223,11 +241,11 @@ impl JetStream {
         Ok(json)
     }
 
-    /// Leads the new stream's group and proposes the backup into it.
-    async fn fill(&self, cfg: &StreamConfig, b: &Checked) -> Result<(), ApiError> {
+    /// Leads the new stream's group (key `name`) and proposes the backup into it.
+    async fn fill(&self, name: &str, cfg: &StreamConfig, b: &Checked) -> Result<(), ApiError> {
         let deadline = tokio::time::Instant::now() + LEAD_WAIT;
         let ls = loop {
-            if let Some(ls) = self.local_stream(&cfg.name) {
+            if let Some(ls) = self.local_stream(name) {
                 break ls;
             }
             if tokio::time::Instant::now() >= deadline {

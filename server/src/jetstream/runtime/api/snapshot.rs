@@ -24,6 +24,7 @@ use jetraft_storage::consumer::ConsumerState;
 use crate::bus::Msg;
 use crate::bus::cluster_sub::ClusterSub;
 use crate::bus::internal::InternalMsg;
+use crate::jetstream::account;
 use crate::jetstream::api::types::info::StreamStateInfo;
 use crate::jetstream::api::types::requests::{BodyRule, parse_body};
 use crate::jetstream::api::types::to_go_json;
@@ -109,8 +110,9 @@ impl JetStream {
                 End::Done(false) => (None, None),
                 End::Failed(status) => (Some(format!("NATS/1.0 {status}\r\n\r\n")), Some(status)),
             };
-            let eof =
-                Msg::new(&req.deliver_subject, b"").headers(hdr.as_deref().map(str::as_bytes));
+            let eof = Msg::new(&req.deliver_subject, b"")
+                .headers(hdr.as_deref().map(str::as_bytes))
+                .in_account(account::stream_account(&name));
             js.bus.publish(&eof);
             js.advise_snapshot_complete(&name, start, outcome.as_deref());
             match outcome {
@@ -175,14 +177,21 @@ impl JetStream {
     /// Streams the backup to the receiver with flow control.
     async fn send_backup(&self, ls: &LocalStream, req: &SnapshotRequest, point: Point) -> End {
         let (chunk, window) = req.flow();
-        let ack_subject = format!("$JS.SNAPSHOT.ACK.{}.{}", ls.name, random_id());
-        let Ok(mut acks) = ClusterSub::new(&self.bus, &format!("{ack_subject}.>")) else {
+        // The receiver and its acks are in the stream's account.
+        let acc = account::stream_account(&ls.name);
+        let ack_subject = format!(
+            "$JS.SNAPSHOT.ACK.{}.{}",
+            account::stream_name(&ls.name),
+            random_id()
+        );
+        let Ok(mut acks) = ClusterSub::new_in(&self.bus, acc, &format!("{ack_subject}.>")) else {
             return End::Failed("500 ack subscription failed".to_string());
         };
         let deliver = req.deliver_subject.as_str();
-        self.wait_for_receiver(deliver).await;
+        self.wait_for_receiver(acc, deliver).await;
         let mut sender = ChunkSender {
             js: self,
+            account: acc,
             deliver,
             ack_subject,
             chunk,
@@ -228,15 +237,16 @@ impl JetStream {
             return end;
         }
         if !out.is_empty() {
-            self.bus.publish(&Msg::new(deliver, &out));
+            self.bus.publish(&Msg::new(deliver, &out).in_account(acc));
         }
         End::Done(sender.index > 1)
     }
 
-    /// Waits (bounded) until someone listens on `subject`.
-    async fn wait_for_receiver(&self, subject: &str) {
+    /// Waits (bounded) until someone listens on `subject` in `account`.
+    async fn wait_for_receiver(&self, account: &str, subject: &str) {
         let deadline = tokio::time::Instant::now() + INTEREST_WAIT;
-        while !self.bus.has_interest(subject) && tokio::time::Instant::now() < deadline {
+        while !self.bus.has_interest_in(account, subject) && tokio::time::Instant::now() < deadline
+        {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
@@ -245,6 +255,8 @@ impl JetStream {
 /// Sends full chunks under the flow-control window.
 struct ChunkSender<'a> {
     js: &'a JetStream,
+    /// The stream's account, where the receiver is.
+    account: &'a str,
     deliver: &'a str,
     ack_subject: String,
     chunk: usize,
@@ -271,14 +283,16 @@ impl ChunkSender<'_> {
                 }
                 continue;
             }
-            if !self.js.bus.has_interest(self.deliver) {
+            if !self.js.bus.has_interest_in(self.account, self.deliver) {
                 return Err(End::Failed("408 No Interest".to_string()));
             }
             let piece = &out[at..at + self.chunk];
             let reply = format!("{}.{}.{}", self.ack_subject, piece.len(), self.index);
-            self.js
-                .bus
-                .publish(&Msg::new(self.deliver, piece).reply_str(Some(&reply)));
+            self.js.bus.publish(
+                &Msg::new(self.deliver, piece)
+                    .reply_str(Some(&reply))
+                    .in_account(self.account),
+            );
             self.slots -= 1;
             self.index += 1;
             at += self.chunk;

@@ -90,6 +90,7 @@ impl JetStream {
             clustered: self.clustered(),
             cluster_size: self.placement_size(cfg.num_replicas).await,
             other_streams: &others,
+            max_bytes: self.max_bytes_limits(name),
         };
         let shown = account::stream_name(name);
         let cfg = match check_create(shown, cfg, existing.as_ref().map(|(_, c)| c), &ctx)? {
@@ -234,6 +235,7 @@ impl JetStream {
             clustered: self.clustered(),
             cluster_size: self.cluster_size(),
             other_streams: &others,
+            max_bytes: self.max_bytes_limits(name),
         };
         let cfg = check_update(
             account::stream_name(name),
