@@ -116,6 +116,11 @@ impl AtomicBatches {
     }
 
     /// The batches given up since the last call, for their advisories.
+    /// Whether a batch is open (the owner task then sweeps it on its tick).
+    pub(super) fn any_open(&self) -> bool {
+        !self.open.is_empty()
+    }
+
     pub(super) fn take_abandoned(&mut self) -> Vec<(String, AbandonReason)> {
         std::mem::take(&mut self.abandoned)
     }

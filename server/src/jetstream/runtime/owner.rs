@@ -10,8 +10,11 @@
 //! - drain: hands the leadership off while this node is drained (`drain`);
 //! - atomic batches: gives up those idle past their timeout (`atomic_batch`).
 //!
-//! A follower's task sleeps until leadership moves (or [`FOLLOWER_TICK`]); a leader's wakes
-//! every [`LEADER_TICK`].
+//! A follower's task sleeps until leadership moves (or [`FOLLOWER_TICK`]). A leader's wakes
+//! every [`LEADER_TICK`] while something needs watching (a replicated group's quorum, copy
+//! tasks, open atomic batches, a drain, a barrier to retry), otherwise only when its stream's
+//! config changes, its next message expires, or after [`IDLE_LEADER_TICK`]: a node with many
+//! idle single-replica streams then stays idle too.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +29,8 @@ use crate::jetstream::stream::command;
 const LEADER_TICK: Duration = Duration::from_millis(250);
 /// Shortest wait before the next expiry check (bounds the retries of a failing `Expire`).
 const EXPIRY_MIN_WAIT: Duration = Duration::from_millis(25);
+/// How often an idle leader (nothing to watch) re-checks anyway.
+const IDLE_LEADER_TICK: Duration = Duration::from_secs(5);
 /// How often a follower re-checks without a leadership signal.
 const FOLLOWER_TICK: Duration = Duration::from_secs(1);
 
@@ -65,12 +70,18 @@ impl JetStream {
                 }
                 self.sync_sourcing(&ls, now.is_self);
                 let tick = if now.is_self {
+                    let watched = self.leader_watches(&ls, ready_term == Some(now.term));
+                    let longest = if watched {
+                        LEADER_TICK
+                    } else {
+                        IDLE_LEADER_TICK
+                    };
                     // Wake when the next message expires, so a TTL is kept to the
                     // millisecond rather than to the tick.
                     let next = ls.sm.lock().next_expiry();
-                    next.map_or(LEADER_TICK, |at| {
+                    next.map_or(longest, |at| {
                         Duration::from_nanos(at.saturating_sub(super::now_ns()))
-                            .clamp(EXPIRY_MIN_WAIT, LEADER_TICK)
+                            .clamp(EXPIRY_MIN_WAIT, longest)
                     })
                 } else {
                     FOLLOWER_TICK
@@ -78,12 +89,29 @@ impl JetStream {
                 tokio::select! {
                     () = ls.cancel.cancelled() => break,
                     r = watch.changed() => if r.is_err() { break },
+                    () = ls.config_changed.notified() => {}
                     () = tokio::time::sleep(tick) => {}
                 }
             }
         }
         ls.engines.stop_all(false);
         Self::stop_sourcing(&ls);
+    }
+
+    /// Whether the leader of `ls` has something to look at on every [`LEADER_TICK`]: the
+    /// quorum of a replicated group (quorum-lost advisories), copy tasks, open atomic batches,
+    /// a drain to hand off for, or the new term's consumer barrier still to retry.
+    fn leader_watches(&self, ls: &LocalStream, barrier_done: bool) -> bool {
+        !barrier_done
+            || (self.clustered && ls.replicas().len() > 1)
+            || ls.sourcing.lock().is_some()
+            || {
+                let sm = ls.sm.lock();
+                let c = sm.config();
+                c.mirror.is_some() || !c.sources.is_empty()
+            }
+            || ls.batches.lock().any_open()
+            || self.is_drained()
     }
 
     /// Gives up the atomic batches idle past their timeout, with their advisories.

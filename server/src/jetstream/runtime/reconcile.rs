@@ -305,7 +305,12 @@ impl JetStream {
         let (acks, ack_rx) = tokio::sync::mpsc::unbounded_channel();
         // A memory stream's log is not fsynced: it survives a crash of the process, and its
         // replicas are its durability (see the README).
-        let shared = Box::new(SharedStream(sm.clone(), changes.clone()));
+        let config_changed = Arc::new(tokio::sync::Notify::new());
+        let shared = Box::new(SharedStream(
+            sm.clone(),
+            changes.clone(),
+            config_changed.clone(),
+        ));
         let created = match memory {
             true => {
                 (self.logs)
@@ -323,6 +328,7 @@ impl JetStream {
             changes,
             acks,
             self.cancel.child_token(),
+            config_changed,
         ));
         self.local.write().insert(a.name.clone(), local.clone());
         self.local_changed.notify_waiters();

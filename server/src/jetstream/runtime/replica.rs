@@ -59,6 +59,8 @@ pub struct LocalStream {
     /// The meta group's config JSON for the stream and its parse, so the meta task parses a
     /// config once, not on every pass.
     assigned_config: Mutex<Option<(Vec<u8>, Arc<StreamConfig>)>>,
+    /// Wakes the owner task when the stream's config may have changed (see [`SharedStream`]).
+    pub(super) config_changed: Arc<tokio::sync::Notify>,
 }
 
 impl LocalStream {
@@ -71,6 +73,7 @@ impl LocalStream {
         changes: tokio::sync::watch::Sender<u64>,
         acks: AckQueue,
         cancel: tokio_util::sync::CancellationToken,
+        config_changed: Arc<tokio::sync::Notify>,
     ) -> Self {
         Self {
             name,
@@ -86,6 +89,7 @@ impl LocalStream {
             started: std::time::Instant::now(),
             initialized: std::sync::atomic::AtomicBool::new(false),
             assigned_config: Mutex::new(None),
+            config_changed,
         }
     }
 
@@ -130,10 +134,12 @@ impl LocalStream {
 }
 
 /// Hands Raft a [`ReplicatedStateMachine`] that applies to the shared state and signals each
-/// applied entry on the watch channel.
+/// applied entry on the watch channel, and a change of the stream's meta record (its config)
+/// on the notify (the owner task's).
 pub struct SharedStream(
     pub Arc<Mutex<StreamStateMachine>>,
     pub tokio::sync::watch::Sender<u64>,
+    pub Arc<tokio::sync::Notify>,
 );
 
 impl ReplicatedStateMachine for SharedStream {
@@ -147,8 +153,16 @@ impl ReplicatedStateMachine for SharedStream {
         command: &Bytes,
         answer_wanted: bool,
     ) -> Result<Bytes, StateMachineError> {
-        let answer = self.0.lock().apply_shared(index, command, answer_wanted);
+        let (answer, config_changed) = {
+            let mut sm = self.0.lock();
+            let before = sm.meta_version();
+            let answer = sm.apply_shared(index, command, answer_wanted);
+            (answer, sm.meta_version() != before)
+        };
         self.1.send_replace(index.0);
+        if config_changed {
+            self.2.notify_one();
+        }
         answer
     }
 
@@ -159,6 +173,7 @@ impl ReplicatedStateMachine for SharedStream {
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), StateMachineError> {
         let r = self.0.lock().restore(snapshot);
         self.1.send_modify(|v| *v += 1);
+        self.2.notify_one();
         r
     }
 

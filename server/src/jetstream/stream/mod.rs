@@ -136,6 +136,9 @@ pub struct StreamStateMachine {
     server: ServerIdentity,
     /// `config` as JSON, encoded once per config change for the meta record; `None` = stale.
     config_json: Option<String>,
+    /// Bumped whenever the meta record is written (a config change among others), so the
+    /// replica's owner task can tell that it must look at the config again.
+    meta_version: u64,
     /// Log index of the last entry whose effects reached the store before a crash, while
     /// entries up to it are being applied again (see `recovery`).
     recover_until: Option<u64>,
@@ -278,6 +281,7 @@ impl StreamStateMachine {
             removals: 0,
             server,
             config_json: None,
+            meta_version: 0,
             recover_until: None,
             expiry: ttl::Expiry::default(),
             source_positions: meta.source_positions,
@@ -369,6 +373,11 @@ impl StreamStateMachine {
         &self.server
     }
 
+    /// Changes whenever the stream's meta record (its config among others) is written.
+    pub fn meta_version(&self) -> u64 {
+        self.meta_version
+    }
+
     fn duplicate_window(&self) -> u64 {
         u64::try_from(self.config.duplicate_window).unwrap_or(0)
     }
@@ -381,6 +390,7 @@ impl StreamStateMachine {
     /// Writes the meta record (and any staged appends); called after every config change.
     fn save_meta(&mut self) -> Result<(), StorageError> {
         self.config_json = None;
+        self.meta_version += 1;
         let bytes = self.encoded_meta();
         self.store.put_meta(META_CONFIG, &bytes)
     }
