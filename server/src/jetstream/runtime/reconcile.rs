@@ -305,30 +305,27 @@ impl JetStream {
         let (acks, ack_rx) = tokio::sync::mpsc::unbounded_channel();
         // A memory stream's log is not fsynced: it survives a crash of the process, and its
         // replicas are its durability (see the README).
-        let config_changed = Arc::new(tokio::sync::Notify::new());
-        let shared = Box::new(SharedStream(
-            sm.clone(),
-            changes.clone(),
-            config_changed.clone(),
-        ));
+        let shared = SharedStream(sm, changes, Arc::new(tokio::sync::Notify::new()));
         let created = match memory {
             true => {
                 (self.logs)
-                    .create_unsynced_group(&self.registry, group, shared)
+                    .create_unsynced_group(&self.registry, group, Box::new(shared.clone()))
                     .await
             }
-            false => self.logs.create_group(&self.registry, group, shared).await,
+            false => {
+                (self.logs)
+                    .create_group(&self.registry, group, Box::new(shared.clone()))
+                    .await
+            }
         };
         created.map_err(|e| e.to_string())?;
         let local = Arc::new(LocalStream::new(
             a.name.clone(),
             uid,
             a.replicas.clone(),
-            sm,
-            changes,
+            shared,
             acks,
             self.cancel.child_token(),
-            config_changed,
         ));
         self.local.write().insert(a.name.clone(), local.clone());
         self.local_changed.notify_waiters();

@@ -64,17 +64,17 @@ pub struct LocalStream {
 }
 
 impl LocalStream {
-    /// A replica handle around an opened state machine; `acks` is its ack task's queue.
+    /// A replica handle around the opened state machine and signals that `shared` hands Raft;
+    /// `acks` is its ack task's queue.
     pub(super) fn new(
         name: String,
         uid: StreamUid,
         replicas: Vec<u64>,
-        sm: Arc<Mutex<StreamStateMachine>>,
-        changes: tokio::sync::watch::Sender<u64>,
+        shared: SharedStream,
         acks: AckQueue,
         cancel: tokio_util::sync::CancellationToken,
-        config_changed: Arc<tokio::sync::Notify>,
     ) -> Self {
+        let SharedStream(sm, changes, config_changed) = shared;
         Self {
             name,
             uid,
@@ -136,6 +136,7 @@ impl LocalStream {
 /// Hands Raft a [`ReplicatedStateMachine`] that applies to the shared state and signals each
 /// applied entry on the watch channel, and a change of the stream's meta record (its config)
 /// on the notify (the owner task's).
+#[derive(Clone)]
 pub struct SharedStream(
     pub Arc<Mutex<StreamStateMachine>>,
     pub tokio::sync::watch::Sender<u64>,
