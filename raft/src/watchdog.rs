@@ -86,9 +86,13 @@ impl<T: Transport> GroupRegistry<T> {
         let limit = self.timing().election_max * TIMEOUTS;
         let me = self.node_id().0;
         let groups = self.groups().flags();
-        spells.retain(|g, _| groups.iter().any(|(id, _, _)| id == g));
+        if !spells.is_empty() {
+            let present: std::collections::HashSet<GroupId> =
+                groups.iter().map(|(id, _, _)| *id).collect();
+            spells.retain(|g, _| present.contains(g));
+        }
         for (group, raft, flag) in groups {
-            let (leaderless, detail) = {
+            let leaderless = {
                 let rx = raft.metrics();
                 let m = rx.borrow_watched();
                 // A replica that is not a voter (uninitialised, or a learner) waits to be told;
@@ -99,16 +103,7 @@ impl<T: Transport> GroupRegistry<T> {
                     .voter_ids()
                     .any(|v| v == me);
                 let leader = m.current_leader.filter(|_| m.current_term > 0);
-                let detail = format!(
-                    "state {:?}, term {}, vote {}, last log {:?}, committed {:?}, applied {:?}",
-                    m.state,
-                    m.current_term,
-                    m.vote,
-                    m.last_log_index,
-                    m.cluster_committed.as_ref().map(|l| l.index),
-                    m.last_applied.as_ref().map(|l| l.index),
-                );
-                (voter && leader.is_none(), detail)
+                voter && leader.is_none()
             };
             if !leaderless {
                 spells.remove(&group);
@@ -119,6 +114,20 @@ impl<T: Transport> GroupRegistry<T> {
                 continue;
             }
             *reported = true;
+            // Described only when reported: this pass runs over every group every second.
+            let detail = {
+                let rx = raft.metrics();
+                let m = rx.borrow_watched();
+                format!(
+                    "state {:?}, term {}, vote {}, last log {:?}, committed {:?}, applied {:?}",
+                    m.state,
+                    m.current_term,
+                    m.vote,
+                    m.last_log_index,
+                    m.cluster_committed.as_ref().map(|l| l.index),
+                    m.last_applied.as_ref().map(|l| l.index),
+                )
+            };
             let quiet = flag.is_quiet();
             tracing::warn!(
                 group = %group,

@@ -31,8 +31,9 @@ const LEADER_TICK: Duration = Duration::from_millis(250);
 const EXPIRY_MIN_WAIT: Duration = Duration::from_millis(25);
 /// How often an idle leader (nothing to watch) re-checks anyway.
 const IDLE_LEADER_TICK: Duration = Duration::from_secs(5);
-/// How often a follower re-checks without a leadership signal.
-const FOLLOWER_TICK: Duration = Duration::from_secs(1);
+/// How often a follower re-checks without a leadership signal (everything a follower does
+/// follows a leadership change, which wakes it at once).
+const FOLLOWER_TICK: Duration = Duration::from_secs(5);
 
 impl JetStream {
     /// Runs the replica's leader duties until the replica is removed or the runtime stops.
