@@ -27,8 +27,10 @@
 #   private network namespace with only loopback up (`unshare -n`: root, or run the script under
 #   `unshare -r`), so port 4222 collides with nothing and demo.nats.io is unreachable for both
 #   servers alike.
-# Test files run one at a time (JOBS=n passes --parallel with DENO_JOBS=n). Each entry is bounded
-# by $SUITE_TIMEOUT seconds (default 3600). Results: <out dir>/<name>.xml (JUnit),
+# Test files run one at a time (JOBS=n passes --parallel with DENO_JOBS=n). Each test is bounded
+# by $NATSJS_TEST_TIMEOUT seconds (default 180; scripts/upstream-natsjs/timeout.ts, preloaded,
+# fails it with "timed out"), each entry by $SUITE_TIMEOUT seconds (default 3600); servers left
+# running after an entry are stopped. Results: <out dir>/<name>.xml (JUnit),
 # <out dir>/<name>.log (deno's output), and a passed/failed/ignored line per entry on stdout.
 set -euo pipefail
 
@@ -119,6 +121,7 @@ cp "$server_bin" "$work/server"
 cat >"$work/bin/nats-server" <<SH
 #!/usr/bin/env bash
 echo "== \$(date -u +%H:%M:%S.%N) nats-server \$*" >>"$out/server.log"
+echo \$\$ >>"$work/pids"
 exec -a nats-server "$work/server" "\$@" > >(tee -a "$out/server.log") 2> >(tee -a "$out/server.log" >&2)
 SH
 chmod +x "$work/bin/nats-server"
@@ -147,8 +150,15 @@ for e in ${entries[*]}; do
     name=\${name%.ts}
     par=()
     [[ $jobs -gt 1 ]] && par=(--parallel)
-    timeout -k 30 $suite_timeout "$deno" test -A ${deno_flags[*]} --cached-only "\${par[@]}" \\
+    timeout -k 30 $suite_timeout "$deno" test -A ${deno_flags[*]} --preload="$shims/timeout.ts" --cached-only "\${par[@]}" \\
         --reporter=pretty --junit-path="$out/\$name.xml" "\$e" >"$out/\$name.log" 2>&1 || status=1
+    # Servers a hung or timed-out test left behind (only the ones the shim started).
+    if [[ -f "$work/pids" ]]; then
+        while read -r pid; do
+            [[ \$(cat /proc/\$pid/comm 2>/dev/null) == server ]] && kill \$pid 2>/dev/null || true
+        done <"$work/pids"
+        : >"$work/pids"
+    fi
     python3 - "$out/\$name.xml" "\$e" <<'PY'
 import sys, xml.etree.ElementTree as ET
 try:
