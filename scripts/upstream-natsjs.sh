@@ -27,6 +27,7 @@
 #   private network namespace with only loopback up (`unshare -n`: root, or run the script under
 #   `unshare -r`), so port 4222 collides with nothing and demo.nats.io is unreachable for both
 #   servers alike.
+# FILTER=<text or /regex/> runs only the tests whose names match (deno test --filter).
 # Test files run one at a time (JOBS=n passes --parallel with DENO_JOBS=n). Each test is bounded
 # by $NATSJS_TEST_TIMEOUT seconds (default 180; scripts/upstream-natsjs/timeout.ts, preloaded,
 # fails it with "timed out"), each entry by $SUITE_TIMEOUT seconds (default 3600); servers left
@@ -53,6 +54,7 @@ deno=$(realpath "$deno")
 [[ -x $server_bin ]] || { echo "not an executable: $server_bin" >&2; exit 2; }
 suite_timeout=${SUITE_TIMEOUT:-3600}
 jobs=${JOBS:-1}
+filter=${FILTER:-}
 
 work=$(mktemp -d /tmp/upstream-natsjs.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -149,7 +151,8 @@ for e in ${entries[*]}; do
     name=\${e//\//_}
     name=\${name%.ts}
     par=()
-    [[ $jobs -gt 1 ]] && par=(--parallel)
+    [[ -n "$filter" ]] && par+=(--filter "$filter")
+    [[ $jobs -gt 1 ]] && par+=(--parallel)
     timeout -k 30 $suite_timeout "$deno" test -A ${deno_flags[*]} --preload="$shims/timeout.ts" --cached-only "\${par[@]}" \\
         --reporter=pretty --junit-path="$out/\$name.xml" "\$e" >"$out/\$name.log" 2>&1 || status=1
     # Servers a hung or timed-out test left behind (only the ones the shim started).

@@ -438,3 +438,62 @@ async fn advisories_go_to_the_streams_account_only() {
         "$JS.EVENT.ADVISORY.STREAM.CREATED.OTHER"
     );
 }
+
+/// A exports its JetStream API and the `forb.>` delivery subjects; B uses A's JetStream through
+/// them (nats.js's cross-account KV tests set up the same).
+const CROSS: &str = r#"
+accounts {
+  A: {
+    jetstream: enabled
+    users: [ { user: a, password: a } ]
+    exports: [ { service: "$JS.API.>" }, { stream: "forb.>" } ]
+  }
+  B: {
+    users: [ { user: b, password: b } ]
+    imports: [
+      { service: { subject: "$JS.API.>", account: A }, to: "froma.>" }
+      { stream: { subject: "forb.>", account: A } }
+    ]
+  }
+}
+"#;
+
+#[tokio::test]
+async fn push_consumer_delivers_through_a_stream_import() {
+    let srv = ServerProcess::start(ServerOptions::with_config(CROSS))
+        .await
+        .expect("start server");
+    let (a, b) = (login(&srv, "a").await, login(&srv, "b").await);
+    let created = api(&b, "froma.STREAM.CREATE.ORDERS", orders()).await;
+    assert_eq!(created["config"]["name"], "ORDERS", "{created}");
+    let ack = publish(&a, "orders.1", b"one").await;
+    assert_eq!(ack["seq"], 1, "{ack}");
+    // B's subscriber on the deliver subject is there before the consumer, as an ordered
+    // consumer's is after it: both orders are tried.
+    let mut early = b.subscribe("forb.early").await.expect("sub in B");
+    b.flush().await.expect("flush");
+    for (name, deliver) in [("early", "forb.early"), ("late", "forb.late")] {
+        let cfg = json!({"stream_name": "ORDERS", "config": {"name": name,
+            "deliver_subject": deliver, "ack_policy": "none", "flow_control": true,
+            "idle_heartbeat": 5_000_000_000u64}});
+        let created = api(&b, &format!("froma.CONSUMER.CREATE.ORDERS.{name}"), cfg).await;
+        assert_eq!(created["name"], name, "{created}");
+    }
+    let mut late = b.subscribe("forb.late").await.expect("sub in B");
+    // The delivery shows the stored subject, as a delivery in the consumer's own account does.
+    for (name, sub) in [("early", &mut early), ("late", &mut late)] {
+        let m = within(OP, "delivery through the import", sub.next())
+            .await
+            .unwrap_or_else(|| panic!("{name}: delivered"));
+        assert_eq!(
+            (m.subject.as_str(), m.payload.as_ref()),
+            ("orders.1", &b"one"[..]),
+            "{name}"
+        );
+        let reply = m.reply.expect("ack subject");
+        assert!(
+            reply.starts_with(&format!("$JS.ACK.ORDERS.{name}.")),
+            "{reply}"
+        );
+    }
+}

@@ -264,21 +264,14 @@ pub(crate) fn flow_control_msg(deliver_subject: &str, reply: &str) -> OutMsg {
 }
 
 /// Whether a push consumer's deliver subject has a subscriber of the right kind: a plain one
-/// without `group`, a member of `group` with one.
+/// without `group`, a member of `group` with one (also in an account importing the subject).
 pub(crate) fn has_interest(
     js: &JetStream,
     account: &str,
     subject: &str,
     group: Option<&str>,
 ) -> bool {
-    if subject.is_empty() {
-        return false;
-    }
-    let result = js.bus.namespace(account).sublist.match_subject(subject);
-    match group {
-        None => !result.plain.is_empty(),
-        Some(g) => result.queues.iter().any(|q| &*q.name == g),
-    }
+    !subject.is_empty() && js.bus.delivery_interest(account, subject, group)
 }
 
 /// Republishes a dropped message to `subject` with headers naming where it came from, in the
