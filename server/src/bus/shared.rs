@@ -99,7 +99,7 @@ impl Bus {
 
     /// Whether a message on `subject` in `account` reaches a subscriber: a plain one without
     /// `group`, a member of `group` with one; in the account itself or, through the stream
-    /// imports of other accounts, in theirs (nats-server counts an importer's subscriptions as
+    /// imports of other accounts and the reply subjects of service imports, in theirs (nats-server counts an importer's subscriptions as
     /// interest in the exporting account, so a push consumer delivers to a subject another
     /// account imports).
     pub fn delivery_interest(&self, account: &str, subject: &str, group: Option<&str>) -> bool {
@@ -120,6 +120,12 @@ impl Bus {
         };
         if here || hops >= MAX_HOPS {
             return here;
+        }
+        // A reply subject of a service-import request: the requester's reply subject.
+        if let Some((requester, reply)) =
+            self.inner.responses.peek(account, subject, Instant::now())
+        {
+            return self.delivery_interest_at(&requester, &reply, group, hops + 1);
         }
         let accounts = self.accounts();
         let Some(rules) = accounts.get(account) else {
