@@ -541,3 +541,140 @@ async fn advisories_go_to_the_streams_account_only() {
         "$JS.EVENT.ADVISORY.STREAM.CREATED.OTHER"
     );
 }
+
+/// A exports its JetStream API and the `forb.>` delivery subjects; B uses A's JetStream through
+/// them (nats.js's cross-account KV tests set up the same).
+const CROSS: &str = r#"
+accounts {
+  A: {
+    jetstream: enabled
+    users: [ { user: a, password: a } ]
+    exports: [ { service: "$JS.API.>" }, { stream: "forb.>" } ]
+  }
+  B: {
+    users: [ { user: b, password: b } ]
+    imports: [
+      { service: { subject: "$JS.API.>", account: A }, to: "froma.>" }
+      { stream: { subject: "forb.>", account: A } }
+    ]
+  }
+}
+"#;
+
+#[tokio::test]
+async fn push_consumer_delivers_through_a_stream_import() {
+    let srv = ServerProcess::start(ServerOptions::with_config(CROSS))
+        .await
+        .expect("start server");
+    let (a, b) = (login(&srv, "a").await, login(&srv, "b").await);
+    let created = api(&b, "froma.STREAM.CREATE.ORDERS", orders()).await;
+    assert_eq!(created["config"]["name"], "ORDERS", "{created}");
+    let ack = publish(&a, "orders.1", b"one").await;
+    assert_eq!(ack["seq"], 1, "{ack}");
+    // B's subscriber on the deliver subject is there before the consumer, as an ordered
+    // consumer's is after it: both orders are tried.
+    let mut early = b.subscribe("forb.early").await.expect("sub in B");
+    b.flush().await.expect("flush");
+    for (name, deliver) in [("early", "forb.early"), ("late", "forb.late")] {
+        let cfg = json!({"stream_name": "ORDERS", "config": {"name": name,
+            "deliver_subject": deliver, "ack_policy": "none", "flow_control": true,
+            "idle_heartbeat": 5_000_000_000u64}});
+        let created = api(&b, &format!("froma.CONSUMER.CREATE.ORDERS.{name}"), cfg).await;
+        assert_eq!(created["name"], name, "{created}");
+    }
+    let mut late = b.subscribe("forb.late").await.expect("sub in B");
+    // The delivery shows the stored subject, as a delivery in the consumer's own account does.
+    for (name, sub) in [("early", &mut early), ("late", &mut late)] {
+        let m = within(OP, "delivery through the import", sub.next())
+            .await
+            .unwrap_or_else(|| panic!("{name}: delivered"));
+        assert_eq!(
+            (m.subject.as_str(), m.payload.as_ref()),
+            ("orders.1", &b"one"[..]),
+            "{name}"
+        );
+        let reply = m.reply.expect("ack subject");
+        assert!(
+            reply.starts_with(&format!("$JS.ACK.ORDERS.{name}.")),
+            "{reply}"
+        );
+    }
+}
+
+/// JS exports its JetStream API (streamed answers) to A under `IPA.>` (nats.js's
+/// `jetstreamExportServerConf`).
+const EXPORTED_API: &str = r#"
+accounts {
+  JS: {
+    jetstream: enabled
+    users: [ { user: js, password: js } ]
+    exports: [
+      { service: "$JS.API.>", response_type: stream }
+      { service: "$JS.ACK.>", response_type: stream }
+      { stream: "A.>", accounts: [A] }
+    ]
+  }
+  A: {
+    users: [ { user: a, password: a } ]
+    imports: [
+      { service: { subject: "$JS.API.>", account: JS }, to: "IPA.>" }
+      { service: { subject: "$JS.ACK.>", account: JS } }
+      { stream: { subject: "A.>", account: JS } }
+    ]
+  }
+}
+"#;
+
+#[tokio::test]
+async fn pull_request_through_an_imported_api_is_answered() {
+    let srv = ServerProcess::start(ServerOptions::with_config(EXPORTED_API))
+        .await
+        .expect("start server");
+    let (js, a) = (login(&srv, "js").await, login(&srv, "a").await);
+    api(&js, "$JS.API.STREAM.CREATE.ORDERS", orders()).await;
+    for body in [&b"one"[..], b"two"] {
+        let ack = publish(&js, "orders.1", body).await;
+        assert!(ack["seq"].is_u64(), "{ack}");
+    }
+    let cfg =
+        json!({"stream_name": "ORDERS", "config": {"durable_name": "me", "ack_policy": "none"}});
+    let created = api(&js, "$JS.API.CONSUMER.CREATE.ORDERS.me", cfg).await;
+    assert_eq!(created["name"], "me", "{created}");
+    let info = api(&a, "IPA.CONSUMER.INFO.ORDERS.me", Value::Null).await;
+    assert_eq!(info["num_pending"], 2, "{info}");
+    // A's inbox is under the imported `A.>`; the answer comes back on it.
+    let mut inbox = a.subscribe("A.inbox.1").await.expect("sub");
+    a.flush().await.expect("flush");
+    for expected in [&b"one"[..], b"two"] {
+        a.publish_with_reply(
+            "IPA.CONSUMER.MSG.NEXT.ORDERS.me",
+            "A.inbox.1",
+            r#"{"batch":1,"max_bytes":0,"idle_heartbeat":1000000000,"expires":2000000000}"#.into(),
+        )
+        .await
+        .expect("pull");
+        let m = within(OP, "pulled message", inbox.next())
+            .await
+            .expect("delivered");
+        assert_eq!(m.payload.as_ref(), expected);
+    }
+    // Nothing left: idle heartbeats, then the request's expiry, reach A too.
+    a.publish_with_reply(
+        "IPA.CONSUMER.MSG.NEXT.ORDERS.me",
+        "A.inbox.1",
+        r#"{"batch":1,"expires":2500000000,"idle_heartbeat":500000000}"#.into(),
+    )
+    .await
+    .expect("pull");
+    let mut statuses = Vec::new();
+    while statuses.last().is_none_or(|s| *s == 100) {
+        let m = within(OP, "pull status", inbox.next())
+            .await
+            .expect("status");
+        statuses.push(m.status.map_or(0, u16::from));
+    }
+    assert!(
+        statuses.len() >= 2 && statuses.ends_with(&[408]),
+        "{statuses:?}"
+    );
+}

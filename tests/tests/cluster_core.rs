@@ -365,6 +365,20 @@ async fn info_connect_urls_list_the_other_nodes_and_change_when_one_dies() {
             i + 1
         );
     }
+    // `/varz` lists the same URLs (nats.js's test launcher waits on them for a cluster).
+    let varz = c.node(0).monitor_json("/varz").await.expect("varz");
+    let mut listed: Vec<String> = varz["connect_urls"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut advertised = urls.clone();
+    listed.sort();
+    advertised.sort();
+    assert_eq!(listed, advertised, "{varz}");
     // A protocol-1 client gets an async INFO without the dead node.
     let (mut raw, _) = RawClient::connect_with(
         c.node(0),

@@ -861,6 +861,56 @@ async fn pull_statuses_no_wait_expiry_and_limits() {
     );
 }
 
+/// A message counts against `max_bytes` with its subject, ack reply subject, headers and
+/// payload, as nats-server counts it: what a request got plus the 409's `Nats-Pending-Bytes`
+/// is its `max_bytes`, and the next message would not have fitted.
+#[tokio::test]
+async fn max_bytes_counts_subject_ack_reply_and_payload() {
+    let srv = start_server().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    stream_with(
+        &js,
+        stream::Config {
+            name: "MB".into(),
+            subjects: vec!["mb.>".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    publish_n(&js, "mb.subject", 60).await;
+    let r = api(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.MB.c",
+        json!({"stream_name": "MB", "config": {"durable_name": "c", "ack_policy": "none"}}),
+    )
+    .await;
+    assert!(r["error"].is_null(), "{r}");
+    // The messages have no headers.
+    let size = |m: &async_nats::Message| {
+        m.subject.len() + m.reply.as_ref().map_or(0, |r| r.len()) + m.payload.len()
+    };
+    for _ in 0..2 {
+        let got = raw_pull(&nc, "MB", "c", json!({"batch": 100, "max_bytes": 1100}), OP).await;
+        let (status, msgs) = got.split_last().expect("some answer");
+        assert_eq!(
+            status_of(status),
+            Some((409, "Message Size Exceeds MaxBytes".into()))
+        );
+        let pending: usize = status
+            .headers
+            .as_ref()
+            .expect("headers")
+            .get("Nats-Pending-Bytes")
+            .and_then(|v| v.as_str().parse().ok())
+            .expect("Nats-Pending-Bytes");
+        let got_bytes: usize = msgs.iter().map(size).sum();
+        assert_eq!(got_bytes + pending, 1100, "{} messages", msgs.len());
+        let last = msgs.last().expect("messages");
+        assert!(size(last) > pending, "another message would have fitted");
+    }
+}
+
 #[tokio::test]
 async fn ephemeral_consumer_is_removed_after_its_inactive_threshold() {
     let srv = start_server().await;

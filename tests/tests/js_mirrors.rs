@@ -383,6 +383,20 @@ async fn r3_mirror_copies_an_r1_origin_across_nodes() {
         let got = get(&nc, "M", 7).await;
         assert_eq!(got["message"]["subject"], "orig.0", "{got}");
     }
+    // The origin's info lists where it can be read: itself and its mirror, in this cluster.
+    let orig = api(&c0, "$JS.API.STREAM.INFO.ORIG", Value::Null).await;
+    let alternates = orig["alternates"].as_array().cloned().unwrap_or_default();
+    let mut names: Vec<&str> = alternates
+        .iter()
+        .filter_map(|a| a["name"].as_str())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["M", "ORIG"], "{orig}");
+    let cluster = &orig["cluster"]["name"];
+    assert!(
+        alternates.iter().all(|a| &a["cluster"] == cluster),
+        "{orig}"
+    );
     // A new mirror leader resumes from the replicated position: no duplicates, no holes.
     let stepped = api(&c0, "$JS.API.STREAM.LEADER.STEPDOWN.M", Value::Null).await;
     assert_eq!(stepped["success"], true, "{stepped}");

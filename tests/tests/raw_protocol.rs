@@ -1067,3 +1067,27 @@ async fn no_503_without_own_reply_subscription_or_without_no_responders() {
     c.expect_bytes(b"MSG _INBOX.z 5 1\r\na\r\n").await;
     assert_clean_log(&srv);
 }
+
+/// At `-V` the ops a client sends are traced as nats-server traces them, `<<- [SUB foo 1]`
+/// (nats.js's reconnect tests count the `[SUB ...]` lines of the server's log).
+#[tokio::test]
+async fn trace_shows_client_ops_as_nats_server_does() {
+    let srv = start(ServerOptions::default().without_jetstream().args(["-V"])).await;
+    let mut c = RawClient::connected(&srv).await;
+    c.send("SUB foo 1\r\nSUB bar q 2\r\nUNSUB 1 5\r\nPUB foo r 5\r\nhello\r\nPING\r\n")
+        .await;
+    // The message (sid 1 may take 5 more) comes before the PONG.
+    c.read_until_contains(b"PONG\r\n", CLOSE_BOUND).await;
+    let expected = [
+        "<<- [SUB foo 1]",
+        "<<- [SUB bar q 2]",
+        "<<- [UNSUB 1 5]",
+        "<<- [PUB foo r 5]",
+    ];
+    jetraft_tests::harness::wait_for("traced ops", CLOSE_BOUND, || {
+        let log = srv.log();
+        let done = expected.iter().all(|e| log.contains(e));
+        async move { done.then_some(()) }
+    })
+    .await;
+}

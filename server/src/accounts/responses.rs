@@ -122,6 +122,18 @@ impl ResponseMap {
         Some(to)
     }
 
+    /// Where an answer on `subject` in `account` would go, without using the mapping up (a
+    /// JetStream consumer asks whether a pull request's reply subject still has a listener).
+    pub fn peek(&self, account: &str, subject: &str, now: Instant) -> Option<(Arc<str>, String)> {
+        if !subject.starts_with(&self.prefix) {
+            return None;
+        }
+        let pending = self.pending.lock();
+        let p = pending.get(subject)?;
+        (&*p.exporter == account && p.deadline > now)
+            .then(|| (p.requester.clone(), p.reply.clone()))
+    }
+
     /// Mappings in flight (tests and monitoring).
     pub fn len(&self) -> usize {
         self.pending.lock().len()

@@ -81,13 +81,64 @@ impl Bus {
             .filter(|i| i.map.matches(msg.subject))
         {
             let subject = import.map.apply(msg.subject);
+            // A JetStream delivery keeps showing the stored subject (as nats-server's does).
+            let shown = if msg.shown == msg.subject {
+                subject.as_str()
+            } else {
+                msg.shown
+            };
             let copy = Msg::new(&subject, msg.payload)
                 .in_account(&import.importer)
+                .shown_as(shown)
                 .reply(msg.reply)
                 .headers(msg.hdrs);
             delivered += self.route_at(Origin::Server, &copy, flush, hops + 1);
         }
         delivered
+    }
+
+    /// Whether a message on `subject` in `account` reaches a subscriber: a plain one without
+    /// `group`, a member of `group` with one; in the account itself or, through the stream
+    /// imports of other accounts and the reply subjects of service imports, in theirs (nats-server counts an importer's subscriptions as
+    /// interest in the exporting account, so a push consumer delivers to a subject another
+    /// account imports).
+    pub fn delivery_interest(&self, account: &str, subject: &str, group: Option<&str>) -> bool {
+        self.delivery_interest_at(account, subject, group, 0)
+    }
+
+    fn delivery_interest_at(
+        &self,
+        account: &str,
+        subject: &str,
+        group: Option<&str>,
+        hops: u8,
+    ) -> bool {
+        let result = self.namespace(account).sublist.match_subject(subject);
+        let here = match group {
+            None => !result.plain.is_empty(),
+            Some(g) => result.queues.iter().any(|q| &*q.name == g),
+        };
+        if here || hops >= MAX_HOPS {
+            return here;
+        }
+        // A reply subject of a service-import request: the requester's reply subject.
+        if let Some((requester, reply)) =
+            self.inner.responses.peek(account, subject, Instant::now())
+        {
+            return self.delivery_interest_at(&requester, &reply, group, hops + 1);
+        }
+        let accounts = self.accounts();
+        let Some(rules) = accounts.get(account) else {
+            return false;
+        };
+        rules
+            .stream_exports
+            .iter()
+            .filter(|i| i.map.matches(subject))
+            .any(|i| {
+                let mapped = i.map.apply(subject);
+                self.delivery_interest_at(&i.importer, &mapped, group, hops + 1)
+            })
     }
 
     /// Tells peers, once per exporting account, that answers on this node's reply subjects

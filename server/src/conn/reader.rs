@@ -221,7 +221,8 @@ impl Session {
                 let connect = crate::protocol::connect::redacted(json);
                 trace!(cid = self.client.cid, %connect, "<<- CONNECT");
             }
-            _ => trace!(cid = self.client.cid, ?op, "<<-"),
+            // nats-server's form, `<<- [SUB foo 1]` (nats.js's tests read it from the log).
+            _ => trace!(cid = self.client.cid, "<<- [{op}]"),
         }
         if !self.connected && self.ctx.auth().required() && !matches!(op, ClientOp::Connect(_)) {
             self.client.send_err("Authorization Violation");

@@ -87,6 +87,11 @@ pub(crate) fn varz(s: &MonitorView) -> Value {
     if !c.server_tags.is_empty() {
         v["tags"] = json!(c.server_tags);
     }
+    // The cluster's client URLs, as INFO advertises them (nats-server's `omitempty`).
+    let urls = s.conns.clients.connect_urls();
+    if !urls.is_empty() {
+        v["connect_urls"] = json!(urls);
+    }
     v
 }
 

@@ -53,3 +53,51 @@ pub enum ClientOp {
     /// `INFO`, `+OK` or `-ERR` from a client: accepted and ignored.
     Ignored,
 }
+
+/// The op as nats-server's trace shows it between brackets (`<<- [SUB foo 1]`): the verb and
+/// its arguments without the payload or CONNECT's JSON (traced on its own, redacted).
+impl std::fmt::Display for ClientOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = |b: &Bytes| String::from_utf8_lossy(b).into_owned();
+        match self {
+            ClientOp::Connect(_) => f.write_str("CONNECT"),
+            ClientOp::Pub {
+                subject,
+                reply,
+                headers,
+                payload,
+            } => {
+                let verb = if headers.is_some() { "HPUB" } else { "PUB" };
+                write!(f, "{verb} {}", text(subject))?;
+                if let Some(r) = reply {
+                    write!(f, " {}", text(r))?;
+                }
+                match headers {
+                    Some(h) => write!(f, " {} {}", h.len(), h.len() + payload.len()),
+                    None => write!(f, " {}", payload.len()),
+                }
+            }
+            ClientOp::Sub {
+                subject,
+                queue,
+                sid,
+            } => {
+                write!(f, "SUB {}", text(subject))?;
+                if let Some(q) = queue {
+                    write!(f, " {}", text(q))?;
+                }
+                write!(f, " {}", text(sid))
+            }
+            ClientOp::Unsub { sid, max } => {
+                write!(f, "UNSUB {}", text(sid))?;
+                match max {
+                    Some(m) => write!(f, " {m}"),
+                    None => Ok(()),
+                }
+            }
+            ClientOp::Ping => f.write_str("PING"),
+            ClientOp::Pong => f.write_str("PONG"),
+            ClientOp::Ignored => f.write_str("INFO"),
+        }
+    }
+}

@@ -37,6 +37,7 @@ pub fn stream_info(
             .iter()
             .map(StreamSourceInfo::idle)
             .collect(),
+        alternates: Vec::new(),
         ts: go_time::format(now_ns),
     }
 }

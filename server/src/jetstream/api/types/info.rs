@@ -129,8 +129,24 @@ pub struct StreamInfo {
     /// How each source is doing, in config order (sourcing streams only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<StreamSourceInfo>,
+    /// The stream and the streams mirroring it, where a client may read (STREAM.INFO in
+    /// clustered mode, when there is a mirror).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alternates: Vec<StreamAlternate>,
     /// When this info was gathered (RFC 3339).
     pub ts: String,
+}
+
+/// `StreamAlternate`: a stream a client may read a stream's messages from (itself or a mirror).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamAlternate {
+    /// The stream's name.
+    pub name: String,
+    /// The JetStream domain, when configured.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub domain: String,
+    /// The cluster it is in.
+    pub cluster: String,
 }
 
 /// `StreamSourceInfo`: the state of a mirror or of one source (spec/nats-protocol-and-jetstream.md

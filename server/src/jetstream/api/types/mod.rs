@@ -18,7 +18,8 @@ pub use config::{
     StorageCompression, StorageType, StreamConfig, StreamSource, SubjectTransform,
 };
 pub use info::{
-    ClusterInfo, LostStreamData, PeerInfo, StreamInfo, StreamSourceInfo, StreamStateInfo,
+    ClusterInfo, LostStreamData, PeerInfo, StreamAlternate, StreamInfo, StreamSourceInfo,
+    StreamStateInfo,
 };
 pub use pub_ack::PubAck;
 pub use requests::{

@@ -17,8 +17,8 @@ use crate::jetstream::api::types::responses::{
     ApiResponse, StreamCreateBody, StreamListResponse, error_json, list_names_page, names_page,
 };
 use crate::jetstream::api::types::{
-    ClusterInfo, StreamConfig, StreamInfo, StreamSourceInfo, StreamStateInfo, go_time,
-    response_type,
+    ClusterInfo, StreamAlternate, StreamConfig, StreamInfo, StreamSourceInfo, StreamStateInfo,
+    go_time, response_type,
 };
 use crate::jetstream::api::validate::{
     CreateOutcome, ValidationContext, check_create, check_update, with_response_metadata,
@@ -219,6 +219,7 @@ impl JetStream {
             cluster: None,
             mirror: cfg.mirror.as_ref().map(StreamSourceInfo::idle),
             sources: cfg.sources.iter().map(StreamSourceInfo::idle).collect(),
+            alternates: Vec::new(),
             ts: go_time::format(now_ns()),
         }
     }
@@ -487,9 +488,42 @@ impl JetStream {
             .local_stream(name)
             .ok_or_else(ApiError::stream_not_found)?;
         let cluster = self.cluster_info(&ls);
-        let decorate = |i: &mut StreamInfo| self.decorate_sources(&ls, i);
+        let alternates = self.alternates(name);
+        let decorate = |i: &mut StreamInfo| {
+            self.decorate_sources(&ls, i);
+            i.alternates = alternates;
+        };
         info::info_response_json(&ls.sm.lock(), &req, now_ns(), cluster, decorate)
             .map_err(|e| ApiError::store_failed(&e.to_string()))
+    }
+
+    /// The stream with key `key` and the streams of its account mirroring it, as nats-server
+    /// lists them in clustered mode (none on a single server, or when there is no mirror).
+    fn alternates(&self, key: &str) -> Vec<StreamAlternate> {
+        if !self.clustered() {
+            return Vec::new();
+        }
+        let account = account::stream_account(key);
+        let name = account::stream_name(key);
+        let alternate = |s: &StreamAssignment| StreamAlternate {
+            name: account::stream_name(&s.name).to_string(),
+            domain: self.identity.domain.clone().unwrap_or_default(),
+            cluster: self.info.cluster_name.clone().unwrap_or_default(),
+        };
+        let mirrors = |s: &StreamAssignment| {
+            // Most configs have no mirror: only those that name one are parsed.
+            s.config_json.windows(8).any(|w| w == b"\"mirror\"")
+                && serde_json::from_slice::<serde_json::Value>(&s.config_json)
+                    .is_ok_and(|c| c["mirror"]["name"] == name)
+        };
+        let found: Vec<StreamAlternate> = self.meta.read(|m| {
+            m.streams()
+                .filter(|s| account::in_account(&s.name, account))
+                .filter(|s| account::stream_name(&s.name) == name || mirrors(s))
+                .map(alternate)
+                .collect()
+        });
+        if found.len() < 2 { Vec::new() } else { found }
     }
 
     pub(crate) async fn propose_stream(

@@ -168,11 +168,20 @@ pub(crate) fn add_header(hdrs: &[u8], name: &str, value: &str) -> Vec<u8> {
     h
 }
 
-/// The size a message counts for against a pull request's `max_bytes`.
-pub(crate) fn pull_size(msg: &StoredMsg, stream: &str, consumer: &str) -> u64 {
-    // Subject + ack reply (approximate length of the numeric tokens) + headers + payload.
-    let reply = 8 + stream.len() + consumer.len() + 5 * 8;
-    (msg.subject.len() + reply + msg.headers.len() + msg.payload.len()) as u64
+/// The length of the [`ack_subject`] with these tokens, without building it.
+pub(crate) fn ack_subject_len(stream: &str, consumer: &str, numbers: [u64; 5]) -> usize {
+    let digits = |n: u64| n.checked_ilog10().map_or(1, |d| d as usize + 1);
+    "$JS.ACK.".len()
+        + stream.len()
+        + 1
+        + consumer.len()
+        + numbers.iter().map(|n| 1 + digits(*n)).sum::<usize>()
+}
+
+/// The size a message counts for against a pull request's `max_bytes`, as nats-server counts
+/// it: subject, ack reply subject (`ack_len` bytes), headers and payload.
+pub(crate) fn pull_size(msg: &StoredMsg, ack_len: usize) -> u64 {
+    (msg.subject.len() + ack_len + msg.headers.len() + msg.payload.len()) as u64
 }
 
 /// The `503` status a requester gets when no one answers (as the router sends it).
@@ -264,21 +273,14 @@ pub(crate) fn flow_control_msg(deliver_subject: &str, reply: &str) -> OutMsg {
 }
 
 /// Whether a push consumer's deliver subject has a subscriber of the right kind: a plain one
-/// without `group`, a member of `group` with one.
+/// without `group`, a member of `group` with one (also in an account importing the subject).
 pub(crate) fn has_interest(
     js: &JetStream,
     account: &str,
     subject: &str,
     group: Option<&str>,
 ) -> bool {
-    if subject.is_empty() {
-        return false;
-    }
-    let result = js.bus.namespace(account).sublist.match_subject(subject);
-    match group {
-        None => !result.plain.is_empty(),
-        Some(g) => result.queues.iter().any(|q| &*q.name == g),
-    }
+    !subject.is_empty() && js.bus.delivery_interest(account, subject, group)
 }
 
 /// Republishes a dropped message to `subject` with headers naming where it came from, in the
@@ -323,6 +325,20 @@ pub(crate) fn dead_letter(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ack_subject_len_is_the_built_subjects_length() {
+        for numbers in [
+            [1, 1, 1, 0, 0],
+            [3, 120, 99, 1_764_000_000_123_456_789, u64::MAX],
+        ] {
+            let [d, s, c, t, p] = numbers;
+            assert_eq!(
+                ack_subject_len("ORDERS", "work", numbers),
+                ack_subject("ORDERS", "work", d, s, c, t, p).len()
+            );
+        }
+    }
 
     fn msg(headers: &[u8], payload: &[u8]) -> StoredMsg {
         StoredMsg {

@@ -138,11 +138,14 @@ impl ConsumerView for LiveView {
     }
 
     fn has_interest(&self, subject: &str) -> bool {
+        // Also a subscriber of another account importing the subject (a pull request made
+        // through an imported `$JS.API` with a reply subject exported back to the importer).
         self.js
             .bus
             .namespace(&self.account)
             .sublist
             .has_interest(subject)
+            || self.js.bus.delivery_interest(&self.account, subject, None)
     }
 
     fn push_interest(&self, subject: &str, group: Option<&str>) -> bool {

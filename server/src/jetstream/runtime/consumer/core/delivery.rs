@@ -190,7 +190,7 @@ impl<V: ConsumerView> ConsumerCore<V> {
                     }
                     return;
                 }
-                let size = deliver::pull_size(&msg, &self.stream, &self.name);
+                let size = deliver::pull_size(&msg, self.ack_len(&msg, redelivery));
                 let Some(req) = self.waiting.front_mut() else {
                     return;
                 };
@@ -217,6 +217,34 @@ impl<V: ConsumerView> ConsumerCore<V> {
             self.settle_pin();
             self.deliver(msg, redelivery);
         }
+    }
+
+    /// The length of the ack subject [`deliver`](Self::deliver) gives `msg` now.
+    fn ack_len(&self, msg: &StoredMsg, redelivery: bool) -> usize {
+        let deliveries = if redelivery {
+            self.state
+                .pending
+                .get(&msg.seq)
+                .map_or(1, |p| p.deliveries + 1)
+        } else {
+            1
+        };
+        let pending = if redelivery {
+            self.num_pending
+        } else {
+            self.num_pending.saturating_sub(1)
+        };
+        deliver::ack_subject_len(
+            &self.stream,
+            &self.name,
+            [
+                deliveries,
+                msg.seq,
+                self.state.delivered.consumer_seq + 1,
+                msg.timestamp_ns,
+                pending,
+            ],
+        )
     }
 
     /// Sends one message and records the delivery.
@@ -275,7 +303,7 @@ impl<V: ConsumerView> ConsumerCore<V> {
                 }
             }
         } else if let Some(req) = self.waiting.front_mut() {
-            size = deliver::pull_size(&msg, &self.stream, &self.name);
+            size = deliver::pull_size(&msg, ack_subject.len());
             self.out.push(Action::Deliver {
                 stream_seq: seq,
                 deliveries,

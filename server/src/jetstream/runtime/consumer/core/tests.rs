@@ -587,8 +587,9 @@ fn no_wait_answers_404_when_empty_or_after_a_partial_batch() {
 
 #[test]
 fn max_bytes_ends_a_request_with_409_when_the_next_message_does_not_fit() {
-    // Each message counts 10 (subject) + 10 (payload) + the ack reply estimate.
-    let size = 10 + 10 + (8 + 1 + 1 + 40);
+    // Each message counts as nats-server counts it: 10 (subject) + 10 (payload) + its ack
+    // reply subject (39 bytes here: `$JS.ACK.` with this script's names and numbers).
+    let size = 10 + 10 + 39;
     let mut s = Script::new(pull_cfg(), 3);
     let body: &'static str =
         Box::leak(format!(r#"{{"batch":10,"max_bytes":{}}}"#, 2 * size + 5).into_boxed_str());
@@ -606,7 +607,7 @@ fn max_bytes_ends_a_request_with_409_when_the_next_message_does_not_fit() {
                     "409 max_bytes 8/5 -> r",
                 ],
             ),
-            step(1, In::Pull("t", tiny), &["409 max_bytes 10/69 -> t"]),
+            step(1, In::Pull("t", tiny), &["409 max_bytes 10/58 -> t"]),
             step(2, In::Pull("u", r#"{"batch":1}"#), &["deliver 3 x1 -> u"]),
         ],
     );
