@@ -480,3 +480,57 @@ async fn a_node_damaged_while_another_is_rebuilt_leaves_the_stream_writable() {
         "store moved aside"
     );
 }
+
+#[tokio::test]
+async fn a_stream_that_lost_a_majority_of_its_replicas_says_so_in_healthz() {
+    if !jetraft_only() {
+        return;
+    }
+    // Five nodes: the meta group keeps its majority when two nodes lose their volumes at once,
+    // the R3 stream on three of them does not.
+    let mut cluster = Cluster::start(5, "heal-majority").await.expect("cluster");
+    let nc = connect(cluster.node(0)).await;
+    fill(&nc, 20).await;
+    let info = info_with_leader(&nc, STREAM).await;
+    let leader = index_of(
+        &cluster,
+        info["cluster"]["leader"].as_str().unwrap_or_default(),
+    );
+    let followers: Vec<usize> = (info["cluster"]["replicas"].as_array())
+        .expect("replicas")
+        .iter()
+        .map(|r| index_of(&cluster, r["name"].as_str().unwrap_or_default()))
+        .collect();
+    assert_eq!(followers.len(), 2, "{info}");
+    for &i in &followers {
+        cluster.node_mut(i).stop().await.expect("stop");
+        let store = cluster.node(i).dir().join("store");
+        std::fs::remove_dir_all(&store).expect("wipe the store");
+        std::fs::create_dir(&store).expect("empty store dir");
+    }
+    for &i in &followers {
+        cluster
+            .node_mut(i)
+            .start_again()
+            .await
+            .expect("start empty");
+    }
+    // Both old ids are retired by the meta group (which still has three of its five voters);
+    // the stream's group cannot commit the change that would replace them, and its surviving
+    // replica says why instead of a bare "not current".
+    let node = cluster.node(leader);
+    wait_for(
+        "the survivor's /healthz names the lost majority",
+        REPAIR,
+        || async {
+            let r = node.http_get("/healthz").await.ok()?;
+            (r.status == 503 && r.body.contains("lost a majority of its replicas")).then_some(())
+        },
+    )
+    .await;
+    assert!(
+        node.log()
+            .contains("stream lost a majority of its replicas"),
+        "logged"
+    );
+}

@@ -173,13 +173,13 @@ impl JetStream {
                         .collect()
                 });
                 for (name, uid) in assigned {
-                    if self.replica_current(&name, uid) {
-                        continue;
+                    // First: a leader that lost its majority for good may still count itself
+                    // current (it leads, and nothing it could commit is pending).
+                    if let Some(dead) = self.majority_lost(&name) {
+                        problems.push(HealthProblem::majority_lost(&name, &dead));
+                    } else if !self.replica_current(&name, uid) {
+                        problems.push(HealthProblem::stream_not_current(&name));
                     }
-                    problems.push(match self.majority_lost(&name) {
-                        Some(dead) => HealthProblem::majority_lost(&name, &dead),
-                        None => HealthProblem::stream_not_current(&name),
-                    });
                 }
                 // A replica left on a node id that lost its data (retired) is about to be
                 // reassigned, in a three-node cluster to the node that came back under a new
