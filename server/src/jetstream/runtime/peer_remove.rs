@@ -260,9 +260,10 @@ impl JetStream {
         voters: &BTreeSet<u64>,
         wanted: &BTreeSet<u64>,
     ) -> Result<(), String> {
-        let replaces_dead = self
-            .meta
-            .read(|m| replaces_dead_voters(voters, wanted, |v| m.is_retired(v)));
+        // Retired and gone: a node that lost its data (or a removed one that stopped). A
+        // removed node still running keeps voting until its replacement caught up.
+        let dead = |v: u64| self.meta.read(|m| m.is_retired(v)) && !self.peer_connected(v);
+        let replaces_dead = replaces_dead_voters(voters, wanted, dead);
         for node in wanted.difference(voters) {
             let addr = self
                 .peer_cluster_addr(*node)
@@ -306,8 +307,8 @@ impl JetStream {
 }
 
 /// Whether changing the voters from `voters` to `wanted` only replaces voters that can never
-/// answer again (`dead`: retired ids, whose node lost its data and came back under a new id, or
-/// was removed) by as many new ones. The new ones then become voters at once instead of first
+/// answer again (`dead`: retired ids no longer running, whose node lost its data and came back
+/// under a new id, or was removed and stopped) by as many new ones. The new ones then become voters at once instead of first
 /// catching up as learners. A dead voter counts as a "no" in every quorum for as long as the
 /// group keeps it: waiting for its replacement to catch up (a snapshot of the whole stream)
 /// would leave the group without any fault tolerance for the whole rebuild, and stuck for good
