@@ -598,15 +598,39 @@ impl<T: Transport> GroupRegistry<T> {
             .ok()
     }
 
-    /// Adds `node` (reachable at `peer`) to `group` as a learner and waits until it caught up.
+    /// Adds `node` (reachable at `peer`) to `group` as a learner and waits until it caught up
+    /// (as openraft counts it: within its replication lag threshold, 5,000 entries, of the
+    /// leader's log; so a group with a shorter log does not wait).
     pub async fn add_learner(
         &self,
         group: GroupId,
         node: NodeId,
         peer: PeerNode,
     ) -> Result<(), RaftError> {
+        self.add_learner_with(group, node, peer, true).await
+    }
+
+    /// Adds `node` (reachable at `peer`) to `group` as a learner once the change is committed,
+    /// without waiting for it to catch up: for a node about to replace a voter that can never
+    /// answer again (see `JetStream::change_members` in the server).
+    pub async fn add_learner_now(
+        &self,
+        group: GroupId,
+        node: NodeId,
+        peer: PeerNode,
+    ) -> Result<(), RaftError> {
+        self.add_learner_with(group, node, peer, false).await
+    }
+
+    async fn add_learner_with(
+        &self,
+        group: GroupId,
+        node: NodeId,
+        peer: PeerNode,
+        catch_up: bool,
+    ) -> Result<(), RaftError> {
         let raft = self.awake_raft(group).await?;
-        self.deadline(group, raft.add_learner(node.0, peer, true))
+        self.deadline(group, raft.add_learner(node.0, peer, catch_up))
             .await?
             .map_err(|e| write_error(group, e))?;
         Ok(())

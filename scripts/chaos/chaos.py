@@ -32,6 +32,7 @@ SCENARIO_LIMIT seconds. Processes are only ever signalled by the PIDs this scrip
 import argparse
 import asyncio
 import base64
+import hashlib
 import json
 import os
 import random
@@ -374,6 +375,24 @@ class Cluster:
         if t is None:
             raise RuntimeError("cluster not healthy after creating the streams")
 
+    async def prefill(self, count, size):
+        """Publishes count messages of size bytes (incompressible) to LOG on log.fill before
+        the workloads start, one at a time, each PubAck awaited (retried with the same id)."""
+        js = self.admin.jetstream(timeout=10.0)
+        block = base64.b64encode(os.urandom(size))[:size - 16]
+        t0 = now()
+        for k in range(count):
+            for attempt in range(20):
+                try:
+                    await js.publish("log.fill", f"{k:015d}|".encode() + block, timeout=10.0,
+                                     headers={"Nats-Msg-Id": f"fill-{k}"})
+                    break
+                except Exception:
+                    if attempt == 19:
+                        raise RuntimeError(f"pre-fill message {k} not acked")
+                    await asyncio.sleep(0.5)
+        log(f"  pre-filled LOG with {count} x {size} B in {now() - t0:.1f}s")
+
     async def close(self):
         for nc in [self.admin, *self.probes]:
             if nc is not None:
@@ -548,6 +567,14 @@ class Workloads:
 # ----------------------------------------------------------------------------- read back
 
 
+def digest(data):
+    """A message body as read back: the text of a workload message, a hash of a big one (the
+    pre-fill's), so several copies of a big stream fit in memory."""
+    if len(data) <= 4096:
+        return data.decode(errors="replace")
+    return f"sha256:{hashlib.sha256(data).hexdigest()}"
+
+
 async def read_copy(nc, stream, last, direct):
     """seq -> (subject, data) for 1..last through nc: DIRECT.GET (answered by the node nc is
     connected to, as far as the server routes it locally) or STREAM.MSG.GET (the leader).
@@ -567,7 +594,7 @@ async def read_copy(nc, stream, last, direct):
                             if h["Status"] == "404":
                                 return
                             raise RuntimeError(h["Status"])
-                        out[seq] = (h.get("Nats-Subject"), m.data.decode(errors="replace"))
+                        out[seq] = (h.get("Nats-Subject"), digest(m.data))
                     else:
                         m = await nc.request(f"$JS.API.STREAM.MSG.GET.{stream}",
                                              json.dumps({"seq": seq}).encode(), timeout=2.0)
@@ -577,8 +604,7 @@ async def read_copy(nc, stream, last, direct):
                                 return
                             raise RuntimeError(r["error"])
                         msg = r["message"]
-                        out[seq] = (msg["subject"],
-                                    base64.b64decode(msg.get("data") or "").decode(errors="replace"))
+                        out[seq] = (msg["subject"], digest(base64.b64decode(msg.get("data") or "")))
                     return
                 except Exception:
                     await asyncio.sleep(0.2)
@@ -622,7 +648,7 @@ async def read_all(cluster, stream):
 def check_log(w, ref):
     where = {}  # value -> [seq]
     for seq, (subj, data) in ref.items():
-        if subj and subj.startswith("log.probe."):
+        if subj and subj.startswith(("log.probe.", "log.fill")):
             continue
         v = data.split("|", 1)[0]
         where.setdefault(v, []).append(seq)
@@ -956,23 +982,81 @@ def sc_corrupt(what):
         x.notes.append(f"{n.name}: damaged {len(done)} {what} file(s)"
                        + (f" ({', '.join(done)[:150]})" if done else " (none found)"))
         log(f"  damaged: {done}")
-        await x.restart_and_measure(n, "restart (damaged)")
-        await asyncio.sleep(2)
-        if not n.alive() and x.c.kind == "jetraft":
-            # jetraft repairs damaged table files on its own; a damaged WAL or MANIFEST needs
-            # the operator's --repair_store (the store is moved aside, the node rejoins under
-            # a new id).
-            x.notes.append(f"{n.name} exited after the restart (rc {n.proc.returncode}: "
-                           f"{last_error(n.log_path)}); restarted with --repair_store")
-            await x.restart_and_measure(n, "restart (--repair_store)",
-                                        extra=("--repair_store",))
-        elif not n.alive():
-            x.notes.append(f"{n.name} exited after the restart (rc {n.proc.returncode}: "
-                           f"{last_error(n.log_path)}); store wiped and restarted (operator "
-                           "repair)")
-            n.wipe()
-            await x.restart_and_measure(n, "restart (wiped)")
+        await restart_damaged(x, n)
         await asyncio.sleep(10)
+    return sc
+
+
+async def restart_damaged(x, n):
+    """Starts a node whose files were damaged and measures its way back; if it exits, the
+    operator's repair: jetraft again with --repair_store, nats-server with its store wiped."""
+    await x.restart_and_measure(n, "restart (damaged)")
+    await asyncio.sleep(2)
+    if not n.alive() and x.c.kind == "jetraft":
+        # jetraft repairs damaged table files on its own; a damaged WAL or MANIFEST needs
+        # the operator's --repair_store (the store is moved aside, the node rejoins under
+        # a new id).
+        x.notes.append(f"{n.name} exited after the restart (rc {n.proc.returncode}: "
+                       f"{last_error(n.log_path)}); restarted with --repair_store")
+        await x.restart_and_measure(n, "restart (--repair_store)",
+                                    extra=("--repair_store",))
+    elif not n.alive():
+        x.notes.append(f"{n.name} exited after the restart (rc {n.proc.returncode}: "
+                       f"{last_error(n.log_path)}); store wiped and restarted (operator "
+                       "repair)")
+        n.wipe()
+        await x.restart_and_measure(n, "restart (wiped)")
+
+
+async def replica_state(x, node):
+    """How `node` stands in the LOG stream right now: its /healthz and, from STREAM.INFO, its
+    replica entry (current, lag) or 'no replica' (not yet added, or not reported)."""
+    code = await http_status(node.ip, "/healthz")
+    try:
+        info = await x.c.api("$JS.API.STREAM.INFO.LOG", timeout=1.0)
+        cl = info.get("cluster") or {}
+        if cl.get("leader") == node.name:
+            rep = "LOG leader"
+        else:
+            r = [r for r in cl.get("replicas") or [] if r.get("name") == node.name]
+            rep = (f"LOG replica current={r[0].get('current')} lag={r[0].get('lag', 0)}"
+                   if r else "no LOG replica")
+    except Exception as e:
+        rep = f"STREAM.INFO failed ({type(e).__name__})"
+    return f"healthz {code}, {rep}"
+
+
+def sc_corrupt_during_rebuild(delay):
+    """Lost volume on one follower, and `delay` seconds after its empty restart (while its
+    replicas are still being rebuilt from the leaders: the LOG stream is pre-filled, see
+    PREFILL), the other follower's SST files (nats-server: LOG message blocks) damaged while
+    it is stopped, then restarted. Only the stream leader holds every message undamaged."""
+    async def sc(x):
+        ld = await x.leader()
+        a, b = [m for m in x.c.nodes if m is not ld]
+        if x.rng.random() < 0.5:
+            a, b = b, a
+        log(f"  SIGTERM follower {a.name}, wipe its store, restart it empty")
+        x.shutdowns.append(await a.term())
+        a.wipe()
+        t_a = now()
+        a.start("restart (empty store)")
+        await asyncio.sleep(max(0.0, t_a + delay - now()))
+        state = await replica_state(x, a)
+        x.notes.append(f"{a.name} wiped; {delay:g}s after its restart: {state}")
+        log(f"  {a.name} {delay:g}s after its restart: {state}")
+        log(f"  SIGTERM the other follower {b.name}, damage its sst files, restart")
+        x.shutdowns.append(await b.term())
+        done = damage(b.store, x.c.kind, "sst", x.rng)
+        x.notes.append(f"{b.name}: damaged {len(done)} sst file(s)"
+                       + (f" ({', '.join(done)[:120]})" if done else " (none found)"))
+        log(f"  damaged: {done}")
+        await restart_damaged(x, b)
+        t = await x.c.wait_healthy(since=t_a, limit=2 * HEAL_LIMIT)
+        x.notes.append(f"all healthy {t if t is None else round(t, 1)}s after {a.name}'s "
+                       "empty restart")
+        log(f"  all healthy {t if t is None else round(t, 2)}s after {a.name}'s restart")
+        await asyncio.sleep(5)
     return sc
 
 
@@ -990,7 +1074,18 @@ SCENARIOS = {
     "corrupt-sst": sc_corrupt("sst"),
     "corrupt-wal": sc_corrupt("wal"),
     "corrupt-manifest": sc_corrupt("manifest"),
+    "corrupt-during-rebuild-2s": sc_corrupt_during_rebuild(2.0),
+    "corrupt-during-rebuild-6s": sc_corrupt_during_rebuild(6.0),
 }
+
+# Scenarios that need a big LOG stream, so that rebuilding a replica takes longer than the
+# scenario's delay: (messages, bytes each) published on log.fill before the workloads start,
+# one at a time, so that every message is a Raft entry of its own (published concurrently,
+# the leader batches them): a group log more than openraft's replication lag threshold (5,000
+# entries) ahead of a new replica is what makes the replica wait for its snapshot before it
+# counts as caught up.
+PREFILL = {"corrupt-during-rebuild-2s": (10_000, 32 * 1024),
+           "corrupt-during-rebuild-6s": (10_000, 64 * 1024)}
 
 
 def shrink_log(path, keep=20_000_000):
@@ -1022,6 +1117,8 @@ async def run_one(kind, binary, scenario, run, args):
     w = None
     try:
         await cluster.setup()
+        if scenario in PREFILL:
+            await cluster.prefill(*PREFILL[scenario])
         w = Workloads(cluster)
         await w.start()
         await asyncio.sleep(WARM)

@@ -25,7 +25,8 @@ HEADER = ("| scenario | server | runs | acked | lost | dup | unexp/reord | diver
 SEP = "|" + "---|" * HEADER.count(" | ") + "---|"
 SCENARIO_ORDER = ["kill-random", "kill-leader", "kill-two", "stop-leader", "isolate-leader",
                   "isolate-follower", "split-churn", "bridge-leader", "lost-volume",
-                  "rolling-restart", "corrupt-sst", "corrupt-wal", "corrupt-manifest"]
+                  "rolling-restart", "corrupt-sst", "corrupt-wal", "corrupt-manifest",
+                  "corrupt-during-rebuild-2s", "corrupt-during-rebuild-6s"]
 SERVER_ORDER = ["jetraft", "nats", "nats-sync"]
 
 

@@ -11,7 +11,11 @@
 //!   after the damaged node came back, under a publisher): no acknowledged message is lost, and
 //!   every replica holds every one of them afterwards;
 //! - every node damaged at once: each moves its store aside, and none forms a new, empty
-//!   cluster (the data stays in the moved-aside stores for an operator).
+//!   cluster (the data stays in the moved-aside stores for an operator);
+//! - overlapping repairs (issue 23): one node loses its volume and, while it cannot have caught
+//!   up yet (frozen right after it rejoined under a new id), the other follower's table files
+//!   are damaged: the new id replaced the dead one as a voter at once, so the stream stays
+//!   writable once the first node caught up, and no acknowledged message is lost.
 //!
 //! jetraft only: the store layout and the repair are jetraft's.
 
@@ -125,12 +129,18 @@ fn damage_wal(node: &ServerProcess) -> bool {
 /// Creates the R3 file stream and publishes `count` messages of about 1 KiB through `nc`, each
 /// acknowledged; returns `(sequence, body)` of each.
 async fn fill(nc: &async_nats::Client, count: usize) -> Vec<(u64, String)> {
+    fill_kib(nc, count, 1).await
+}
+
+/// [`fill`] with messages of about `kib` KiB, published one at a time (so each is a Raft entry
+/// of its own).
+async fn fill_kib(nc: &async_nats::Client, count: usize, kib: usize) -> Vec<(u64, String)> {
     let cfg = json!({"name": STREAM, "subjects": ["heal.>"], "num_replicas": 3, "storage": "file"});
     let created = api(nc, &format!("$JS.API.STREAM.CREATE.{STREAM}"), cfg).await;
     assert!(created["error"].is_null(), "{created}");
     let mut acked = Vec::with_capacity(count);
     for i in 0..count {
-        let body = format!("m{i:05}-{}", noise(i as u64));
+        let body = format!("m{i:05}-{}", noise(i as u64).repeat(kib));
         let ack = publish_acked(nc, "heal.m", &format!("m{i}"), &body).await;
         acked.push((ack["seq"].as_u64().expect("seq"), body));
     }
@@ -386,4 +396,141 @@ async fn nodes_that_all_moved_their_stores_aside_form_no_new_cluster() {
             "the old store is kept"
         );
     }
+}
+
+/// How often `needle` occurs in the logs of all nodes.
+fn in_logs(cluster: &Cluster, needle: &str) -> usize {
+    (0..cluster.len())
+        .map(|i| cluster.node(i).log().matches(needle).count())
+        .sum()
+}
+
+#[tokio::test]
+async fn a_node_damaged_while_another_is_rebuilt_leaves_the_stream_writable() {
+    if !jetraft_only() {
+        return;
+    }
+    let mut cluster = Cluster::start(3, "heal-overlap").await.expect("cluster");
+    let nc = connect(cluster.node(0)).await;
+    // More Raft entries than openraft's replication lag threshold (5,000), so a new replica
+    // does not count as caught up before the stream's snapshot (~22 MB) is installed on it.
+    let acked = fill_kib(&nc, 5_500, 4).await;
+    let leader = {
+        let info = info_with_leader(&nc, STREAM).await;
+        index_of(
+            &cluster,
+            info["cluster"]["leader"].as_str().unwrap_or_default(),
+        )
+    };
+    let lost = (leader + 1) % 3;
+    let damaged = (leader + 2) % 3;
+    // First fault: `lost` loses its volume and rejoins empty under a new id.
+    cluster.node_mut(lost).stop().await.expect("stop");
+    let store = cluster.node(lost).dir().join("store");
+    std::fs::remove_dir_all(&store).expect("wipe the store");
+    std::fs::create_dir(&store).expect("empty store dir");
+    let retired = in_logs(&cluster, "replaced node id retired");
+    let moved = in_logs(&cluster, &format!("stream replicas moved stream={STREAM}"));
+    cluster
+        .node_mut(lost)
+        .start_again()
+        .await
+        .expect("start empty");
+    // As soon as the meta leader retired its old id, the new id is frozen: it cannot catch up
+    // until the end of the test.
+    wait_for("the lost node's old id retired", REPAIR, || async {
+        (in_logs(&cluster, "replaced node id retired") > retired).then_some(())
+    })
+    .await;
+    cluster.node(lost).freeze().await.expect("SIGSTOP");
+    // Its old id, which never answers again, leaves the stream's voters at once (in the same
+    // change that makes the new id a voter), without waiting for a catch-up.
+    wait_for("the dead id swapped out of the stream", REPAIR, || async {
+        let now = in_logs(&cluster, &format!("stream replicas moved stream={STREAM}"));
+        (now > moved).then_some(())
+    })
+    .await;
+    // Second fault, while the first node's replica is still empty: the other follower's table
+    // files are damaged; it moves its store aside and rejoins under a new id too.
+    cluster.node_mut(damaged).stop().await.expect("stop");
+    assert!(damage_tables(cluster.node(damaged)) > 0, "no table file");
+    cluster
+        .node_mut(damaged)
+        .start_again()
+        .await
+        .expect("damaged node starts");
+    (cluster.node(lost))
+        .signal(rustix::process::Signal::CONT)
+        .expect("SIGCONT");
+    // The stream's only intact replica (its leader) rebuilds both; the stream takes publishes
+    // again and every replica holds every acknowledged message.
+    for i in 0..3 {
+        wait_healthy(cluster.node(i)).await;
+    }
+    let more = publish_acked(&nc, "heal.m", "after", "after").await;
+    assert_eq!(more["seq"].as_u64(), Some(acked.len() as u64 + 1), "{more}");
+    for i in [lost, damaged, leader] {
+        let name = cluster.node(i).name().to_string();
+        move_leader_to(&nc, &name).await;
+        assert_stored(&nc, &acked).await;
+    }
+    assert_eq!(
+        damaged_dirs(cluster.node(damaged)).len(),
+        1,
+        "store moved aside"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_that_lost_a_majority_of_its_replicas_says_so_in_healthz() {
+    if !jetraft_only() {
+        return;
+    }
+    // Five nodes: the meta group keeps its majority when two nodes lose their volumes at once,
+    // the R3 stream on three of them does not.
+    let mut cluster = Cluster::start(5, "heal-majority").await.expect("cluster");
+    let nc = connect(cluster.node(0)).await;
+    fill(&nc, 20).await;
+    let info = info_with_leader(&nc, STREAM).await;
+    let leader = index_of(
+        &cluster,
+        info["cluster"]["leader"].as_str().unwrap_or_default(),
+    );
+    let followers: Vec<usize> = (info["cluster"]["replicas"].as_array())
+        .expect("replicas")
+        .iter()
+        .map(|r| index_of(&cluster, r["name"].as_str().unwrap_or_default()))
+        .collect();
+    assert_eq!(followers.len(), 2, "{info}");
+    for &i in &followers {
+        cluster.node_mut(i).stop().await.expect("stop");
+        let store = cluster.node(i).dir().join("store");
+        std::fs::remove_dir_all(&store).expect("wipe the store");
+        std::fs::create_dir(&store).expect("empty store dir");
+    }
+    for &i in &followers {
+        cluster
+            .node_mut(i)
+            .start_again()
+            .await
+            .expect("start empty");
+    }
+    // Both old ids are retired by the meta group (which still has three of its five voters);
+    // the stream's group cannot commit the change that would replace them, and its surviving
+    // replica says why instead of a bare "not current".
+    let node = cluster.node(leader);
+    wait_for(
+        "the survivor's /healthz names the lost majority",
+        REPAIR,
+        || async {
+            let r = node.http_get("/healthz").await.ok()?;
+            (r.status == 503 && r.body.contains("lost a majority of its replicas")).then_some(())
+        },
+    )
+    .await;
+    assert!(
+        node.log()
+            .contains("stream lost a majority of its replicas"),
+        "logged"
+    );
 }

@@ -6,11 +6,12 @@
 //! restarted is therefore not healthy until it caught up, which is what readiness and
 //! rolling restarts wait for.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use jetraft_raft::{Currency, GroupId};
 use jetraft_storage::stream::StreamUid;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use super::JetStream;
 
@@ -86,9 +87,58 @@ impl HealthProblem {
             error: format!("JetStream stream '{account} > {stream}' is not current"),
         }
     }
+
+    /// The stream with key `key` can never commit again: `dead`, a majority of its group's
+    /// voters, are retired ids (see [`JetStream::majority_lost`]).
+    fn majority_lost(key: &str, dead: &[u64]) -> Self {
+        let ids: Vec<String> = dead.iter().map(|d| format!("{d:x}")).collect();
+        Self {
+            error: format!(
+                "{} and lost a majority of its replicas: their nodes lost their data (old ids {}) \
+                 before new replicas could take their place; only an operator can recover it \
+                 (README: Deploy, \"A stream that lost a majority of its replicas\")",
+                Self::stream_not_current(key).error,
+                ids.join(", ")
+            ),
+            ..Self::stream_not_current(key)
+        }
+    }
 }
 
+/// Streams (by uid) whose lost majority was logged already (once per stream and process).
+static MAJORITY_LOST_LOGGED: std::sync::Mutex<BTreeSet<u64>> =
+    std::sync::Mutex::new(BTreeSet::new());
+
 impl JetStream {
+    /// The voters of stream `name`'s group (as this replica knows them) whose ids are retired,
+    /// if they are a majority. A retired id never answers again (its node lost its data, or was
+    /// removed), so the group can never elect a leader or commit, not even the change that
+    /// would replace them: Raft cannot go on safely from the replicas left (they may miss
+    /// entries the lost ones acknowledged), and jetraft never forces it to. Logged once.
+    fn majority_lost(&self, name: &str) -> Option<Vec<u64>> {
+        let ls = self.local_stream(name)?;
+        let voters: Vec<u64> = self.registry.raft(ls.group()).ok()?.voter_ids().collect();
+        let dead: Vec<u64> = (voters.iter().copied())
+            .filter(|v| self.meta.read(|m| m.is_retired(*v)))
+            .collect();
+        if dead.is_empty() || dead.len() * 2 < voters.len() {
+            return None;
+        }
+        let first = MAJORITY_LOST_LOGGED
+            .lock()
+            .is_ok_and(|mut logged| logged.insert(ls.uid.0));
+        if first {
+            error!(
+                stream = %name,
+                voters = ?voters,
+                lost = ?dead,
+                "stream lost a majority of its replicas: it cannot commit until an operator \
+                 recovers it (README: Deploy, \"A stream that lost a majority of its replicas\")"
+            );
+        }
+        Some(dead)
+    }
+
     /// Problems that make this node's JetStream unhealthy for `scope`; empty when healthy.
     pub fn health(&self, scope: &HealthScope) -> Vec<HealthProblem> {
         let mut problems = Vec::new();
@@ -123,7 +173,11 @@ impl JetStream {
                         .collect()
                 });
                 for (name, uid) in assigned {
-                    if !self.replica_current(&name, uid) {
+                    // First: a leader that lost its majority for good may still count itself
+                    // current (it leads, and nothing it could commit is pending).
+                    if let Some(dead) = self.majority_lost(&name) {
+                        problems.push(HealthProblem::majority_lost(&name, &dead));
+                    } else if !self.replica_current(&name, uid) {
                         problems.push(HealthProblem::stream_not_current(&name));
                     }
                 }

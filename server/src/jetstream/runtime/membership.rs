@@ -172,15 +172,19 @@ impl JetStream {
             }
             self.transport.add_peer(NodeId(id), &p.cluster_addr);
             let _changing = self.meta_members.lock().await;
-            if let Err(e) = self
-                .registry
-                .add_learner(
-                    GroupId::META,
-                    NodeId(id),
-                    PeerNode::new(p.cluster_addr.clone()),
-                )
-                .await
-            {
+            // The new id of a node that lost its data takes its old id's place as a voter at
+            // once (see `peer_remove::replaces_dead_voters`); a new node catches up first.
+            let peer = PeerNode::new(p.cluster_addr.clone());
+            let added = if replaced.iter().any(|old| voters.contains(old)) {
+                (self.registry)
+                    .add_learner_now(GroupId::META, NodeId(id), peer)
+                    .await
+            } else {
+                (self.registry)
+                    .add_learner(GroupId::META, NodeId(id), peer)
+                    .await
+            };
+            if let Err(e) = added {
                 warn!(peer = id, error = %e, "adding peer as learner failed");
                 continue;
             }

@@ -260,14 +260,25 @@ impl JetStream {
         voters: &BTreeSet<u64>,
         wanted: &BTreeSet<u64>,
     ) -> Result<(), String> {
+        // Retired and gone: a node that lost its data (or a removed one that stopped). A
+        // removed node still running keeps voting until its replacement caught up.
+        let dead = |v: u64| self.meta.read(|m| m.is_retired(v)) && !self.peer_connected(v);
+        let replaces_dead = replaces_dead_voters(voters, wanted, dead);
         for node in wanted.difference(voters) {
             let addr = self
                 .peer_cluster_addr(*node)
                 .ok_or_else(|| format!("no address for node {node:x}"))?;
-            self.registry
-                .add_learner(ls.group(), NodeId(*node), PeerNode::new(addr))
-                .await
-                .map_err(|e| e.to_string())?;
+            let peer = PeerNode::new(addr);
+            let added = if replaces_dead {
+                self.registry
+                    .add_learner_now(ls.group(), NodeId(*node), peer)
+                    .await
+            } else {
+                self.registry
+                    .add_learner(ls.group(), NodeId(*node), peer)
+                    .await
+            };
+            added.map_err(|e| e.to_string())?;
         }
         let to_voters = |set: &BTreeSet<u64>| set.iter().copied().map(NodeId).collect();
         if wanted.contains(&self.node.0) {
@@ -295,11 +306,69 @@ impl JetStream {
     }
 }
 
+/// Whether changing the voters from `voters` to `wanted` only replaces voters that can never
+/// answer again (`dead`: retired ids no longer running, whose node lost its data and came back
+/// under a new id, or was removed and stopped) by as many new ones. The new ones then become voters at once instead of first
+/// catching up as learners. A dead voter counts as a "no" in every quorum for as long as the
+/// group keeps it: waiting for its replacement to catch up (a snapshot of the whole stream)
+/// would leave the group without any fault tolerance for the whole rebuild, and stuck for good
+/// if another voter lost its data meanwhile (no majority of the old voters could ever commit
+/// the change again). The replacement is a new id with an empty log that never voted or
+/// acknowledged anything, so making it a voter is an ordinary joint-consensus change: it is
+/// committed by a majority of the old voters and of the new ones, every committed entry stays
+/// on a majority of the old voters, and the new voter counts only for what it stored. Until it
+/// caught up, the group commits with the same live voters it needed before.
+pub(super) fn replaces_dead_voters(
+    voters: &BTreeSet<u64>,
+    wanted: &BTreeSet<u64>,
+    dead: impl Fn(u64) -> bool,
+) -> bool {
+    let leaving: Vec<u64> = voters.difference(wanted).copied().collect();
+    let joining = wanted.difference(voters).count();
+    !leaving.is_empty() && joining <= leaving.len() && leaving.iter().all(|v| dead(*v))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn only_a_replacement_of_dead_voters_skips_the_catch_up() {
+        let set = |v: &[u64]| v.iter().copied().collect::<BTreeSet<u64>>();
+        let dead = |v: u64| v >= 10;
+        // A lost node's old id (10) replaced by its new id (4).
+        assert!(replaces_dead_voters(
+            &set(&[1, 2, 10]),
+            &set(&[1, 2, 4]),
+            dead
+        ));
+        assert!(replaces_dead_voters(
+            &set(&[1, 10, 11]),
+            &set(&[1, 4, 5]),
+            dead
+        ));
+        // A live voter leaving (peer remove): the new one catches up first.
+        assert!(!replaces_dead_voters(
+            &set(&[1, 2, 3]),
+            &set(&[1, 2, 4]),
+            dead
+        ));
+        assert!(!replaces_dead_voters(
+            &set(&[1, 3, 10]),
+            &set(&[1, 4, 5]),
+            dead
+        ));
+        // Growing (scale up) with or without a dead voter, or nothing leaving.
+        assert!(!replaces_dead_voters(&set(&[1]), &set(&[1, 4, 5]), dead));
+        assert!(!replaces_dead_voters(
+            &set(&[1, 2, 10]),
+            &set(&[1, 2, 4, 5, 6]),
+            dead
+        ));
+        assert!(!replaces_dead_voters(&set(&[1, 2]), &set(&[1, 2]), dead));
+    }
 
     #[test]
     fn a_leader_that_handed_off_stays_until_the_successor_contacts_it() {

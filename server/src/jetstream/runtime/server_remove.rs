@@ -322,7 +322,7 @@ impl JetStream {
     }
 
     /// Whether `node` runs: this node, or one the link table shows connected both ways.
-    fn peer_connected(&self, node: u64) -> bool {
+    pub(super) fn peer_connected(&self, node: u64) -> bool {
         node == self.node.0
             || self.cluster.as_ref().is_some_and(|c| {
                 c.peers
