@@ -23,20 +23,30 @@ pub struct Delivered {
     pub consumer_seq: u64,
     /// Pending count after this delivery.
     pub pending: u64,
+    /// When the server delivered it (Unix ns, from the ack reply subject).
+    pub timestamp_ns: u64,
 }
 
-/// Decodes `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>`.
+/// Decodes `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>` into
+/// (delivered, sseq, dseq, pending).
 pub fn parse_ack_reply(reply: &str) -> Option<(u64, u64, u64, u64)> {
-    let t: Vec<&str> = reply.split('.').collect();
-    if t.len() != 9 || t[0] != "$JS" || t[1] != "ACK" {
-        return None;
-    }
+    let t = ack_reply_tokens(reply)?;
     Some((
         t[4].parse().ok()?,
         t[5].parse().ok()?,
         t[6].parse().ok()?,
         t[8].parse().ok()?,
     ))
+}
+
+/// The delivery time (Unix ns) in an ack reply subject.
+pub fn ack_reply_timestamp(reply: &str) -> Option<u64> {
+    ack_reply_tokens(reply)?[7].parse().ok()
+}
+
+fn ack_reply_tokens(reply: &str) -> Option<Vec<&str>> {
+    let t: Vec<&str> = reply.split('.').collect();
+    (t.len() == 9 && t[0] == "$JS" && t[1] == "ACK").then_some(t)
 }
 
 /// Sends one pull request for up to `batch` messages lasting `expires` and collects what
@@ -79,7 +89,9 @@ pub async fn pull(
         let Some((delivered, stream_seq, consumer_seq, pending)) = parse_ack_reply(&reply) else {
             continue;
         };
+        let timestamp_ns = ack_reply_timestamp(&reply).unwrap_or(0);
         out.push(Delivered {
+            timestamp_ns,
             subject: msg.subject.to_string(),
             payload: msg.payload.clone(),
             reply,
