@@ -118,16 +118,7 @@ fn detail(s: &MonitorView, name: &str, system: bool, config: Option<&AccountConf
     d.insert("name_tag".into(), json!(name));
     d.insert(
         "sublist_stats".into(),
-        json!({
-            "num_subscriptions": st.num_subscriptions,
-            "num_cache": st.num_cache,
-            "num_inserts": st.num_inserts,
-            "num_removes": st.num_removes,
-            "num_matches": st.num_matches,
-            "cache_hit_rate": st.cache_hit_rate,
-            "max_fanout": st.max_fanout,
-            "avg_fanout": st.avg_fanout,
-        }),
+        Value::Object(super::subsz::stats_json(&st)),
     );
     Value::Object(d)
 }

@@ -44,18 +44,14 @@ pub(super) async fn handler(
         .filter(|ns| account.is_none_or(|a| *ns.account == *a))
         .collect();
     let st = sum(namespaces.iter().map(|ns| ns.sublist.stats()));
-    let mut body = json!({
-        "server_id": s.node.server_id,
-        "now": rfc3339(time::OffsetDateTime::now_utc()),
-        "num_subscriptions": st.num_subscriptions,
-        "num_cache": st.num_cache,
-        "num_inserts": st.num_inserts,
-        "num_removes": st.num_removes,
-        "num_matches": st.num_matches,
-        "cache_hit_rate": st.cache_hit_rate,
-        "max_fanout": st.max_fanout,
-        "avg_fanout": st.avg_fanout,
-    });
+    let mut fields = Map::new();
+    fields.insert("server_id".into(), json!(s.node.server_id));
+    fields.insert(
+        "now".into(),
+        json!(rfc3339(time::OffsetDateTime::now_utc())),
+    );
+    fields.extend(stats_json(&st));
+    let mut body = Value::Object(fields);
     if subs || test.is_some() {
         // Remote interest counts in the totals (as in nats-server) but is not listed.
         let mut all: Vec<_> = namespaces
@@ -105,6 +101,24 @@ pub(super) async fn handler(
 
 /// The statistics of several sublists as one, as nats-server adds them: counts summed, the
 /// largest fanout, the hit rate over all matches and the mean fanout over all cached results.
+/// A sublist's statistics as nats-server's `SublistStats` JSON (`/subsz`, `/accountz`).
+pub(super) fn stats_json(st: &SublistStats) -> Map<String, Value> {
+    let v = json!({
+        "num_subscriptions": st.num_subscriptions,
+        "num_cache": st.num_cache,
+        "num_inserts": st.num_inserts,
+        "num_removes": st.num_removes,
+        "num_matches": st.num_matches,
+        "cache_hit_rate": st.cache_hit_rate,
+        "max_fanout": st.max_fanout,
+        "avg_fanout": st.avg_fanout,
+    });
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
 fn sum(stats: impl Iterator<Item = SublistStats>) -> SublistStats {
     let mut out = SublistStats::default();
     let (mut hits, mut fanout) = (0.0, 0.0);
