@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
-use jetraft_tests::harness::{RawClient, ServerOptions, ServerProcess, round_trip, within};
+use jetraft_tests::harness::{RawClient, ServerOptions, ServerProcess, login, round_trip, within};
 
 const OP: Duration = Duration::from_secs(5);
 
@@ -53,15 +53,6 @@ async fn start(config: &str, jetstream: bool) -> ServerProcess {
         opts.without_jetstream()
     };
     ServerProcess::start(opts).await.expect("start server")
-}
-
-/// An async-nats client of `user` (password = user name).
-pub async fn login(srv: &ServerProcess, user: &str) -> async_nats::Client {
-    let opts = async_nats::ConnectOptions::with_user_and_password(user.into(), user.into())
-        .connection_timeout(OP);
-    within(OP * 2, "connect", Box::pin(opts.connect(srv.client_url())))
-        .await
-        .unwrap_or_else(|e| panic!("connect as {user}: {e}"))
 }
 
 /// A raw protocol client logged in as `user` (password = user name), CONNECT answered.

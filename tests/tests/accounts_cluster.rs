@@ -5,9 +5,8 @@
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
-use jetraft_tests::harness::{Cluster, ServerProcess, round_trip, wait_for, within};
+use jetraft_tests::harness::{Cluster, login, round_trip, wait_for};
 
-const OP: Duration = Duration::from_secs(5);
 /// Bound for interest to reach every node.
 const SPREAD: Duration = Duration::from_secs(20);
 
@@ -27,14 +26,6 @@ accounts {
   C: { users: [ { user: c, password: c } ] }
 }
 "#;
-
-async fn login(srv: &ServerProcess, user: &str) -> async_nats::Client {
-    let opts = async_nats::ConnectOptions::with_user_and_password(user.into(), user.into())
-        .connection_timeout(OP);
-    within(OP * 2, "connect", Box::pin(opts.connect(srv.client_url())))
-        .await
-        .unwrap_or_else(|e| panic!("connect as {user}: {e}"))
-}
 
 async fn cluster() -> Cluster {
     Cluster::start_with(3, "accounts", Some(CONFIG))

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use jetraft_tests::harness::jsapi::api;
-use jetraft_tests::harness::{ServerOptions, ServerProcess, within};
+use jetraft_tests::harness::{ServerOptions, ServerProcess, login, within};
 use serde_json::{Value, json};
 
 const OP: Duration = Duration::from_secs(5);
@@ -30,15 +30,6 @@ async fn start() -> ServerProcess {
     ServerProcess::start(ServerOptions::with_config(CONFIG))
         .await
         .expect("start server")
-}
-
-/// An async-nats client of `user` (password = user name).
-async fn login(srv: &ServerProcess, user: &str) -> async_nats::Client {
-    let opts = async_nats::ConnectOptions::with_user_and_password(user.into(), user.into())
-        .connection_timeout(OP);
-    within(OP * 2, "connect", Box::pin(opts.connect(srv.client_url())))
-        .await
-        .unwrap_or_else(|e| panic!("connect as {user}: {e}"))
 }
 
 /// Publishes `body` on `subject` and returns the PubAck (or error) JSON.

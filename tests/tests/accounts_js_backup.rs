@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use jetraft_tests::harness::backup::{Acks, messages, restore, snapshot};
 use jetraft_tests::harness::jsapi::api;
-use jetraft_tests::harness::{ServerOptions, ServerProcess, within};
+use jetraft_tests::harness::{ServerOptions, ServerProcess, login, within};
 use serde_json::{Value, json};
 
 const OP: Duration = Duration::from_secs(5);
@@ -21,15 +21,6 @@ accounts {
   C: { users: [ { user: c, password: c } ], jetstream: { max_streams: 1 } }
 }
 "#;
-
-/// An async-nats client of `user` (password = user name).
-async fn login(srv: &ServerProcess, user: &str) -> async_nats::Client {
-    let opts = async_nats::ConnectOptions::with_user_and_password(user.into(), user.into())
-        .connection_timeout(OP);
-    within(OP * 2, "connect", Box::pin(opts.connect(srv.client_url())))
-        .await
-        .unwrap_or_else(|e| panic!("connect as {user}: {e}"))
-}
 
 /// Publishes `body` on `subject` and returns the PubAck's sequence.
 async fn publish(nc: &async_nats::Client, subject: &str, body: &'static [u8]) -> Value {

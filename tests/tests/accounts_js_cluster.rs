@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use jetraft_tests::harness::jsapi::{api, info_with_leader, leader_index, publish_acked};
-use jetraft_tests::harness::{Cluster, ServerProcess, wait_for, within};
+use jetraft_tests::harness::{Cluster, login, wait_for, within};
 use serde_json::{Value, json};
 
 const OP: Duration = Duration::from_secs(5);
@@ -19,14 +19,6 @@ accounts {
   B: { users: [ { user: b, password: b } ], jetstream: enabled }
 }
 "#;
-
-async fn login(srv: &ServerProcess, user: &str) -> async_nats::Client {
-    let opts = async_nats::ConnectOptions::with_user_and_password(user.into(), user.into())
-        .connection_timeout(OP);
-    within(OP * 2, "connect", Box::pin(opts.connect(srv.client_url())))
-        .await
-        .unwrap_or_else(|e| panic!("connect as {user}: {e}"))
-}
 
 #[tokio::test]
 async fn r3_streams_of_the_same_name_stay_apart_and_survive_a_leader_kill() {

@@ -14,7 +14,7 @@ use async_nats::jetstream::consumer::{self, AckPolicy, DeliverPolicy, pull, push
 use async_nats::jetstream::{self, AckKind, stream};
 use bytes::Bytes;
 use futures_util::StreamExt;
-use jetraft_tests::harness::{ServerKind, server_kind, within};
+use jetraft_tests::harness::{ServerKind, ServerProcess, server_kind, within};
 use jetraft_tests::harness::{connect, start_server};
 use serde_json::{Value, json};
 
@@ -805,6 +805,36 @@ async fn raw_pull(
     out
 }
 
+/// A server with stream `name` on `subject` holding `n` messages, and its durable consumer `c`
+/// created with `config` through the raw API.
+async fn with_consumer(
+    (name, subject): (&str, &str),
+    n: usize,
+    config: Value,
+) -> (ServerProcess, async_nats::Client) {
+    let srv = start_server().await;
+    let nc = connect(&srv).await;
+    let js = jetstream::new(nc.clone());
+    stream_with(
+        &js,
+        stream::Config {
+            name: name.into(),
+            subjects: vec![subject.into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    publish_n(&js, subject, n).await;
+    let r = api(
+        &nc,
+        &format!("$JS.API.CONSUMER.CREATE.{name}.c"),
+        json!({"stream_name": name, "config": config}),
+    )
+    .await;
+    assert!(r["error"].is_null(), "{r}");
+    (srv, nc)
+}
+
 fn status_of(m: &async_nats::Message) -> Option<(u16, String)> {
     m.status
         .map(|s| (s.as_u16(), m.description.clone().unwrap_or_default()))
@@ -812,26 +842,12 @@ fn status_of(m: &async_nats::Message) -> Option<(u16, String)> {
 
 #[tokio::test]
 async fn pull_statuses_no_wait_expiry_and_limits() {
-    let srv = start_server().await;
-    let nc = connect(&srv).await;
-    let js = jetstream::new(nc.clone());
-    stream_with(
-        &js,
-        stream::Config {
-            name: "ST".into(),
-            subjects: vec!["st".into()],
-            ..Default::default()
-        },
+    let (_srv, nc) = with_consumer(
+        ("ST", "st"),
+        2,
+        json!({"durable_name": "c", "ack_policy": "explicit", "max_batch": 5}),
     )
     .await;
-    publish_n(&js, "st", 2).await;
-    let r = api(
-        &nc,
-        "$JS.API.CONSUMER.CREATE.ST.c",
-        json!({"stream_name": "ST", "config": {"durable_name": "c", "ack_policy": "explicit", "max_batch": 5}}),
-    )
-    .await;
-    assert!(r["error"].is_null(), "{r}");
     // no_wait: what is there, then 404.
     let got = raw_pull(&nc, "ST", "c", json!({"batch": 5, "no_wait": true}), OP).await;
     assert_eq!(got.len(), 3, "{got:?}");
@@ -866,26 +882,12 @@ async fn pull_statuses_no_wait_expiry_and_limits() {
 /// is its `max_bytes`, and the next message would not have fitted.
 #[tokio::test]
 async fn max_bytes_counts_subject_ack_reply_and_payload() {
-    let srv = start_server().await;
-    let nc = connect(&srv).await;
-    let js = jetstream::new(nc.clone());
-    stream_with(
-        &js,
-        stream::Config {
-            name: "MB".into(),
-            subjects: vec!["mb.>".into()],
-            ..Default::default()
-        },
+    let (_srv, nc) = with_consumer(
+        ("MB", "mb.subject"),
+        60,
+        json!({"durable_name": "c", "ack_policy": "none"}),
     )
     .await;
-    publish_n(&js, "mb.subject", 60).await;
-    let r = api(
-        &nc,
-        "$JS.API.CONSUMER.CREATE.MB.c",
-        json!({"stream_name": "MB", "config": {"durable_name": "c", "ack_policy": "none"}}),
-    )
-    .await;
-    assert!(r["error"].is_null(), "{r}");
     // The messages have no headers.
     let size = |m: &async_nats::Message| {
         m.subject.len() + m.reply.as_ref().map_or(0, |r| r.len()) + m.payload.len()

@@ -16,7 +16,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use jetraft_tests::harness::sysreq::{SYS_CONFIG, collect, login};
+use jetraft_tests::harness::login;
+use jetraft_tests::harness::sysreq::{SYS_CONFIG, collect, one};
 use jetraft_tests::harness::{ServerKind, ServerOptions, ServerProcess};
 use serde_json::Value;
 
@@ -54,16 +55,6 @@ async fn start(kind: Option<ServerKind>) -> ServerProcess {
         ..ServerOptions::with_config(SYS_CONFIG)
     };
     ServerProcess::start(opts).await.expect("start server")
-}
-
-/// The one reply a single server gives.
-async fn one(client: &async_nats::Client, subject: &str, body: &str) -> Value {
-    let r = collect(client, subject, body, 1, REPLY).await;
-    assert!(r.statuses.is_empty(), "{subject}: status {:?}", r.statuses);
-    r.json
-        .into_iter()
-        .next()
-        .unwrap_or_else(|| panic!("{subject}: no reply"))
 }
 
 /// Checks the `server` envelope of `got` against nats-server's `want`.
@@ -111,23 +102,23 @@ async fn ping_requests_answer_as_nats_server_does() {
         ("$SYS.REQ.SERVER.PING.GATEWAYZ", "data"),
         ("$SYS.REQ.SERVER.PING.LEAFZ", "data"),
     ] {
-        let got = one(&client, subject, "").await;
-        let want = one(&ref_client, subject, "").await;
+        let got = one(&client, subject, "", REPLY).await;
+        let want = one(&ref_client, subject, "", REPLY).await;
         assert_eq!(keys(&got), keys(&want), "{subject}: {got}");
         assert!(got[top].is_object(), "{subject}: {got}");
         check_server_info(subject, &got, &want, &srv);
     }
 
     // HEALTHZ's document is the same, status code included.
-    let got = one(&client, "$SYS.REQ.SERVER.PING.HEALTHZ", "").await;
+    let got = one(&client, "$SYS.REQ.SERVER.PING.HEALTHZ", "", REPLY).await;
     assert_eq!(
         got["data"],
         serde_json::json!({"status": "ok", "status_code": 200})
     );
 
     // STATSZ and JSZ carry nats-server's fields.
-    let got = one(&client, "$SYS.REQ.SERVER.PING", "").await;
-    let want = one(&ref_client, "$SYS.REQ.SERVER.PING", "").await;
+    let got = one(&client, "$SYS.REQ.SERVER.PING", "", REPLY).await;
+    let want = one(&ref_client, "$SYS.REQ.SERVER.PING", "", REPLY).await;
     assert_eq!(
         missing(&want["statsz"], &got["statsz"], &STATSZ_ONLY_NATS),
         Vec::<String>::new(),
@@ -137,8 +128,8 @@ async fn ping_requests_answer_as_nats_server_does() {
     assert_eq!(got["statsz"]["active_servers"], 1, "{got}");
     let js = &got["statsz"]["jetstream"];
     assert_eq!(keys(js), keys(&want["statsz"]["jetstream"]), "{got}");
-    let got = one(&client, "$SYS.REQ.SERVER.PING.JSZ", "").await;
-    let want = one(&ref_client, "$SYS.REQ.SERVER.PING.JSZ", "").await;
+    let got = one(&client, "$SYS.REQ.SERVER.PING.JSZ", "", REPLY).await;
+    let want = one(&ref_client, "$SYS.REQ.SERVER.PING.JSZ", "", REPLY).await;
     assert_eq!(
         missing(&want["data"], &got["data"], &JSZ_ONLY_NATS),
         Vec::<String>::new(),
@@ -148,7 +139,7 @@ async fn ping_requests_answer_as_nats_server_does() {
 
     // ACCOUNTZ names the configured system account and every account.
     for c in [&client, &ref_client] {
-        let got = one(c, "$SYS.REQ.SERVER.PING.ACCOUNTZ", "").await;
+        let got = one(c, "$SYS.REQ.SERVER.PING.ACCOUNTZ", "", REPLY).await;
         assert_eq!(got["data"]["system_account"], "SYS", "{got}");
         let names = got["data"]["accounts"].as_array().expect("accounts");
         for want in ["SYS", "APP", "$G"] {
@@ -157,8 +148,8 @@ async fn ping_requests_answer_as_nats_server_does() {
     }
 
     // IDZ is bare.
-    let got = one(&client, "$SYS.REQ.SERVER.PING.IDZ", "").await;
-    let want = one(&ref_client, "$SYS.REQ.SERVER.PING.IDZ", "").await;
+    let got = one(&client, "$SYS.REQ.SERVER.PING.IDZ", "", REPLY).await;
+    let want = one(&ref_client, "$SYS.REQ.SERVER.PING.IDZ", "", REPLY).await;
     assert_eq!(keys(&got), keys(&want), "{got}");
     assert_eq!(got["name"], srv.name());
 }
@@ -178,8 +169,8 @@ async fn request_options_and_their_errors_match_nats_server() {
         ("$SYS.REQ.SERVER.PING.VARZ", r#"{"server_name":5}"#),
         ("$SYS.REQ.SERVER.PING.STATSZ", r#"{"tags":"x"}"#),
     ] {
-        let got = one(&client, subject, body).await;
-        let want = one(&ref_client, subject, body).await;
+        let got = one(&client, subject, body, REPLY).await;
+        let want = one(&ref_client, subject, body, REPLY).await;
         assert_eq!(got["error"], want["error"], "{subject} {body}");
         assert_eq!(got["error"]["code"], 400, "{subject} {body}: {got}");
         assert!(got.get("data").is_none(), "{got}");
@@ -190,6 +181,7 @@ async fn request_options_and_their_errors_match_nats_server() {
         &client,
         "$SYS.REQ.SERVER.PING.CONNZ",
         r#"{"subscriptions":true}"#,
+        REPLY,
     )
     .await;
     let conns = got["data"]["connections"].as_array().expect("connections");
@@ -203,6 +195,7 @@ async fn request_options_and_their_errors_match_nats_server() {
         &client,
         "$SYS.REQ.SERVER.PING.HEALTHZ",
         r#"{"js-server-only":true}"#,
+        REPLY,
     )
     .await;
     assert_eq!(got["data"]["status"], "ok", "{got}");
@@ -224,6 +217,7 @@ async fn request_options_and_their_errors_match_nats_server() {
         &client,
         "$SYS.REQ.SERVER.PING.VARZ",
         &format!(r#"{{"server_name":"{part}"}}"#),
+        REPLY,
     )
     .await;
     assert_eq!(got["data"]["server_name"], srv.name());
@@ -259,21 +253,28 @@ async fn connz_of_one_account_answers_as_nats_server_does() {
         let sys = login(s, "sys").await;
         // Any account may ask for its own connections (imported from the system account).
         for subject in ["$SYS.REQ.SERVER.PING.CONNZ", "$SYS.REQ.ACCOUNT.PING.CONNZ"] {
-            let got = one(&app, subject, "").await;
+            let got = one(&app, subject, "", REPLY).await;
             assert_eq!(got["data"]["num_connections"], 1, "{subject}: {got}");
             assert_eq!(got["server"]["name"], s.name(), "{got}");
         }
         // The system account asks for any account's.
-        let got = one(&sys, "$SYS.REQ.ACCOUNT.APP.CONNZ", "").await;
+        let got = one(&sys, "$SYS.REQ.ACCOUNT.APP.CONNZ", "", REPLY).await;
         assert_eq!(got["data"]["num_connections"], 1, "{got}");
         let got = one(
             &sys,
             "$SYS.REQ.ACCOUNT.SYS.CONNZ",
             r#"{"subscriptions":true}"#,
+            REPLY,
         )
         .await;
         assert_eq!(got["data"]["num_connections"], 1, "{got}");
-        let got = one(&sys, "$SYS.REQ.ACCOUNT.APP.CONNZ", r#"{"limit":"x"}"#).await;
+        let got = one(
+            &sys,
+            "$SYS.REQ.ACCOUNT.APP.CONNZ",
+            r#"{"limit":"x"}"#,
+            REPLY,
+        )
+        .await;
         assert_eq!(got["error"]["code"], 400, "{got}");
     }
 }
@@ -283,10 +284,10 @@ async fn a_server_id_request_is_answered_by_that_server() {
     let srv = start(None).await;
     let sys = login(&srv, "sys").await;
     let id = sys.server_info().server_id;
-    let got = one(&sys, &format!("$SYS.REQ.SERVER.{id}.VARZ"), "").await;
+    let got = one(&sys, &format!("$SYS.REQ.SERVER.{id}.VARZ"), "", REPLY).await;
     assert_eq!(got["data"]["server_id"], id.as_str());
     assert_eq!(got["server"]["id"], id.as_str());
-    let got = one(&sys, &format!("$SYS.REQ.SERVER.{id}.IDZ"), "").await;
+    let got = one(&sys, &format!("$SYS.REQ.SERVER.{id}.IDZ"), "", REPLY).await;
     assert_eq!(got["id"], id.as_str());
     let r = collect(&sys, "$SYS.REQ.SERVER.NOTASERVER.VARZ", "", 1, REPLY).await;
     assert_eq!(r.statuses, vec![503], "{r:?}");

@@ -7,7 +7,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use jetraft_tests::harness::Cluster;
-use jetraft_tests::harness::sysreq::{SYS_CONFIG, collect, login};
+use jetraft_tests::harness::login;
+use jetraft_tests::harness::sysreq::{SYS_CONFIG, collect};
 use jetraft_tests::harness::wait_for;
 use serde_json::Value;
 

@@ -9,7 +9,8 @@
 use std::time::Duration;
 
 use jetraft_tests::harness::jsapi::api;
-use jetraft_tests::harness::sysreq::{collect, login};
+use jetraft_tests::harness::login;
+use jetraft_tests::harness::sysreq::{collect, one};
 use jetraft_tests::harness::{ServerKind, ServerOptions, ServerProcess, round_trip};
 use serde_json::{Value, json};
 
@@ -45,16 +46,6 @@ async fn start(kind: Option<ServerKind>) -> ServerProcess {
     ServerProcess::start(opts).await.expect("start server")
 }
 
-/// The one reply of a single server.
-async fn one(client: &async_nats::Client, subject: &str, body: &str) -> Value {
-    let r = collect(client, subject, body, 1, REPLY).await;
-    assert!(r.statuses.is_empty(), "{subject}: status {:?}", r.statuses);
-    r.json
-        .into_iter()
-        .next()
-        .unwrap_or_else(|| panic!("{subject}: no reply"))
-}
-
 /// The sorted `acc` of a STATZ reply's accounts.
 fn statz_accounts(reply: &Value) -> Vec<String> {
     let mut out: Vec<String> = reply["data"]["account_statz"]
@@ -83,7 +74,7 @@ async fn account_requests_answer_as_nats_server_does() {
         assert_eq!(created.await["config"]["name"], "S");
         let name = s.name();
 
-        let info = one(&sys, "$SYS.REQ.ACCOUNT.APP.INFO", "").await;
+        let info = one(&sys, "$SYS.REQ.ACCOUNT.APP.INFO", "", REPLY).await;
         let d = &info["data"];
         assert_eq!(
             (
@@ -94,7 +85,7 @@ async fn account_requests_answer_as_nats_server_does() {
             (&json!("APP"), &json!(true), &json!(1)),
             "{name}: {info}"
         );
-        let missing = one(&sys, "$SYS.REQ.ACCOUNT.NOPE.INFO", "").await;
+        let missing = one(&sys, "$SYS.REQ.ACCOUNT.NOPE.INFO", "", REPLY).await;
         assert_eq!(
             (&missing["data"], &missing["error"]),
             (
@@ -104,7 +95,13 @@ async fn account_requests_answer_as_nats_server_does() {
             "{name}: {missing}"
         );
 
-        let jsz = one(&sys, "$SYS.REQ.ACCOUNT.APP.JSZ", r#"{"streams":true}"#).await;
+        let jsz = one(
+            &sys,
+            "$SYS.REQ.ACCOUNT.APP.JSZ",
+            r#"{"streams":true}"#,
+            REPLY,
+        )
+        .await;
         let d = &jsz["data"];
         assert_eq!(
             (
@@ -119,7 +116,7 @@ async fn account_requests_answer_as_nats_server_does() {
             ("OTHER", r#"account "OTHER" not jetstream enabled"#),
             ("NOPE", r#"account "NOPE" not found"#),
         ] {
-            let got = one(&sys, &format!("$SYS.REQ.ACCOUNT.{acc}.JSZ"), "").await;
+            let got = one(&sys, &format!("$SYS.REQ.ACCOUNT.{acc}.JSZ"), "", REPLY).await;
             assert_eq!(
                 got["error"],
                 json!({"code": 500, "description": description}),
@@ -127,7 +124,7 @@ async fn account_requests_answer_as_nats_server_does() {
             );
         }
 
-        let subsz = one(&sys, "$SYS.REQ.ACCOUNT.APP.SUBSZ", "").await;
+        let subsz = one(&sys, "$SYS.REQ.ACCOUNT.APP.SUBSZ", "", REPLY).await;
         let listed: Vec<&Value> = subsz["data"]["subscriptions_list"]
             .as_array()
             .into_iter()
@@ -137,7 +134,7 @@ async fn account_requests_answer_as_nats_server_does() {
         assert_eq!(listed.len(), 1, "{name}: {subsz}");
         assert_eq!(listed[0]["account"], "APP", "{name}: {subsz}");
 
-        let statz = one(&sys, "$SYS.REQ.ACCOUNT.APP.STATZ", "").await;
+        let statz = one(&sys, "$SYS.REQ.ACCOUNT.APP.STATZ", "", REPLY).await;
         assert_eq!(statz_accounts(&statz), ["APP"], "{name}: {statz}");
         assert_eq!(
             statz["data"]["account_statz"][0]["conns"], 1,
@@ -150,6 +147,7 @@ async fn account_requests_answer_as_nats_server_does() {
             &sys,
             "$SYS.REQ.ACCOUNT.OTHER.STATZ",
             r#"{"include_unused":true}"#,
+            REPLY,
         )
         .await;
         assert_eq!(statz_accounts(&unused), ["OTHER"], "{name}: {unused}");
@@ -159,7 +157,7 @@ async fn account_requests_answer_as_nats_server_does() {
         );
         // CONNS: the same figures as an advisory, from nodes where the account has
         // connections.
-        let conns = one(&sys, "$SYS.REQ.ACCOUNT.APP.CONNS", "").await;
+        let conns = one(&sys, "$SYS.REQ.ACCOUNT.APP.CONNS", "", REPLY).await;
         assert_eq!(
             (
                 &conns["type"],
@@ -190,20 +188,20 @@ async fn account_requests_answer_as_nats_server_does() {
                 silent.json
             );
         }
-        let all = one(&sys, "$SYS.REQ.ACCOUNT.PING.STATZ", "").await;
+        let all = one(&sys, "$SYS.REQ.ACCOUNT.PING.STATZ", "", REPLY).await;
         assert_eq!(statz_accounts(&all), ["APP", "SYS"], "{name}: {all}");
         // Another account's PING.STATZ is about itself.
-        let own = one(&app, "$SYS.REQ.ACCOUNT.PING.STATZ", "").await;
+        let own = one(&app, "$SYS.REQ.ACCOUNT.PING.STATZ", "", REPLY).await;
         assert_eq!(statz_accounts(&own), ["APP"], "{name}: {own}");
 
-        let me = one(&app, "$SYS.REQ.USER.INFO", "").await;
+        let me = one(&app, "$SYS.REQ.USER.INFO", "", REPLY).await;
         assert_eq!(
             me["data"],
             json!({"user": "app", "account": "APP", "account_name": "APP"}),
             "{name}: {me}"
         );
         let limited = login(s, "limited").await;
-        let mut me = one(&limited, "$SYS.REQ.USER.INFO", "").await;
+        let mut me = one(&limited, "$SYS.REQ.USER.INFO", "", REPLY).await;
         // nats-server lists a permission's subjects in its sublist's order.
         if let Some(allow) = me["data"]["permissions"]["publish"]["allow"].as_array_mut() {
             allow.sort_by_key(Value::to_string);
@@ -218,7 +216,7 @@ async fn account_requests_answer_as_nats_server_does() {
             "{name}: {me}"
         );
         let other = login(s, "other").await;
-        let me = one(&other, "$SYS.REQ.USER.INFO", "").await;
+        let me = one(&other, "$SYS.REQ.USER.INFO", "", REPLY).await;
         assert_eq!(me["data"]["account"], "OTHER", "{name}: {me}");
     }
 }

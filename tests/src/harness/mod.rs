@@ -60,6 +60,20 @@ pub async fn connect(srv: &ServerProcess) -> async_nats::Client {
     .expect("connect")
 }
 
+/// An async-nats client of user `user` whose password is the user name (the accounts tests'
+/// convention), connected to `srv` within a bounded time.
+pub async fn login(srv: &ServerProcess, user: &str) -> async_nats::Client {
+    let opts = async_nats::ConnectOptions::with_user_and_password(user.into(), user.into())
+        .connection_timeout(READ_TIMEOUT);
+    within(
+        CONNECT_TIMEOUT,
+        "connect",
+        Box::pin(opts.connect(srv.client_url())),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("connect as {user}: {e}"))
+}
+
 /// Runs `check` every 20 ms until it returns `Some`, or panics after `timeout` with `what`.
 ///
 /// Used for conditions that become true asynchronously on the server (a connection counted in

@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures_util::StreamExt as _;
 use serde_json::Value;
 
-use super::{ServerProcess, round_trip, within};
+use super::round_trip;
 
 /// Accounts with a system account `SYS` (user `sys`) and an ordinary account `APP` (user
 /// `app`); passwords are the user names.
@@ -18,20 +18,15 @@ accounts {
 system_account: SYS
 "#;
 
-/// Bound on connecting.
-const CONNECT: Duration = Duration::from_secs(10);
-
-/// An async-nats client of `user` (password = user name).
-pub async fn login(srv: &ServerProcess, user: &str) -> async_nats::Client {
-    let opts = async_nats::ConnectOptions::with_user_and_password(user.into(), user.into())
-        .connection_timeout(CONNECT);
-    within(
-        CONNECT * 2,
-        "connect",
-        Box::pin(opts.connect(srv.client_url())),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("connect as {user}: {e}"))
+/// The one reply of a single server to `body` on `subject` (within `bound`); panics on a
+/// status reply or none.
+pub async fn one(client: &async_nats::Client, subject: &str, body: &str, bound: Duration) -> Value {
+    let r = collect(client, subject, body, 1, bound).await;
+    assert!(r.statuses.is_empty(), "{subject}: status {:?}", r.statuses);
+    r.json
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("{subject}: no reply"))
 }
 
 /// What one request got back.
