@@ -52,9 +52,6 @@ use crate::{GroupId, NodeId};
 pub(crate) struct QuietFlag {
     quiet: AtomicBool,
     wakes: AtomicU64,
-    /// Set when the group woke here and a leader's lease may have run out meanwhile (see
-    /// [`GroupRegistry::renew_lease`]); cleared once it was renewed.
-    lease_stale: AtomicBool,
     /// Streamed AppendEntries with entries handed to Raft whose answer (and the wake that goes
     /// with it) is not out yet; the group does not agree to go quiet meanwhile.
     deliveries: AtomicU64,
@@ -71,19 +68,8 @@ impl QuietFlag {
     pub(crate) fn wake(&self, raft: &GroupRaft) {
         self.wakes.fetch_add(1, Ordering::SeqCst);
         if self.quiet.load(Ordering::SeqCst) && self.quiet.swap(false, Ordering::SeqCst) {
-            self.lease_stale.store(true, Ordering::SeqCst);
             raft.runtime_config().tick(true);
         }
-    }
-
-    /// Whether a leader's lease may have run out while the group was quiet.
-    pub(crate) fn lease_stale(&self) -> bool {
-        self.lease_stale.load(Ordering::SeqCst)
-    }
-
-    /// The lease was renewed (or there was none to renew) since the group woke.
-    pub(crate) fn lease_renewed(&self) {
-        self.lease_stale.store(false, Ordering::SeqCst);
     }
 
     /// The wake-up count, read before deciding to go quiet.
@@ -99,7 +85,6 @@ impl QuietFlag {
         raft.runtime_config().tick(false);
         if self.wakes.load(Ordering::SeqCst) != seen {
             self.quiet.store(false, Ordering::SeqCst);
-            self.lease_stale.store(true, Ordering::SeqCst);
             raft.runtime_config().tick(true);
             return false;
         }

@@ -16,13 +16,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use openraft::RaftMetrics;
 use openraft::async_runtime::WatchReceiver;
 use openraft::error::{ClientWriteError, ForwardToLeader};
 use openraft::impls::ProgressResponder;
+use openraft::metrics::RaftServerMetrics;
 use openraft::metrics::WaitError;
 use openraft::storage::RaftLogStorage;
 use openraft::type_config::alias::WatchReceiverOf;
+use openraft::vote::RaftLeaderId;
 use parking_lot::RwLock;
 
 use crate::error::RaftError;
@@ -211,8 +212,11 @@ pub struct FollowerProgress {
 
 /// Follows leadership changes of one group on this replica.
 pub struct LeaderWatch {
-    /// openraft's metrics channel; leadership is one of its fields.
-    rx: WatchReceiverOf<JetraftConfig, RaftMetrics<JetraftConfig>>,
+    /// openraft's server metrics channel (vote, state, leader, membership). Not the full
+    /// metrics: openraft sends those on every turn of the group's core loop (each tick, each
+    /// replication answer), which would wake every watcher as often; the server metrics are
+    /// sent only when one of their fields changed.
+    rx: WatchReceiverOf<JetraftConfig, RaftServerMetrics<JetraftConfig>>,
     /// This node, to compute [`LeaderInfo::is_self`].
     node: NodeId,
     /// The group watched, for errors.
@@ -227,10 +231,11 @@ impl LeaderWatch {
     /// leadership (it cannot commit anything), so it is reported as no leader.
     pub fn current(&self) -> LeaderInfo {
         let m = self.rx.borrow_watched();
-        let leader = m.current_leader.filter(|_| m.current_term > 0);
+        let term = m.vote.leader_id().term();
+        let leader = m.current_leader.filter(|_| term > 0);
         LeaderInfo {
             leader: leader.map(NodeId),
-            term: m.current_term,
+            term,
             is_self: leader == Some(self.node.0),
         }
     }
@@ -491,18 +496,17 @@ impl<T: Transport> GroupRegistry<T> {
     }
 
     /// The Raft handle of `group`, its timers started first if the group was quiet, and its
-    /// leader lease renewed if it may have run out meanwhile: for every call that writes to the
-    /// log or hands leadership on.
+    /// leader lease renewed if it is too old for openraft to accept a write (a leader quiet for
+    /// longer than half its lease, or one that just won an election): for every call that
+    /// writes to the log or hands leadership on. A group woken soon after it went quiet still
+    /// has its lease from the last quorum answer and writes without an extra round trip.
     async fn awake_raft(&self, group: GroupId) -> Result<GroupRaft, RaftError> {
         let (raft, flag) = self
             .groups
             .flag(group)
             .ok_or(RaftError::GroupNotFound { group })?;
         flag.wake(&raft);
-        if flag.lease_stale() {
-            self.renew_lease(&raft).await;
-            flag.lease_renewed();
-        } else if self.lease_unbacked(&raft) {
+        if self.lease_unbacked(&raft) {
             self.renew_lease(&raft).await;
         }
         Ok(raft)
@@ -808,7 +812,7 @@ impl<T: Transport> GroupRegistry<T> {
     pub fn watch_leader(&self, group: GroupId) -> Result<LeaderWatch, RaftError> {
         let raft = self.raft(group)?;
         let mut watch = LeaderWatch {
-            rx: raft.metrics(),
+            rx: raft.server_metrics(),
             node: self.node,
             group,
             seen: LeaderInfo {

@@ -32,7 +32,7 @@ pub use reload::ReloadError;
 
 /// A Raft group (stream or meta) that logged nothing for this long stops its timers on every
 /// replica until the next write ([`jetraft_raft::quiesce`]): idle streams cost no CPU.
-const QUIESCE_AFTER: Duration = Duration::from_secs(2);
+const QUIESCE_AFTER: Duration = Duration::from_millis(500);
 /// Longest a shutdown waits for the node's tasks to end.
 const SHUTDOWN_BOUND: Duration = Duration::from_secs(10);
 /// Longest a shutdown (SIGTERM) spends handing this node's Raft leaderships to other voters:
