@@ -540,13 +540,14 @@ accounts {
   A: {
     jetstream: enabled
     users: [ { user: a, password: a } ]
-    exports: [ { service: "$JS.API.>" }, { stream: "forb.>" } ]
+    exports: [ { service: "$JS.API.>" }, { stream: "forb.>" }, { service: "orders.>" } ]
   }
   B: {
     users: [ { user: b, password: b } ]
     imports: [
       { service: { subject: "$JS.API.>", account: A }, to: "froma.>" }
       { stream: { subject: "forb.>", account: A } }
+      { service: { subject: "orders.>", account: A }, to: "ordersa.>" }
     ]
   }
 }
@@ -590,6 +591,39 @@ async fn push_consumer_delivers_through_a_stream_import() {
             "{reply}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_publish_through_a_service_import_is_stored_without_the_request_info() {
+    let srv = ServerProcess::start(ServerOptions::with_config(CROSS))
+        .await
+        .expect("start server");
+    let (a, b) = (login(&srv, "a").await, login(&srv, "b").await);
+    let created = api(&a, "$JS.API.STREAM.CREATE.ORDERS", orders()).await;
+    assert_eq!(created["config"]["name"], "ORDERS", "{created}");
+    // B's publish crosses the import stamped with `Nats-Request-Info`; A's stream stores the
+    // message with B's own headers only, and B gets the PubAck.
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("X-Mine", "1");
+    let ack = within(
+        OP,
+        "publish through the import",
+        b.request_with_headers("ordersa.1", headers, "from b".into()),
+    )
+    .await
+    .expect("PubAck through the import");
+    let ack: Value = serde_json::from_slice(&ack.payload).expect("json");
+    assert_eq!((&ack["stream"], &ack["seq"]), (&json!("ORDERS"), &json!(1)));
+    let stored = api(&a, "$JS.API.STREAM.MSG.GET.ORDERS", json!({"seq": 1})).await;
+    assert_eq!(stored["message"]["subject"], "orders.1", "{stored}");
+    let hdrs = stored["message"]["hdrs"].as_str().expect("stored headers");
+    let hdrs =
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, hdrs).expect("base64");
+    assert_eq!(
+        String::from_utf8_lossy(&hdrs),
+        "NATS/1.0\r\nX-Mine: 1\r\n\r\n",
+        "stored headers"
+    );
 }
 
 /// JS exports its JetStream API (streamed answers) to A under `IPA.>` (nats.js's

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{Bus, FlushSet, Msg, Origin};
+use crate::accounts::request_info;
 
 /// Most crossings between accounts one publish may take (import chains, loops).
 const MAX_HOPS: u8 = 4;
@@ -52,11 +53,13 @@ impl Bus {
             return delivered;
         }
         let requester: Arc<str> = Arc::from(msg.account);
+        let mut stamped: Option<Vec<u8>> = None;
         for import in rules
             .service_imports
             .iter()
             .filter(|i| i.map.matches(msg.subject))
         {
+            let hdrs = stamped.get_or_insert_with(|| request_headers(origin, msg, hops));
             let subject = import.map.apply(msg.subject);
             let reply = msg.reply.map(|r| {
                 self.announce_replies_in(&import.exporter);
@@ -72,7 +75,7 @@ impl Bus {
             let request = Msg::new(&subject, msg.payload)
                 .in_account(&import.exporter)
                 .reply_str(reply.as_deref())
-                .headers(msg.hdrs);
+                .headers(Some(hdrs));
             delivered += self.route_at(Origin::Server, &request, flush, hops + 1);
         }
         for import in rules
@@ -151,6 +154,19 @@ impl Bus {
             peers.local_subscribed(exporter, &self.inner.responses.pattern(), None);
         }
     }
+}
+
+/// The headers of a request crossing a service import: `msg`'s with the `Nats-Request-Info`
+/// stamp of its publisher (its account, and its round-trip time when a client of this node
+/// published it), or, on a further crossing (`hops` > 0), the first stamp naming this account
+/// as `svc`.
+fn request_headers(origin: Origin<'_>, msg: &Msg<'_>, hops: u8) -> Vec<u8> {
+    let rtt = match origin {
+        Origin::Client { client, .. } => *client.rtt.lock(),
+        Origin::Peer { .. } | Origin::Server => None,
+    };
+    let chained = (hops > 0).then_some(msg.account);
+    request_info::stamped(msg.hdrs, msg.account, rtt, chained)
 }
 
 #[cfg(test)]

@@ -181,7 +181,13 @@ impl JetStream {
                 break;
             };
             // One batch at a time: a connection's publishes are logged in the order they came.
-            let batch = take_batch(first, &mut rx);
+            let mut batch = take_batch(first, &mut rx);
+            for msg in &mut batch {
+                if let Some(hdrs) = &msg.hdrs {
+                    // Streams do not store who asked (nats-server removes it too).
+                    msg.hdrs = crate::accounts::request_info::strip(hdrs);
+                }
+            }
             self.on_captured(Some(name.clone()), batch, 0).await;
         }
     }
