@@ -35,7 +35,7 @@ use super::deliver::{self, OutMsg};
 use crate::bus::FlushSet;
 use crate::jetstream::runtime::{JetStream, now_ns};
 use crate::jetstream::stream::StreamStateMachine;
-use crate::router::interest_watch::WatchGuard;
+use crate::router::interest_watch::{WatchCallback, WatchGuard};
 
 /// Most events handled before the core runs a round.
 const EVENTS_PER_ROUND: usize = 256;
@@ -182,8 +182,9 @@ pub(crate) struct Engine {
     origin: Instant,
     /// Told when a subscription matching the push consumer's deliver subject comes or goes.
     interest: Arc<Notify>,
-    /// The watch on the deliver subject (push consumers), and the subject it watches.
-    interest_watch: Option<(String, WatchGuard)>,
+    /// The watches on the deliver subject (push consumers; in the consumer's account and
+    /// where other accounts' stream imports show it), and the subject they watch.
+    interest_watch: Option<(String, Vec<WatchGuard>)>,
 }
 
 impl Engine {
@@ -265,13 +266,12 @@ impl Engine {
             return;
         }
         let notify = self.interest.clone();
-        let guard = self
+        let callback: WatchCallback = Arc::new(move || notify.notify_one());
+        let guards = self
             .js
             .bus
-            .namespace(&self.account)
-            .sublist
-            .watch(subject, Arc::new(move || notify.notify_one()));
-        self.interest_watch = Some((subject.to_string(), guard));
+            .watch_delivery_interest(&self.account, subject, &callback);
+        self.interest_watch = Some((subject.to_string(), guards));
         // A subscription made before the watch must be seen too.
         self.interest.notify_one();
     }
