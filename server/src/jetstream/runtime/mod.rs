@@ -59,6 +59,7 @@ mod remote;
 pub mod replica;
 mod scale;
 mod server_remove;
+mod settle;
 mod sourcing;
 
 use std::collections::{BTreeMap, HashMap};
@@ -153,6 +154,8 @@ pub struct JetStream {
     local: RwLock<HashMap<String, Arc<LocalStream>>>,
     /// Notified whenever `local` gains or loses a replica (a create's answer waits on it).
     local_changed: tokio::sync::Notify,
+    /// The progress of each stream capture on this node, by stream name (`settle`).
+    handoffs: parking_lot::Mutex<HashMap<String, Arc<settle::Handoff>>>,
     /// What requests are routed by (written by the meta task).
     routing: tokio::sync::watch::Sender<reconcile::StreamRouting>,
     /// What responses say about this server.
@@ -253,6 +256,7 @@ impl JetStream {
             meta,
             local: RwLock::new(HashMap::new()),
             local_changed: tokio::sync::Notify::new(),
+            handoffs: parking_lot::Mutex::default(),
             routing: tokio::sync::watch::Sender::new(reconcile::StreamRouting::default()),
             identity: ServerIdentity {
                 version: NATS_VERSION.to_string(),

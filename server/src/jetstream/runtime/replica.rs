@@ -43,6 +43,8 @@ pub struct LocalStream {
     pub(crate) engines: super::consumer::Engines,
     /// Proposed publishes waiting for their PubAcks, answered in order by the ack task.
     pub(super) acks: AckQueue,
+    /// How many proposals went to the ack task and how many it answered (`settle`).
+    pub(super) applied: Arc<super::settle::Applied>,
     /// The copy tasks of a mirror or sourcing stream, while this node leads it (written only
     /// by the owner task).
     pub(super) sourcing: Mutex<Option<SourcingRun>>,
@@ -83,6 +85,7 @@ impl LocalStream {
             changes,
             engines: super::consumer::Engines::default(),
             acks,
+            applied: Arc::default(),
             sourcing: Mutex::new(None),
             batches: Mutex::new(super::atomic_batch::AtomicBatches::default()),
             cancel,

@@ -335,6 +335,10 @@ impl JetStream {
             self.unconfirmed_read(op, msg, hops, group);
             return;
         }
+        if let ApiOp::StreamInfo(stream) | ApiOp::ConsumerInfo(stream, _) = op {
+            // Counting every publish handed over before the request (`settle`).
+            self.settle_publishes(stream).await;
+        }
         let started = tokio::time::Instant::now();
         let Some(result) = self.api_answer(op, msg).await else {
             return;
