@@ -236,6 +236,21 @@ async fn info_after_a_flush_counts_every_plain_publish_before_it() {
         assert_eq!(si["state"]["messages"], total, "round {round}: {si}");
         let ci = api(&asker, "$JS.API.CONSUMER.INFO.FLUSHED.reader", Value::Null).await;
         assert_eq!(ci["num_pending"], total, "round {round}: {ci}");
+        // The lists count the same (once per round each, after another round of publishes).
+        let n = round % 3 + 1;
+        publisher
+            .send("PUB flushed.a 1\r\nx\r\n".repeat(n as usize))
+            .await;
+        total += n;
+        publisher.ping_pong().await;
+        let list = if round % 2 == 0 {
+            let l = api(&asker, "$JS.API.STREAM.LIST", Value::Null).await;
+            l["streams"][0]["state"]["messages"].clone()
+        } else {
+            let l = api(&asker, "$JS.API.CONSUMER.LIST.FLUSHED", Value::Null).await;
+            l["consumers"][0]["num_pending"].clone()
+        };
+        assert_eq!(list, total, "round {round}: list");
     }
 }
 

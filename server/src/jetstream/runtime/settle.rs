@@ -1,5 +1,5 @@
-//! Answering a STREAM.INFO or CONSUMER.INFO as of every publish this node was handed before the
-//! request arrived.
+//! Answering a STREAM.INFO or CONSUMER.INFO (and their LISTs) as of every publish this node was
+//! handed before the request arrived.
 //!
 //! A publish without a reply is read by the client's connection, handed to the stream's capture
 //! queue, proposed to the stream's Raft group and applied a moment later. The client's `flush()`
@@ -33,6 +33,7 @@ use tokio::time::Instant;
 
 use super::JetStream;
 use crate::bus::internal::QueueGauge;
+use crate::jetstream::op::ApiOp;
 
 /// The longest an INFO waits for publishes handed over before it.
 pub(super) const SETTLE_WAIT: Duration = Duration::from_millis(200);
@@ -111,11 +112,37 @@ impl Applied {
 }
 
 impl JetStream {
-    /// Waits (at most [`SETTLE_WAIT`]) until the publishes handed to stream `name`'s capture
-    /// on this node before now are applied by its replica here, as far as this node can tell
-    /// (see the module docs); returns whether they are.
-    pub(super) async fn settle_publishes(&self, name: &str) -> bool {
+    /// Before answering `op` (asked in `account`): for the requests that count a stream's
+    /// messages (STREAM.INFO and LIST, CONSUMER.INFO and LIST), waits (at most
+    /// [`SETTLE_WAIT`] in all) until the publishes handed over before now are applied.
+    pub(super) async fn settle_before(&self, op: &ApiOp, account: &str) {
         let deadline = Instant::now() + SETTLE_WAIT;
+        match op {
+            ApiOp::StreamInfo(stream)
+            | ApiOp::ConsumerInfo(stream, _)
+            | ApiOp::ConsumerList(stream) => {
+                self.settle_publishes(stream, deadline).await;
+            }
+            ApiOp::StreamList => {
+                let streams: Vec<String> = self
+                    .handoffs
+                    .lock()
+                    .keys()
+                    .filter(|name| crate::jetstream::account::in_account(name, account))
+                    .cloned()
+                    .collect();
+                for stream in streams {
+                    self.settle_publishes(&stream, deadline).await;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Waits (until `deadline`) until the publishes handed to stream `name`'s capture on this
+    /// node before now are applied by its replica here, as far as this node can tell (see the
+    /// module docs); returns whether they are.
+    async fn settle_publishes(&self, name: &str, deadline: Instant) -> bool {
         let handoff = self.handoffs.lock().get(name).cloned();
         let mut settled = true;
         if let Some(h) = handoff {

@@ -335,10 +335,6 @@ impl JetStream {
             self.unconfirmed_read(op, msg, hops, group);
             return;
         }
-        if let ApiOp::StreamInfo(stream) | ApiOp::ConsumerInfo(stream, _) = op {
-            // Counting every publish handed over before the request (`settle`).
-            self.settle_publishes(stream).await;
-        }
         let started = tokio::time::Instant::now();
         let Some(result) = self.api_answer(op, msg).await else {
             return;
@@ -398,6 +394,8 @@ impl JetStream {
         op: &ApiOp,
         msg: &InternalMsg,
     ) -> Option<Result<String, ApiError>> {
+        // Counting every publish handed over before the request (`settle`).
+        self.settle_before(op, &msg.account).await;
         let result = match op {
             ApiOp::AccountInfo => Ok(self.account_info(&msg.account).await),
             ApiOp::StreamNames => self.stream_names(msg),
