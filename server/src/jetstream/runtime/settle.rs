@@ -117,25 +117,47 @@ impl JetStream {
     /// [`SETTLE_WAIT`] in all) until the publishes handed over before now are applied.
     pub(super) async fn settle_before(&self, op: &ApiOp, account: &str) {
         let deadline = Instant::now() + SETTLE_WAIT;
-        match op {
+        let streams: Vec<String> = match op {
             ApiOp::StreamInfo(stream)
             | ApiOp::ConsumerInfo(stream, _)
-            | ApiOp::ConsumerList(stream) => {
-                self.settle_publishes(stream, deadline).await;
+            | ApiOp::ConsumerList(stream) => vec![stream.clone()],
+            ApiOp::StreamList => self
+                .handoffs
+                .lock()
+                .keys()
+                .filter(|name| crate::jetstream::account::in_account(name, account))
+                .cloned()
+                .collect(),
+            _ => return,
+        };
+        for stream in &streams {
+            self.settle_publishes(stream, deadline).await;
+        }
+        // Acks: handed to their engines, then (for what a stream counts: work queues and
+        // interest streams drop acknowledged messages) applied. A CONSUMER.INFO reaches its
+        // engine behind the acks handed to it.
+        let acks = self.ack_handoffs.lock().get(account).cloned();
+        if let Some(h) = acks {
+            let handed = h.handed.sent();
+            h.taken.reach(handed, deadline).await;
+        }
+        if matches!(op, ApiOp::StreamInfo(_) | ApiOp::StreamList) {
+            for stream in &streams {
+                self.settle_acks(stream, deadline).await;
             }
-            ApiOp::StreamList => {
-                let streams: Vec<String> = self
-                    .handoffs
-                    .lock()
-                    .keys()
-                    .filter(|name| crate::jetstream::account::in_account(name, account))
-                    .cloned()
-                    .collect();
-                for stream in streams {
-                    self.settle_publishes(&stream, deadline).await;
-                }
+        }
+    }
+
+    /// Waits (until `deadline`) until the acks the engines of stream `name` on this node
+    /// received so far are applied.
+    async fn settle_acks(&self, name: &str, deadline: Instant) {
+        let Some(ls) = self.local_stream(name) else {
+            return;
+        };
+        for rx in ls.engines.settled_all() {
+            if tokio::time::timeout_at(deadline, rx).await.is_err() {
+                return;
             }
-            _ => {}
         }
     }
 

@@ -61,6 +61,9 @@ pub(crate) enum Event {
     Core(ConsumerEvent),
     /// A snapshot of the engine's view for `CONSUMER.INFO`.
     Info(oneshot::Sender<EngineView>),
+    /// Answered once every ack received before it is applied (no progress batch in flight or
+    /// gathering), for a STREAM.INFO that counts what acks removed (`settle`).
+    Settled(oneshot::Sender<()>),
 }
 
 impl Event {
@@ -185,6 +188,8 @@ pub(crate) struct Engine {
     /// The watches on the deliver subject (push consumers; in the consumer's account and
     /// where other accounts' stream imports show it), and the subject they watch.
     interest_watch: Option<(String, Vec<WatchGuard>)>,
+    /// [`Event::Settled`] requests waiting for the progress in flight.
+    settle_waiters: Vec<oneshot::Sender<()>>,
 }
 
 impl Engine {
@@ -246,6 +251,7 @@ impl Engine {
             origin,
             interest: Arc::new(Notify::new()),
             interest_watch: None,
+            settle_waiters: Vec::new(),
         };
         engine.core.interest_is_told();
         engine.watch_interest();
@@ -291,8 +297,14 @@ impl Engine {
             if self.perform().await {
                 return;
             }
+            if !self.settle_waiters.is_empty() && self.core.progress_idle() {
+                for tx in self.settle_waiters.drain(..) {
+                    let _ = tx.send(());
+                }
+            }
             let wake = self.origin + Duration::from_nanos(self.core.poll_timeout());
-            let gathering = self.core.gathering();
+            // A settle request waits for the batches in flight too.
+            let gathering = self.core.gathering() || !self.settle_waiters.is_empty();
             tokio::select! {
                 () = cancel.cancelled() => {
                     self.stop().await;
@@ -354,6 +366,7 @@ impl Engine {
                 }
                 let _ = tx.send(self.core.info());
             }
+            Event::Settled(tx) => self.settle_waiters.push(tx),
         }
     }
 
