@@ -17,7 +17,8 @@
 //! "Before" holds across connections: the hand-over happens inside the publishing
 //! connection's read of the publish, before it reads the client's PING and sends the PONG that
 //! ends the flush, so a request sent after the flush returned finds the publish counted in the
-//! queue's `sent`. The publishing path pays one atomic add per publish and one per batch.
+//! queue's `sent`. The publishing path pays one atomic add per publish and one add and one
+//! load per batch (a notification only while an INFO waits).
 //!
 //! Guaranteed on a node that captured the publishes and leads the stream (every single-node
 //! setup). Not in a cluster: a publish captured on another node is forwarded to the leader
@@ -25,11 +26,12 @@
 //! own capture queue.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use tracing::debug;
 
 use super::JetStream;
 use crate::bus::internal::QueueGauge;
@@ -43,25 +45,33 @@ pub(super) const SETTLE_WAIT: Duration = Duration::from_millis(200);
 pub(crate) struct Progress {
     /// Items finished so far.
     done: AtomicU64,
-    /// Notified whenever `done` grows.
+    /// Tasks in [`Self::reach`]: only then does [`Self::finish`] notify (the counting path
+    /// stays one atomic add and one load).
+    waiting: AtomicUsize,
+    /// Notified whenever `done` grows while someone waits.
     grew: Notify,
 }
 
 impl Progress {
     /// Counts `n` more items finished.
     pub(crate) fn finish(&self, n: u64) {
-        self.done.fetch_add(n, Ordering::Release);
-        self.grew.notify_waiters();
+        // SeqCst pairs with `reach`: either it sees this count or this sees it waiting.
+        self.done.fetch_add(n, Ordering::SeqCst);
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            self.grew.notify_waiters();
+        }
     }
 
     /// Items finished so far.
     pub(crate) fn done(&self) -> u64 {
-        self.done.load(Ordering::Acquire)
+        self.done.load(Ordering::SeqCst)
     }
 
     /// Waits until at least `target` items are finished or `deadline` passes; whether they
     /// are.
     pub(crate) async fn reach(&self, target: u64, deadline: Instant) -> bool {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let _waiting = Waiting(&self.waiting);
         loop {
             let grew = self.grew.notified();
             tokio::pin!(grew);
@@ -73,6 +83,15 @@ impl Progress {
                 return self.done() >= target;
             }
         }
+    }
+}
+
+/// Counts a task out of [`Progress::waiting`] when it stops waiting (or is dropped).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -130,8 +149,9 @@ impl JetStream {
                 .collect(),
             _ => return,
         };
+        let mut settled = true;
         for stream in &streams {
-            self.settle_publishes(stream, deadline).await;
+            settled &= self.settle_publishes(stream, deadline).await;
         }
         // Acks: handed to their engines, then (for what a stream counts: work queues and
         // interest streams drop acknowledged messages) applied. A CONSUMER.INFO reaches its
@@ -139,26 +159,30 @@ impl JetStream {
         let acks = self.ack_handoffs.lock().get(account).cloned();
         if let Some(h) = acks {
             let handed = h.handed.sent();
-            h.taken.reach(handed, deadline).await;
+            settled &= h.taken.reach(handed, deadline).await;
         }
         if matches!(op, ApiOp::StreamInfo(_) | ApiOp::StreamList) {
             for stream in &streams {
-                self.settle_acks(stream, deadline).await;
+                settled &= self.settle_acks(stream, deadline).await;
             }
+        }
+        if !settled {
+            debug!(?streams, "answered before what was handed over was applied");
         }
     }
 
     /// Waits (until `deadline`) until the acks the engines of stream `name` on this node
-    /// received so far are applied.
-    async fn settle_acks(&self, name: &str, deadline: Instant) {
+    /// received so far are applied; whether they are.
+    async fn settle_acks(&self, name: &str, deadline: Instant) -> bool {
         let Some(ls) = self.local_stream(name) else {
-            return;
+            return true;
         };
         for rx in ls.engines.settled_all() {
             if tokio::time::timeout_at(deadline, rx).await.is_err() {
-                return;
+                return false;
             }
         }
+        true
     }
 
     /// Waits (until `deadline`) until the publishes handed to stream `name`'s capture on this
