@@ -181,21 +181,17 @@ accounts {
 "#;
 
 /// Whether `json` is a request stamp of account `acc` exactly as nats-server writes it without
-/// `share`: `{"acc":"<acc>"}` then `"svc"` for a chained request and `"rtt"` (nanoseconds) once
-/// measured, and nothing else.
+/// `share`: `{"acc":"<acc>"`, then `"svc"` for a chained request, then `"rtt"` (nanoseconds:
+/// estimated at CONNECT, before any PING measured it), and nothing else.
 fn is_stamp(json: &str, acc: &str, svc: Option<&str>) -> bool {
     let mut head = format!("{{\"acc\":\"{acc}\"");
     if let Some(svc) = svc {
         head.push_str(&format!(",\"svc\":\"{svc}\""));
     }
-    let Some(rest) = json.strip_prefix(&head) else {
-        return false;
-    };
-    rest == "}"
-        || rest
-            .strip_prefix(",\"rtt\":")
-            .and_then(|r| r.strip_suffix('}'))
-            .is_some_and(|n| n.parse::<u64>().is_ok_and(|n| n > 0))
+    json.strip_prefix(&head)
+        .and_then(|rest| rest.strip_prefix(",\"rtt\":"))
+        .and_then(|r| r.strip_suffix('}'))
+        .is_some_and(|n| n.parse::<u64>().is_ok_and(|n| n > 0))
 }
 
 /// The `Nats-Request-Info` value of a raw header block, if it has one (other lines must come
