@@ -12,7 +12,12 @@
 //!    to the stream's capture queue before the request came, counted by the queue's
 //!    [`QueueGauge::sent`](crate::bus::internal::QueueGauge::sent) and [`Handoff::taken`];
 //! 2. every proposal this replica queued for its ack task by then is answered, that is applied
-//!    ([`Applied`]).
+//!    ([`Applied`]);
+//! 3. acks (and pull requests) handed to the account's ack loop before the request have been
+//!    passed on to their consumers' engines (a CONSUMER.INFO then reaches an engine behind
+//!    them), and, for STREAM.INFO and LIST, whose counts acks change in work queues and
+//!    interest streams, the stream's engines have no progress batch in flight or gathering
+//!    (`Event::Settled`).
 //!
 //! "Before" holds across connections: the hand-over happens inside the publishing
 //! connection's read of the publish, before it reads the client's PING and sends the PONG that
@@ -20,10 +25,10 @@
 //! queue's `sent`. The publishing path pays one atomic add per publish and one add and one
 //! load per batch (a notification only while an INFO waits).
 //!
-//! Guaranteed on a node that captured the publishes and leads the stream (every single-node
-//! setup). Not in a cluster: a publish captured on another node is forwarded to the leader
-//! after its capture counted it as finished, and an INFO answered by the leader sees only its
-//! own capture queue.
+//! Guaranteed on a node that captured the publishes (and took the acks) and leads the stream
+//! (every single-node setup). Not in a cluster: a publish or ack taken on another node is
+//! forwarded to the leader after that node counted it as finished, and an INFO answered by the
+//! leader sees only its own queues.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
