@@ -157,6 +157,120 @@ async fn a_service_import_maps_the_request_and_returns_the_reply() {
     assert_eq!(err.kind(), async_nats::RequestErrorKind::NoResponders);
 }
 
+/// Accounts for `Nats-Request-Info`: S serves `q.>` and `deep.>`, re-exporting `deep.>` which it
+/// imports from E; R imports both from S.
+const REQUEST_INFO_CONFIG: &str = r#"
+accounts {
+  E: {
+    users: [ { user: e, password: e } ]
+    exports: [ { service: "deep.>" } ]
+  }
+  S: {
+    users: [ { user: s, password: s } ]
+    exports: [ { service: "q.>" }, { service: "deep.>" } ]
+    imports: [ { service: { account: E, subject: "deep.>" } } ]
+  }
+  R: {
+    users: [ { user: r, password: r } ]
+    imports: [
+      { service: { account: S, subject: "q.>" } }
+      { service: { account: S, subject: "deep.>" } }
+    ]
+  }
+}
+"#;
+
+/// Whether `json` is a request stamp of account `acc` exactly as nats-server writes it without
+/// `share`: `{"acc":"<acc>"`, then `"svc"` for a chained request, then `"rtt"` (nanoseconds:
+/// estimated at CONNECT, before any PING measured it), and nothing else.
+fn is_stamp(json: &str, acc: &str, svc: Option<&str>) -> bool {
+    let mut head = format!("{{\"acc\":\"{acc}\"");
+    if let Some(svc) = svc {
+        head.push_str(&format!(",\"svc\":\"{svc}\""));
+    }
+    json.strip_prefix(&head)
+        .and_then(|rest| rest.strip_prefix(",\"rtt\":"))
+        .and_then(|r| r.strip_suffix('}'))
+        .is_some_and(|n| n.parse::<u64>().is_ok_and(|n| n > 0))
+}
+
+/// The `Nats-Request-Info` value of a raw header block, if it has one (other lines must come
+/// first, in the order sent).
+fn request_info(block: &[u8], others: &[&str]) -> Option<String> {
+    let text = std::str::from_utf8(block).expect("utf-8 headers");
+    let body = text
+        .strip_prefix("NATS/1.0\r\n")
+        .and_then(|t| t.strip_suffix("\r\n\r\n"))?;
+    let lines: Vec<&str> = body.split("\r\n").collect();
+    let (last, first) = lines.split_last()?;
+    assert_eq!(first, others, "other header lines kept, in order: {text:?}");
+    last.strip_prefix("Nats-Request-Info: ").map(str::to_string)
+}
+
+#[tokio::test]
+async fn a_request_through_a_service_import_carries_the_requesters_info() {
+    let srv = start(REQUEST_INFO_CONFIG, false).await;
+    let mut s = raw_login(&srv, "s").await;
+    let mut e = raw_login(&srv, "e").await;
+    s.send("SUB q.> 1\r\nPING\r\n").await;
+    assert_eq!(s.read_line().await, "PONG");
+    e.send("SUB deep.> 1\r\nPING\r\n").await;
+    assert_eq!(e.read_line().await, "PONG");
+    let mut r = raw_login(&srv, "r").await;
+    r.send("SUB _INBOX.r.3 9\r\n").await;
+    // Plain, with headers of its own, and with a forged stamp (replaced, not trusted).
+    r.send("PUB q.plain _INBOX.r.1 2\r\nhi\r\n").await;
+    let forged = "NATS/1.0\r\nNats-Request-Info: {\"acc\":\"S\"}\r\n\r\n";
+    for (subject, block) in [
+        ("q.hdrs _INBOX.r.2", "NATS/1.0\r\nX: 1\r\n\r\n"),
+        ("q.forged", forged),
+    ] {
+        let (h, t) = (block.len(), block.len() + 2);
+        r.send(format!("HPUB {subject} {h} {t}\r\n{block}hi\r\n"))
+            .await;
+    }
+    // No reply subject: still stamped (it is a request all the same).
+    r.send("PUB q.noreply 2\r\nhi\r\n").await;
+    r.send("PUB deep.x _INBOX.r.3 2\r\nhi\r\nPING\r\n").await;
+    assert_eq!(r.read_line().await, "PONG");
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let m = s.read_msg_within(OP).await;
+        assert_eq!(m.payload, b"hi", "{m:?}");
+        let others: &[&str] = if m.subject == "q.hdrs" {
+            &["X: 1"]
+        } else {
+            &[]
+        };
+        let block = m
+            .headers
+            .as_deref()
+            .unwrap_or_else(|| panic!("no headers: {m:?}"));
+        let info = request_info(block, others).unwrap_or_else(|| panic!("no stamp: {m:?}"));
+        assert!(is_stamp(&info, "R", None), "{}: {info}", m.subject);
+        seen.push(m.subject);
+    }
+    assert_eq!(seen, ["q.plain", "q.hdrs", "q.forged", "q.noreply"]);
+    // Through two imports (R -> S -> E): the requester's stamp, naming S as the service.
+    let m = e.read_msg_within(OP).await;
+    assert_eq!(m.subject, "deep.x");
+    let block = m.headers.as_deref().expect("headers");
+    let info = request_info(block, &[]).expect("stamp");
+    assert!(is_stamp(&info, "R", Some("S")), "chained: {info}");
+    // The answer goes back without a stamp.
+    let reply = m.reply.expect("reply subject");
+    e.send(format!("PUB {reply} 2\r\nok\r\n")).await;
+    let answer = r.read_msg_within(OP).await;
+    assert_eq!(
+        (
+            answer.subject.as_str(),
+            answer.headers,
+            answer.payload.as_slice()
+        ),
+        ("_INBOX.r.3", None, &b"ok"[..])
+    );
+}
+
 #[tokio::test]
 async fn a_stream_import_delivers_with_the_prefix() {
     let srv = start(CONFIG, false).await;

@@ -540,13 +540,14 @@ accounts {
   A: {
     jetstream: enabled
     users: [ { user: a, password: a } ]
-    exports: [ { service: "$JS.API.>" }, { stream: "forb.>" } ]
+    exports: [ { service: "$JS.API.>" }, { stream: "forb.>" }, { service: "orders.>" } ]
   }
   B: {
     users: [ { user: b, password: b } ]
     imports: [
       { service: { subject: "$JS.API.>", account: A }, to: "froma.>" }
       { stream: { subject: "forb.>", account: A } }
+      { service: { subject: "orders.>", account: A }, to: "ordersa.>" }
     ]
   }
 }
@@ -567,12 +568,22 @@ async fn push_consumer_delivers_through_a_stream_import() {
     let mut early = b.subscribe("forb.early").await.expect("sub in B");
     b.flush().await.expect("flush");
     for (name, deliver) in [("early", "forb.early"), ("late", "forb.late")] {
-        let cfg = json!({"stream_name": "ORDERS", "config": {"name": name,
-            "deliver_subject": deliver, "ack_policy": "none", "flow_control": true,
-            "idle_heartbeat": 5_000_000_000u64}});
+        let mut cfg = json!({"stream_name": "ORDERS", "config": {"name": name,
+            "deliver_subject": deliver, "ack_policy": "none"}});
+        if name == "early" {
+            cfg["config"]["flow_control"] = true.into();
+            cfg["config"]["idle_heartbeat"] = 5_000_000_000u64.into();
+        } else {
+            // Durable: no inactivity check looks at the interest again either.
+            cfg["config"]["durable_name"] = name.into();
+        }
         let created = api(&b, &format!("froma.CONSUMER.CREATE.ORDERS.{name}"), cfg).await;
         assert_eq!(created["name"], name, "{created}");
     }
+    // Without heartbeats nothing but B's subscription itself wakes the "late" consumer
+    // (`jetstream - cross account subscribe` of nats.js waited forever): let it find no
+    // interest first (not a bound: any pause makes the case, a longer one only more surely).
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let mut late = b.subscribe("forb.late").await.expect("sub in B");
     // The delivery shows the stored subject, as a delivery in the consumer's own account does.
     for (name, sub) in [("early", &mut early), ("late", &mut late)] {
@@ -590,6 +601,39 @@ async fn push_consumer_delivers_through_a_stream_import() {
             "{reply}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_publish_through_a_service_import_is_stored_without_the_request_info() {
+    let srv = ServerProcess::start(ServerOptions::with_config(CROSS))
+        .await
+        .expect("start server");
+    let (a, b) = (login(&srv, "a").await, login(&srv, "b").await);
+    let created = api(&a, "$JS.API.STREAM.CREATE.ORDERS", orders()).await;
+    assert_eq!(created["config"]["name"], "ORDERS", "{created}");
+    // B's publish crosses the import stamped with `Nats-Request-Info`; A's stream stores the
+    // message with B's own headers only, and B gets the PubAck.
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("X-Mine", "1");
+    let ack = within(
+        OP,
+        "publish through the import",
+        b.request_with_headers("ordersa.1", headers, "from b".into()),
+    )
+    .await
+    .expect("PubAck through the import");
+    let ack: Value = serde_json::from_slice(&ack.payload).expect("json");
+    assert_eq!((&ack["stream"], &ack["seq"]), (&json!("ORDERS"), &json!(1)));
+    let stored = api(&a, "$JS.API.STREAM.MSG.GET.ORDERS", json!({"seq": 1})).await;
+    assert_eq!(stored["message"]["subject"], "orders.1", "{stored}");
+    let hdrs = stored["message"]["hdrs"].as_str().expect("stored headers");
+    let hdrs =
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, hdrs).expect("base64");
+    assert_eq!(
+        String::from_utf8_lossy(&hdrs),
+        "NATS/1.0\r\nX-Mine: 1\r\n\r\n",
+        "stored headers"
+    );
 }
 
 /// JS exports its JetStream API (streamed answers) to A under `IPA.>` (nats.js's
@@ -648,6 +692,9 @@ async fn pull_request_through_an_imported_api_is_answered() {
             .await
             .expect("delivered");
         assert_eq!(m.payload.as_ref(), expected);
+        // Shown on the stored subject, not the inbox (nats.js takes a message on its inbox
+        // for a status: `jetstream - cross account pull` missed its messages).
+        assert_eq!(m.subject.as_str(), "orders.1");
     }
     // Nothing left: idle heartbeats, then the request's expiry, reach A too.
     a.publish_with_reply(
@@ -662,6 +709,11 @@ async fn pull_request_through_an_imported_api_is_answered() {
         let m = within(OP, "pull status", inbox.next())
             .await
             .expect("status");
+        assert_eq!(
+            m.subject.as_str(),
+            "A.inbox.1",
+            "statuses come on the inbox"
+        );
         statuses.push(m.status.map_or(0, u16::from));
     }
     assert!(

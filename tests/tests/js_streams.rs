@@ -772,3 +772,46 @@ async fn names_and_list_page_300_streams_and_consumers_as_nats_server_does() {
     assert_eq!(rest.len(), 40);
     assert_eq!(rest[0]["name"], "C260");
 }
+
+/// A message with a 1 s TTL published to a stream whose leader has been idle a while is gone
+/// about a second later (nats.py's `test_publish_msg_ttl` and nats.js's `jsm - message ttls`
+/// read the stream at 2.5 s and at 4 s for TTLs of 2 s and 4 s). jetraft's idle leader slept
+/// 5 s without looking at a new message's TTL, so a 1 s or 2 s TTL lasted up to 5 s. The bound
+/// is the behaviour under test (a TTL), with 1.5 s to spare for a loaded machine; passes
+/// against nats-server too.
+#[tokio::test]
+async fn a_ttl_on_an_idle_stream_ends_on_time() {
+    let srv = start_server().await;
+    let nc = connect(&srv).await;
+    let created = create(
+        &nc,
+        json!({"name": "IDLE", "subjects": ["idle.>"], "allow_msg_ttl": true}),
+    )
+    .await;
+    assert_eq!(created["config"]["allow_msg_ttl"], true, "{created}");
+    let ack = publish(&nc, "idle.keep", &[], "kept").await;
+    assert_eq!(ack["seq"], 1, "{ack}");
+    // Let the leader settle into its idle wait (a jetraft owner task sleeps up to 5 s).
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let ack = publish(&nc, "idle.ttl", &[("Nats-TTL", "1s")], "short").await;
+    assert_eq!(ack["seq"], 2, "{ack}");
+    let published = std::time::Instant::now();
+    let bound = Duration::from_millis(2500);
+    loop {
+        let info = api(&nc, "$JS.API.STREAM.INFO.IDLE", Value::Null).await;
+        if info["state"]["messages"] == 1 {
+            break;
+        }
+        assert!(
+            published.elapsed() < bound,
+            "a 1 s TTL still there after {:?}: {info}",
+            published.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        published.elapsed() >= Duration::from_millis(900),
+        "expired early: {:?}",
+        published.elapsed()
+    );
+}

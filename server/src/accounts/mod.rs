@@ -9,12 +9,14 @@
 //!
 //! - [`mapping`]: rewriting subjects between accounts ([`SubjectMap`]).
 //! - [`responses`]: the reply subjects of service imports in flight ([`ResponseMap`]).
+//! - [`request_info`]: the `Nats-Request-Info` stamp on requests that cross a service import.
 //!
 //! Which account a user belongs to is the [`Authenticator`](crate::auth::Authenticator)'s
 //! answer; users outside `accounts { }` are in the global account `$G`. Which accounts have
 //! JetStream is `jetstream::account`'s answer.
 
 pub mod mapping;
+pub mod request_info;
 pub mod responses;
 
 use std::collections::HashMap;

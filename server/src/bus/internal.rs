@@ -81,6 +81,9 @@ const RESUME_AT: usize = PACE_ABOVE / 2;
 pub struct QueueGauge {
     /// Messages sent and not yet received.
     queued: AtomicUsize,
+    /// Messages sent since the subscription began (JetStream answers an INFO as of every
+    /// publish handed to a stream's capture before the request came, `jetstream::runtime::settle`).
+    sent: AtomicU64,
     /// Notified when `queued` falls to [`RESUME_AT`].
     drained: Notify,
 }
@@ -89,6 +92,11 @@ impl QueueGauge {
     /// Messages queued now.
     pub fn len(&self) -> usize {
         self.queued.load(Ordering::Acquire)
+    }
+
+    /// Messages sent since the subscription began.
+    pub fn sent(&self) -> u64 {
+        self.sent.load(Ordering::Acquire)
     }
 
     /// Whether nothing is queued.
@@ -142,6 +150,11 @@ impl InternalRx {
         let msg = self.rx.try_recv()?;
         self.gauge.received();
         Ok(msg)
+    }
+
+    /// The gauge of this receiver's queue.
+    pub fn gauge(&self) -> Arc<QueueGauge> {
+        self.gauge.clone()
     }
 
     fn closed() -> Self {
@@ -351,6 +364,7 @@ impl InternalSubs {
                 r.gauge.queued.fetch_sub(1, Ordering::AcqRel);
                 continue;
             }
+            r.gauge.sent.fetch_add(1, Ordering::Release);
             taken += 1;
             if queued > PACE_ABOVE
                 && let Some(paced) = paced.as_deref_mut()

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{Bus, FlushSet, Msg, Origin};
+use crate::accounts::request_info;
 
 /// Most crossings between accounts one publish may take (import chains, loops).
 const MAX_HOPS: u8 = 4;
@@ -37,6 +38,7 @@ impl Bus {
         {
             let answer = Msg::new(&reply, msg.payload)
                 .in_account(&requester)
+                .shown_as(shown_after_mapping(msg, &reply))
                 .reply(msg.reply)
                 .headers(msg.hdrs);
             delivered += self.route_at(Origin::Server, &answer, flush, hops + 1);
@@ -52,11 +54,13 @@ impl Bus {
             return delivered;
         }
         let requester: Arc<str> = Arc::from(msg.account);
+        let mut stamped: Option<Vec<u8>> = None;
         for import in rules
             .service_imports
             .iter()
             .filter(|i| i.map.matches(msg.subject))
         {
+            let hdrs = stamped.get_or_insert_with(|| request_headers(origin, msg, hops));
             let subject = import.map.apply(msg.subject);
             let reply = msg.reply.map(|r| {
                 self.announce_replies_in(&import.exporter);
@@ -72,7 +76,7 @@ impl Bus {
             let request = Msg::new(&subject, msg.payload)
                 .in_account(&import.exporter)
                 .reply_str(reply.as_deref())
-                .headers(msg.hdrs);
+                .headers(Some(hdrs));
             delivered += self.route_at(Origin::Server, &request, flush, hops + 1);
         }
         for import in rules
@@ -81,15 +85,9 @@ impl Bus {
             .filter(|i| i.map.matches(msg.subject))
         {
             let subject = import.map.apply(msg.subject);
-            // A JetStream delivery keeps showing the stored subject (as nats-server's does).
-            let shown = if msg.shown == msg.subject {
-                subject.as_str()
-            } else {
-                msg.shown
-            };
             let copy = Msg::new(&subject, msg.payload)
                 .in_account(&import.importer)
-                .shown_as(shown)
+                .shown_as(shown_after_mapping(msg, &subject))
                 .reply(msg.reply)
                 .headers(msg.hdrs);
             delivered += self.route_at(Origin::Server, &copy, flush, hops + 1);
@@ -141,6 +139,51 @@ impl Bus {
             })
     }
 
+    /// Watches the interest [`Self::delivery_interest`] reads for a push consumer's deliver
+    /// subject: `subject` in `account` and, through the stream imports of other accounts, the
+    /// subjects it is seen on there (a subscriber in an importing account must wake the
+    /// consumer as one in its own account does). The watches last as long as the guards.
+    pub fn watch_delivery_interest(
+        &self,
+        account: &str,
+        subject: &str,
+        callback: &crate::router::interest_watch::WatchCallback,
+    ) -> Vec<crate::router::interest_watch::WatchGuard> {
+        let mut guards = Vec::new();
+        self.watch_delivery_interest_at(account, subject, callback, 0, &mut guards);
+        guards
+    }
+
+    fn watch_delivery_interest_at(
+        &self,
+        account: &str,
+        subject: &str,
+        callback: &crate::router::interest_watch::WatchCallback,
+        hops: u8,
+        guards: &mut Vec<crate::router::interest_watch::WatchGuard>,
+    ) {
+        guards.push(
+            self.namespace(account)
+                .sublist
+                .watch(subject, callback.clone()),
+        );
+        if hops >= MAX_HOPS {
+            return;
+        }
+        let accounts = self.accounts();
+        let Some(rules) = accounts.get(account) else {
+            return;
+        };
+        for import in rules
+            .stream_exports
+            .iter()
+            .filter(|i| i.map.matches(subject))
+        {
+            let mapped = import.map.apply(subject);
+            self.watch_delivery_interest_at(&import.importer, &mapped, callback, hops + 1, guards);
+        }
+    }
+
     /// Tells peers, once per exporting account, that answers on this node's reply subjects
     /// (`_R_.<token>.>`) in `exporter` come here.
     fn announce_replies_in(&self, exporter: &Arc<str>) {
@@ -151,6 +194,31 @@ impl Bus {
             peers.local_subscribed(exporter, &self.inner.responses.pattern(), None);
         }
     }
+}
+
+/// What receivers see of `msg` once it is routed on `mapped` in another account: a JetStream
+/// delivery keeps showing the stored subject (a pull consumer's answers through a service
+/// import too: nats.js takes a message shown on its own inbox for a status), anything else the
+/// new subject, as nats-server does.
+fn shown_after_mapping<'a>(msg: &Msg<'a>, mapped: &'a str) -> &'a str {
+    if msg.shown == msg.subject {
+        mapped
+    } else {
+        msg.shown
+    }
+}
+
+/// The headers of a request crossing a service import: `msg`'s with the `Nats-Request-Info`
+/// stamp of its publisher (its account, and its round-trip time when a client of this node
+/// published it), or, on a further crossing (`hops` > 0), the first stamp naming this account
+/// as `svc`.
+fn request_headers(origin: Origin<'_>, msg: &Msg<'_>, hops: u8) -> Vec<u8> {
+    let rtt = match origin {
+        Origin::Client { client, .. } => *client.rtt.lock(),
+        Origin::Peer { .. } | Origin::Server => None,
+    };
+    let chained = (hops > 0).then_some(msg.account);
+    request_info::stamped(msg.hdrs, msg.account, rtt, chained)
 }
 
 #[cfg(test)]

@@ -333,6 +333,17 @@ impl Session {
             meta.version = opts.version.clone().unwrap_or_default();
             meta.user = authed.user.unwrap_or_default();
         }
+        {
+            // Until the first PING/PONG measures it, the round-trip time is estimated as the
+            // time from accept to CONNECT, as nats-server does (requests through a service
+            // import carry it in `Nats-Request-Info`, `/connz` shows it).
+            let mut rtt = self.client.rtt.lock();
+            if rtt.is_none() {
+                let since = time::OffsetDateTime::now_utc() - self.client.start;
+                let since = std::time::Duration::try_from(since).unwrap_or_default();
+                *rtt = Some(since.max(std::time::Duration::from_nanos(1)));
+            }
+        }
         self.client.headers.store(opts.headers, Ordering::Relaxed);
         self.parser.set_headers(opts.headers);
         self.parser.set_awaiting_auth(false);

@@ -59,6 +59,7 @@ mod remote;
 pub mod replica;
 mod scale;
 mod server_remove;
+mod settle;
 mod sourcing;
 
 use std::collections::{BTreeMap, HashMap};
@@ -153,6 +154,10 @@ pub struct JetStream {
     local: RwLock<HashMap<String, Arc<LocalStream>>>,
     /// Notified whenever `local` gains or loses a replica (a create's answer waits on it).
     local_changed: tokio::sync::Notify,
+    /// The progress of each stream capture on this node, by stream name (`settle`).
+    handoffs: parking_lot::Mutex<HashMap<String, Arc<settle::Handoff>>>,
+    /// The progress of each account's ack loop on this node, by account (`settle`).
+    ack_handoffs: parking_lot::Mutex<HashMap<Arc<str>, Arc<settle::Handoff>>>,
     /// What requests are routed by (written by the meta task).
     routing: tokio::sync::watch::Sender<reconcile::StreamRouting>,
     /// What responses say about this server.
@@ -253,6 +258,8 @@ impl JetStream {
             meta,
             local: RwLock::new(HashMap::new()),
             local_changed: tokio::sync::Notify::new(),
+            handoffs: parking_lot::Mutex::default(),
+            ack_handoffs: parking_lot::Mutex::default(),
             routing: tokio::sync::watch::Sender::new(reconcile::StreamRouting::default()),
             identity: ServerIdentity {
                 version: NATS_VERSION.to_string(),
@@ -349,9 +356,13 @@ impl JetStream {
         let sub = internal
             .subscribe_many(&["$JS.ACK.>", "$JS.FC.>", &next])
             .map_err(subscribe_failed)?;
+        let handoff = Arc::new(settle::Handoff::new(sub.rx.gauge()));
+        self.ack_handoffs
+            .lock()
+            .insert(account.clone(), handoff.clone());
         let js = self.clone();
         self.tasks
-            .spawn(async move { js.consumer_ack_loop(sub).await });
+            .spawn(async move { js.consumer_ack_loop(sub, handoff).await });
         let js = self.clone();
         self.tasks.spawn(async move { js.api_loop(api).await });
         if let Some(domain) = &self.identity.domain {

@@ -31,6 +31,7 @@ use tracing::{debug, warn};
 
 use super::atomic_batch::{self, BatchRules, Staging};
 use super::replica::LocalStream;
+use super::settle::{Applied, Handoff};
 use super::{JetStream, now_ns};
 use crate::bus::internal::{InternalMsg, InternalRx};
 use crate::bus::{FlushSet, Msg, Origin};
@@ -121,6 +122,7 @@ impl JetStream {
                 .is_some_and(|(uid, subjects)| *uid == cap.uid && **subjects == cap.subjects);
             if !keep {
                 cap.cancel.cancel();
+                self.handoffs.lock().remove(name);
             }
             keep
         });
@@ -145,11 +147,14 @@ impl JetStream {
                     Ok(mut sub) => {
                         let rx = sub.take_rx();
                         subs.push(sub);
+                        let handoff = Arc::new(Handoff::new(rx.gauge()));
+                        self.handoffs.lock().insert(name.clone(), handoff.clone());
                         let js = self.clone();
                         let name = name.clone();
                         let cancel = cancel.clone();
-                        self.tasks
-                            .spawn(async move { js.capture_loop(name, rx, cancel).await });
+                        self.tasks.spawn(async move {
+                            js.capture_loop(name, rx, handoff, cancel).await;
+                        });
                     }
                     Err(e) => warn!(stream = %name, ?subjects, error = %e, "capture not set up"),
                 }
@@ -170,6 +175,7 @@ impl JetStream {
         self: Arc<Self>,
         name: String,
         mut rx: InternalRx,
+        handoff: Arc<Handoff>,
         cancel: CancellationToken,
     ) {
         loop {
@@ -181,8 +187,16 @@ impl JetStream {
                 break;
             };
             // One batch at a time: a connection's publishes are logged in the order they came.
-            let batch = take_batch(first, &mut rx);
+            let mut batch = take_batch(first, &mut rx);
+            for msg in &mut batch {
+                if let Some(hdrs) = &msg.hdrs {
+                    // Streams do not store who asked (nats-server removes it too).
+                    msg.hdrs = crate::accounts::request_info::strip(hdrs);
+                }
+            }
+            let taken = batch.len() as u64;
             self.on_captured(Some(name.clone()), batch, 0).await;
+            handoff.taken.finish(taken);
         }
     }
 
@@ -409,6 +423,8 @@ impl JetStream {
         if ls.acks.send(ack).is_err() {
             // The replica is being removed: its group is stopping and cannot answer.
             debug!(stream = %ls.name, "publishes proposed as the replica stopped");
+        } else {
+            ls.applied.queued_one();
         }
     }
 
@@ -417,6 +433,7 @@ impl JetStream {
     pub(super) async fn ack_loop(
         self: Arc<Self>,
         mut rx: mpsc::UnboundedReceiver<PendingAck>,
+        applied: Arc<Applied>,
         cancel: CancellationToken,
     ) {
         loop {
@@ -438,6 +455,7 @@ impl JetStream {
                     }
                 };
                 self.answer(result, next, &mut flush);
+                applied.answered.finish(1);
                 match rx.try_recv() {
                     Ok(p) => next = p,
                     Err(_) => break,

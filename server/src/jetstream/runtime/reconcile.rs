@@ -329,9 +329,9 @@ impl JetStream {
         ));
         self.local.write().insert(a.name.clone(), local.clone());
         self.local_changed.notify_waiters();
-        let (js, cancel) = (self.clone(), local.cancel.clone());
+        let (js, cancel, applied) = (self.clone(), local.cancel.clone(), local.applied.clone());
         self.tasks
-            .spawn(async move { js.ack_loop(ack_rx, cancel).await });
+            .spawn(async move { js.ack_loop(ack_rx, applied, cancel).await });
         let js = self.clone();
         self.tasks.spawn(async move { js.run_replica(local).await });
         info!(stream = %a.name, uid = a.uid, "stream replica started");

@@ -43,6 +43,8 @@ pub struct LocalStream {
     pub(crate) engines: super::consumer::Engines,
     /// Proposed publishes waiting for their PubAcks, answered in order by the ack task.
     pub(super) acks: AckQueue,
+    /// How many proposals went to the ack task and how many it answered (`settle`).
+    pub(super) applied: Arc<super::settle::Applied>,
     /// The copy tasks of a mirror or sourcing stream, while this node leads it (written only
     /// by the owner task).
     pub(super) sourcing: Mutex<Option<SourcingRun>>,
@@ -59,7 +61,8 @@ pub struct LocalStream {
     /// The meta group's config JSON for the stream and its parse, so the meta task parses a
     /// config once, not on every pass.
     assigned_config: Mutex<Option<(Vec<u8>, Arc<StreamConfig>)>>,
-    /// Wakes the owner task when the stream's config may have changed (see [`SharedStream`]).
+    /// Wakes the owner task when the stream's config or its next expiry may have changed (see
+    /// [`SharedStream`]).
     pub(super) config_changed: Arc<tokio::sync::Notify>,
 }
 
@@ -83,6 +86,7 @@ impl LocalStream {
             changes,
             engines: super::consumer::Engines::default(),
             acks,
+            applied: Arc::default(),
             sourcing: Mutex::new(None),
             batches: Mutex::new(super::atomic_batch::AtomicBatches::default()),
             cancel,
@@ -156,9 +160,11 @@ impl ReplicatedStateMachine for SharedStream {
     ) -> Result<Bytes, StateMachineError> {
         let (answer, config_changed) = {
             let mut sm = self.0.lock();
-            let before = sm.meta_version();
+            let before = (sm.meta_version(), sm.expiry_hint());
             let answer = sm.apply_shared(index, command, answer_wanted);
-            (answer, sm.meta_version() != before)
+            // A new config, or a message or schedule that changes when expiry is next due:
+            // the owner task plans its next wake-up again.
+            (answer, (sm.meta_version(), sm.expiry_hint()) != before)
         };
         self.1.send_replace(index.0);
         if config_changed {

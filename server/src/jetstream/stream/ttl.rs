@@ -119,6 +119,18 @@ impl StreamStateMachine {
         Ok(())
     }
 
+    /// A cheap summary of what [`Self::next_expiry`] depends on: the first TTL, the first
+    /// schedule, and whether `max_age` has a message to age. The apply compares it before and
+    /// after each entry and wakes the leader's owner task when it changed, so an idle leader
+    /// (asleep for seconds) plans again for a message or schedule that comes due sooner.
+    pub fn expiry_hint(&self) -> (Option<u64>, Option<u64>, bool) {
+        (
+            self.expiry.ttls.first().map(|&(at, _)| at),
+            self.next_schedule(),
+            self.limits.max_age_ns.is_some() && self.store.state().msgs > 0,
+        )
+    }
+
     /// Whether an `Expire` as of `now_ns` would remove something (the leader's timer asks).
     pub fn expiry_due(&self, now_ns: u64) -> bool {
         self.next_expiry().is_some_and(|at| at <= now_ns)

@@ -394,6 +394,8 @@ impl JetStream {
         op: &ApiOp,
         msg: &InternalMsg,
     ) -> Option<Result<String, ApiError>> {
+        // Counting every publish handed over before the request (`settle`).
+        self.settle_before(op, &msg.account).await;
         let result = match op {
             ApiOp::AccountInfo => Ok(self.account_info(&msg.account).await),
             ApiOp::StreamNames => self.stream_names(msg),

@@ -35,7 +35,7 @@ use super::deliver::{self, OutMsg};
 use crate::bus::FlushSet;
 use crate::jetstream::runtime::{JetStream, now_ns};
 use crate::jetstream::stream::StreamStateMachine;
-use crate::router::interest_watch::WatchGuard;
+use crate::router::interest_watch::{WatchCallback, WatchGuard};
 
 /// Most events handled before the core runs a round.
 const EVENTS_PER_ROUND: usize = 256;
@@ -61,6 +61,9 @@ pub(crate) enum Event {
     Core(ConsumerEvent),
     /// A snapshot of the engine's view for `CONSUMER.INFO`.
     Info(oneshot::Sender<EngineView>),
+    /// Answered once every ack received before it is applied (no progress batch in flight or
+    /// gathering), for a STREAM.INFO that counts what acks removed (`settle`).
+    Settled(oneshot::Sender<()>),
 }
 
 impl Event {
@@ -182,8 +185,11 @@ pub(crate) struct Engine {
     origin: Instant,
     /// Told when a subscription matching the push consumer's deliver subject comes or goes.
     interest: Arc<Notify>,
-    /// The watch on the deliver subject (push consumers), and the subject it watches.
-    interest_watch: Option<(String, WatchGuard)>,
+    /// The watches on the deliver subject (push consumers; in the consumer's account and
+    /// where other accounts' stream imports show it), and the subject they watch.
+    interest_watch: Option<(String, Vec<WatchGuard>)>,
+    /// [`Event::Settled`] requests waiting for the progress in flight.
+    settle_waiters: Vec<oneshot::Sender<()>>,
 }
 
 impl Engine {
@@ -245,6 +251,7 @@ impl Engine {
             origin,
             interest: Arc::new(Notify::new()),
             interest_watch: None,
+            settle_waiters: Vec::new(),
         };
         engine.core.interest_is_told();
         engine.watch_interest();
@@ -265,13 +272,12 @@ impl Engine {
             return;
         }
         let notify = self.interest.clone();
-        let guard = self
+        let callback: WatchCallback = Arc::new(move || notify.notify_one());
+        let guards = self
             .js
             .bus
-            .namespace(&self.account)
-            .sublist
-            .watch(subject, Arc::new(move || notify.notify_one()));
-        self.interest_watch = Some((subject.to_string(), guard));
+            .watch_delivery_interest(&self.account, subject, &callback);
+        self.interest_watch = Some((subject.to_string(), guards));
         // A subscription made before the watch must be seen too.
         self.interest.notify_one();
     }
@@ -291,8 +297,14 @@ impl Engine {
             if self.perform().await {
                 return;
             }
+            if !self.settle_waiters.is_empty() && self.core.progress_idle() {
+                for tx in self.settle_waiters.drain(..) {
+                    let _ = tx.send(());
+                }
+            }
             let wake = self.origin + Duration::from_nanos(self.core.poll_timeout());
-            let gathering = self.core.gathering();
+            // A settle request waits for the batches in flight too.
+            let gathering = self.core.gathering() || !self.settle_waiters.is_empty();
             tokio::select! {
                 () = cancel.cancelled() => {
                     self.stop().await;
@@ -354,6 +366,7 @@ impl Engine {
                 }
                 let _ = tx.send(self.core.info());
             }
+            Event::Settled(tx) => self.settle_waiters.push(tx),
         }
     }
 

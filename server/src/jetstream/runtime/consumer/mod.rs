@@ -71,6 +71,19 @@ impl Engines {
             .is_some_and(|h| h.tx.send(ev).is_ok())
     }
 
+    /// Asks every engine to tell when the acks it received so far are applied
+    /// ([`Event::Settled`]); one receiver per engine asked.
+    pub(crate) fn settled_all(&self) -> Vec<tokio::sync::oneshot::Receiver<()>> {
+        let running = self.running.lock();
+        running
+            .values()
+            .filter_map(|h| {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                h.tx.send(Event::Settled(tx)).ok().map(|()| rx)
+            })
+            .collect()
+    }
+
     /// Stops every engine.
     pub(crate) fn stop_all(&self, deleted: bool) {
         for (_, h) in self.running.lock().drain() {
@@ -121,21 +134,32 @@ impl JetStream {
     }
 
     /// Handles acks and flow-control replies published on this node.
-    pub(crate) async fn consumer_ack_loop(self: Arc<Self>, mut sub: InternalSub) {
+    pub(crate) async fn consumer_ack_loop(
+        self: Arc<Self>,
+        mut sub: InternalSub,
+        handoff: Arc<super::settle::Handoff>,
+    ) {
         loop {
             let Some(msg) = next_msg(&mut sub, &self.cancel).await else {
                 break;
             };
-            if msg.subject.starts_with(NEXT_PREFIX) {
-                if self.pull_to_local_engine(&msg) {
-                    self.api_total.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    let js = self.clone();
-                    self.tasks.spawn(async move { js.handle_api(msg, 0).await });
-                }
+            self.on_ack_loop_msg(msg);
+            // Handed to the engine (or forwarded): a CONSUMER.INFO after it sees it (`settle`).
+            handoff.taken.finish(1);
+        }
+    }
+
+    /// One message of [`Self::consumer_ack_loop`]: a pull request, an ack or an FC reply.
+    fn on_ack_loop_msg(self: &Arc<Self>, msg: InternalMsg) {
+        if msg.subject.starts_with(NEXT_PREFIX) {
+            if self.pull_to_local_engine(&msg) {
+                self.api_total.fetch_add(1, Ordering::Relaxed);
             } else {
-                self.on_ack_msg(msg, 0);
+                let js = self.clone();
+                self.tasks.spawn(async move { js.handle_api(msg, 0).await });
             }
+        } else {
+            self.on_ack_msg(msg, 0);
         }
     }
 

@@ -615,6 +615,12 @@ impl<V: ConsumerView> ConsumerCore<V> {
         self.gathering
     }
 
+    /// Whether every progress batch proposed is done and none is gathering: what the core
+    /// has handled (acks included) is applied.
+    pub(crate) fn progress_idle(&self) -> bool {
+        self.in_flight == 0 && !self.gathering
+    }
+
     /// Whether the core stopped (after [`ConsumerEvent::Stop`]).
     pub(crate) fn stopped(&self) -> bool {
         self.stopped
