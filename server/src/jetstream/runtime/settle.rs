@@ -182,6 +182,13 @@ impl JetStream {
         let Some(ls) = self.local_stream(name) else {
             return true;
         };
+        // Only work queues and interest streams drop acknowledged messages; a limits stream's
+        // counts do not depend on acks (and an engine under steady acks is rarely idle, so
+        // waiting for it would hold every such INFO for the whole bound).
+        let retention = ls.sm.lock().config().retention;
+        if retention == crate::jetstream::api::types::config::RetentionPolicy::Limits {
+            return true;
+        }
         for rx in ls.engines.settled_all() {
             if tokio::time::timeout_at(deadline, rx).await.is_err() {
                 return false;
