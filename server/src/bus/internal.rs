@@ -133,21 +133,27 @@ impl QueueGauge {
 /// off its [`QueueGauge`] as it is taken.
 #[derive(Debug)]
 pub struct InternalRx {
-    rx: mpsc::UnboundedReceiver<InternalMsg>,
+    /// `None` once taken by [`InternalSub::take_rx`] (a closed receiver without a channel:
+    /// a tokio channel allocates a 32-message block, ~4 KB, per stream's capture otherwise).
+    rx: Option<mpsc::UnboundedReceiver<InternalMsg>>,
     gauge: Arc<QueueGauge>,
 }
 
 impl InternalRx {
     /// The next message; `None` once the subscription ended and its queue is empty.
     pub async fn recv(&mut self) -> Option<InternalMsg> {
-        let msg = self.rx.recv().await?;
+        let msg = self.rx.as_mut()?.recv().await?;
         self.gauge.received();
         Some(msg)
     }
 
     /// The next message if one is queued.
     pub fn try_recv(&mut self) -> Result<InternalMsg, mpsc::error::TryRecvError> {
-        let msg = self.rx.try_recv()?;
+        let rx = self
+            .rx
+            .as_mut()
+            .ok_or(mpsc::error::TryRecvError::Disconnected)?;
+        let msg = rx.try_recv()?;
         self.gauge.received();
         Ok(msg)
     }
@@ -159,7 +165,7 @@ impl InternalRx {
 
     fn closed() -> Self {
         Self {
-            rx: mpsc::unbounded_channel().1,
+            rx: None,
             gauge: Arc::default(),
         }
     }
@@ -321,7 +327,10 @@ impl InternalSubs {
         };
         self.list.insert(subject, None, entry.clone())?;
         Ok(InternalSub {
-            rx: InternalRx { rx, gauge },
+            rx: InternalRx {
+                rx: Some(rx),
+                gauge,
+            },
             entry,
             subjects: vec![subject.to_string()],
             queue: None,
@@ -424,6 +433,26 @@ mod tests {
             subs.deliver("$JS.API.INFO", None, None, b"", false, None),
             0
         );
+    }
+
+    #[tokio::test]
+    async fn a_taken_receiver_gets_the_messages_and_the_one_left_is_closed() {
+        let subs = InternalSubs::default();
+        let mut sub = subs.subscribe("t.>").unwrap();
+        assert_eq!(subs.deliver("t.1", None, None, b"", false, None), 1);
+        let mut taken = sub.take_rx();
+        assert_eq!(subs.deliver("t.2", None, None, b"", false, None), 1);
+        assert!(matches!(
+            sub.rx.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        ));
+        assert!(sub.rx.recv().await.is_none(), "the left one ends at once");
+        assert_eq!(taken.recv().await.unwrap().subject, "t.1");
+        assert_eq!(taken.try_recv().unwrap().subject, "t.2");
+        // Dropping the handle unsubscribes; the taken receiver then ends.
+        drop(sub);
+        assert_eq!(subs.deliver("t.3", None, None, b"", false, None), 0);
+        assert!(taken.recv().await.is_none());
     }
 
     #[test]

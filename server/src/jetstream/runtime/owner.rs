@@ -50,7 +50,10 @@ impl JetStream {
                     let barrier = command::consumer_progress(
                         jetraft_proto::stream::ConsumerProgress::default(),
                     );
-                    match self.registry.propose(ls.group(), barrier).await {
+                    // Boxed here and below: this task lives as long as the stream, and its
+                    // future is as large as the largest await it holds (the rare ones boxed,
+                    // it stays small instead of ~6 KB per stream).
+                    match Box::pin(self.registry.propose(ls.group(), barrier)).await {
                         Ok(_) => {
                             ready_term = Some(now.term);
                             self.advise_leadership(&ls);
@@ -66,8 +69,8 @@ impl JetStream {
                 }
                 if now.is_self {
                     self.sweep_batches(&ls);
-                    self.hand_off_if_drained(ls.group()).await;
-                    self.expire_if_due(&ls).await;
+                    Box::pin(self.hand_off_if_drained(ls.group())).await;
+                    Box::pin(self.expire_if_due(&ls)).await;
                 }
                 self.sync_sourcing(&ls, now.is_self);
                 let tick = if now.is_self {
