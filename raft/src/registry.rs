@@ -776,6 +776,15 @@ impl<T: Transport> GroupRegistry<T> {
         linked * 2 > voters.len()
     }
 
+    /// The voters of `group` as this replica knows its membership (during a joint change, the
+    /// voters of both configurations); empty before the group has a membership.
+    pub fn voters(&self, group: GroupId) -> Result<Vec<u64>, RaftError> {
+        let raft = self.raft(group)?;
+        let rx = raft.server_metrics();
+        let m = rx.borrow_watched();
+        Ok(m.membership_config.membership().voter_ids().collect())
+    }
+
     /// On the leader of `group`: the replication progress of every other member (voters and
     /// learners). Empty on a follower (only the leader tracks replication).
     pub fn followers(&self, group: GroupId) -> Result<Vec<FollowerProgress>, RaftError> {

@@ -138,7 +138,7 @@ impl JetStream {
         }
         let consumers: Vec<String> = ls.sm.lock().consumers().keys().cloned().collect();
         let replicas = self
-            .group_cluster_info(ls.group(), &ls.replicas())
+            .cluster_info(ls)
             .map(|ci| ci.replicas)
             .unwrap_or_default();
         self.advise_leader_elected(&ls.name, &consumers, replicas);

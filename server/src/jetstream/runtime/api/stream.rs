@@ -417,8 +417,19 @@ impl JetStream {
         }
     }
 
+    /// The cluster section of stream replica `ls`. Its replicas are the group's voters as
+    /// this replica knows them, not the assignment: while a replica move is under way (a
+    /// SERVER.REMOVE, a PEER.REMOVE) the meta assignment names the new replicas at once, but
+    /// the old ones still count for the group's quorum until the voter change is committed. A
+    /// node must not look drained before then (the StatefulSet's scale-down waits on it).
     pub(crate) fn cluster_info(&self, ls: &LocalStream) -> Option<ClusterInfo> {
-        self.group_cluster_info(ls.group(), &ls.replicas())
+        let voters = self
+            .registry
+            .voters(ls.group())
+            .ok()
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| ls.replicas());
+        self.group_cluster_info(ls.group(), &voters)
     }
 
     /// The cluster section of group `group` whose replicas are `replicas`: its leader and the
