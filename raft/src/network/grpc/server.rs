@@ -430,7 +430,7 @@ impl RaftService for RaftGrpcService {
         tracing::info!(
             group,
             from,
-            bytes = snap.snapshot.len(),
+            bytes = snap.snapshot.size_hint(),
             "installing snapshot received over grpc"
         );
         let resp = self

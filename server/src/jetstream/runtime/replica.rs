@@ -16,7 +16,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use jetraft_raft::{
-    AppliedState, DurabilityBarrier, GroupId, LogIndex, ReplicatedStateMachine, StateMachineError,
+    AppliedState, DurabilityBarrier, GroupId, LogIndex, ReplicatedStateMachine, SnapshotData,
+    StateMachineError,
 };
 use jetraft_storage::stream::StreamUid;
 use parking_lot::{Mutex, RwLock};
@@ -169,6 +170,10 @@ impl ReplicatedStateMachine for SharedStream {
 
     fn snapshot(&self) -> Result<Bytes, StateMachineError> {
         self.0.lock().snapshot()
+    }
+
+    fn snapshot_source(&self) -> Result<SnapshotData, StateMachineError> {
+        self.0.lock().snapshot_source()
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), StateMachineError> {

@@ -70,7 +70,8 @@ pub mod ttl;
 use bytes::Bytes;
 use jetraft_proto::stream::{StreamCommand, stream_command::Cmd};
 use jetraft_raft::{
-    AppliedState, DurabilityBarrier, LogIndex, ReplicatedStateMachine, StateMachineError,
+    AppliedState, DurabilityBarrier, LogIndex, ReplicatedStateMachine, SnapshotData,
+    StateMachineError,
 };
 use jetraft_storage::StorageError;
 use jetraft_storage::consumer::ConsumerStore;
@@ -514,7 +515,11 @@ impl ReplicatedStateMachine for StreamStateMachine {
     }
 
     fn snapshot(&self) -> Result<Bytes, StateMachineError> {
-        self.export().map(|s| Bytes::from(s.encode_to_vec()))
+        self.snapshot_source()?.into_bytes()
+    }
+
+    fn snapshot_source(&self) -> Result<SnapshotData, StateMachineError> {
+        self.lazy_snapshot()
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), StateMachineError> {
