@@ -129,6 +129,12 @@ pub trait ReplicatedStateMachine: Send + Sync + 'static {
     /// Must be atomic: on error the previous state is kept.
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), StateMachineError>;
 
+    /// [`restore`](Self::restore) as the group calls it: the snapshot in shared bytes, so
+    /// decoding may slice it instead of copying. Defaults to `restore`.
+    fn restore_shared(&mut self, snapshot: &Bytes) -> Result<(), StateMachineError> {
+        self.restore(snapshot)
+    }
+
     /// Makes the effects of every `apply` so far durable together with `state` (one batch).
     /// Called at the end of each apply batch and after a restore. Effects of `apply` must be
     /// visible to reads at once; this only makes them durable. In-memory state machines keep the
@@ -346,7 +352,7 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
         };
         let barrier = {
             let mut st = self.state.lock();
-            st.sm.restore(&bytes).map_err(io::Error::other)?;
+            st.sm.restore_shared(&bytes).map_err(io::Error::other)?;
             st.last_applied = meta.last_log_id;
             st.membership = meta.last_membership.clone();
             st.built = true;

@@ -177,7 +177,11 @@ impl ReplicatedStateMachine for SharedStream {
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), StateMachineError> {
-        let r = self.0.lock().restore(snapshot);
+        self.restore_shared(&Bytes::copy_from_slice(snapshot))
+    }
+
+    fn restore_shared(&mut self, snapshot: &Bytes) -> Result<(), StateMachineError> {
+        let r = self.0.lock().restore_shared(snapshot);
         self.1.send_modify(|v| *v += 1);
         self.2.notify_one();
         r

@@ -523,8 +523,12 @@ impl ReplicatedStateMachine for StreamStateMachine {
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), StateMachineError> {
+        self.restore_shared(&Bytes::copy_from_slice(snapshot))
+    }
+
+    fn restore_shared(&mut self, snapshot: &Bytes) -> Result<(), StateMachineError> {
         self.removals += 1;
-        self.import(snapshot)
+        self.import(snapshot.clone())
     }
 
     fn save_applied(&mut self, state: &AppliedState) -> Result<(), StateMachineError> {

@@ -136,8 +136,9 @@ impl StreamStateMachine {
         }
     }
 
-    /// Replaces the whole state with `bytes` from [`Self::lazy_snapshot`].
-    pub(super) fn import(&mut self, bytes: &[u8]) -> Result<(), StateMachineError> {
+    /// Replaces the whole state with `bytes` from [`Self::lazy_snapshot`]; the messages'
+    /// headers and payloads stay slices of `bytes` until they are written.
+    pub(super) fn import(&mut self, bytes: Bytes) -> Result<(), StateMachineError> {
         let corrupt = |reason: String| StateMachineError::CorruptSnapshot { reason };
         let snap = StreamSnapshot::decode(bytes).map_err(|e| corrupt(e.to_string()))?;
         let config: StreamConfig = requests::decode_stored(&snap.config_json)
@@ -149,18 +150,21 @@ impl StreamStateMachine {
         }
         self.store.reset().map_err(io_err)?;
         self.recover_until = None;
-        for m in &snap.msgs {
+        let top = snap.msgs.last().map_or(0, |m| m.seq);
+        // Staged, the messages are written in large batches rather than one write each.
+        self.store.begin_batch();
+        for m in snap.msgs {
             self.store
                 .store_msg(&StoredMsg {
                     seq: m.seq,
-                    subject: m.subject.clone(),
-                    headers: m.headers.clone(),
-                    payload: m.payload.clone(),
+                    subject: m.subject,
+                    headers: m.headers,
+                    payload: m.payload,
                     timestamp_ns: m.timestamp_ns,
                 })
                 .map_err(io_err)?;
         }
-        let top = snap.msgs.last().map_or(0, |m| m.seq);
+        self.store.put_metas(&[]).map_err(io_err)?;
         if snap.last_seq > top {
             self.store
                 .store_msg(&StoredMsg {
@@ -173,7 +177,7 @@ impl StreamStateMachine {
                 .map_err(io_err)?;
             self.store.remove(snap.last_seq).map_err(io_err)?;
         }
-        if snap.msgs.is_empty() && snap.first_seq > 0 {
+        if top == 0 && snap.first_seq > 0 {
             // An emptied stream (e.g. purged) keeps its next position.
             self.store.skip_to(snap.first_seq).map_err(io_err)?;
         }
