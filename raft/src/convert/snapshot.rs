@@ -40,8 +40,8 @@ pub fn meta_from_pb(m: pb::SnapshotMeta) -> Result<SnapshotMetaOf<JetraftConfig>
 /// empty payload is one chunk.
 #[derive(Debug)]
 pub struct Framer {
-    /// `(vote, meta)` for the first chunk, until it is framed.
-    header: Option<(pb::Vote, pb::SnapshotMeta)>,
+    /// `(vote, meta, size hint)` for the first chunk, until it is framed.
+    header: Option<(pb::Vote, pb::SnapshotMeta, u64)>,
     group: u64,
     from: u64,
     /// Payload bytes framed so far.
@@ -52,16 +52,18 @@ pub struct Framer {
 }
 
 impl Framer {
-    /// A framer for `snapshot`'s payload sent by node `from` to `group`'s replica.
+    /// A framer for a payload of about `size_hint` bytes (0 = unknown) with `meta`, sent by
+    /// node `from` to `group`'s replica.
     pub fn new(
         group: u64,
         from: u64,
         vote: &GroupVote,
         meta: &SnapshotMetaOf<JetraftConfig>,
+        size_hint: u64,
         chunk_size: usize,
     ) -> Self {
         Self {
-            header: Some((vote::to_pb(vote), meta_to_pb(meta))),
+            header: Some((vote::to_pb(vote), meta_to_pb(meta), size_hint)),
             group,
             from,
             offset: 0,
@@ -71,15 +73,19 @@ impl Framer {
     }
 
     fn frame(&mut self, data: Bytes) -> pb::SnapshotChunk {
-        let header = self.header.take();
+        let (vote, meta, size_hint) = match self.header.take() {
+            Some((vote, meta, hint)) => (Some(vote), Some(meta), hint),
+            None => (None, None, 0),
+        };
         let chunk = pb::SnapshotChunk {
             group_id: self.group,
             from: self.from,
-            vote: header.as_ref().map(|h| h.0.clone()),
-            meta: header.map(|h| h.1),
+            vote,
+            meta,
             offset: self.offset,
             done: false,
             data,
+            size_hint,
         };
         self.offset += chunk.data.len() as u64;
         chunk
@@ -118,7 +124,7 @@ pub fn to_chunks(
     data: &Bytes,
     chunk_size: usize,
 ) -> Vec<pb::SnapshotChunk> {
-    let mut framer = Framer::new(group, from, vote, meta, chunk_size);
+    let mut framer = Framer::new(group, from, vote, meta, data.len() as u64, chunk_size);
     let mut chunks = framer.push(data.clone());
     chunks.push(framer.finish());
     chunks
@@ -187,6 +193,10 @@ impl Assembler {
             let vote = vote::required_from_pb(chunk.vote, "SnapshotChunk.vote")?;
             let meta = meta_from_pb(required(chunk.meta, "SnapshotChunk.meta")?)?;
             self.header = Some((chunk.group_id, chunk.from, vote, meta));
+            // One allocation for the whole snapshot instead of doubling copies; the hint is
+            // the sender's word, so it is capped by the limit (and checked against it below).
+            let hint = usize::try_from(chunk.size_hint).unwrap_or(usize::MAX);
+            self.data.reserve(hint.min(self.limit));
         }
         let expected = self.data.len() as u64;
         if chunk.offset != expected {
@@ -296,7 +306,7 @@ mod tests {
     #[test]
     fn pieces_are_split_and_only_the_last_chunk_is_done() {
         let meta = SnapshotMetaOf::<JetraftConfig>::default();
-        let mut framer = Framer::new(1, 1, &GroupVote::new_committed(2, 1), &meta, 4);
+        let mut framer = Framer::new(1, 1, &GroupVote::new_committed(2, 1), &meta, 8, 4);
         let mut chunks = framer.push(Bytes::from_static(b"abcdef"));
         chunks.extend(framer.push(Bytes::new()));
         chunks.extend(framer.push(Bytes::from_static(b"gh")));

@@ -170,7 +170,8 @@ impl RocksStreamStore {
         if self.staged.is_empty() && records.is_empty() {
             return Ok(());
         }
-        let mut batch = WriteBatch::default();
+        // Sized up front: a batch of staged appends can be tens of MB (a snapshot install).
+        let mut batch = WriteBatch::with_capacity_bytes(self.staged_bytes + 64 * self.staged.len());
         if !self.staged.is_empty() {
             let msgs_cf = self.db.cf(ColumnFamily::Msgs)?;
             let subj_cf = self.db.cf(ColumnFamily::Subjects)?;

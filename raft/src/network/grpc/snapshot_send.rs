@@ -22,7 +22,8 @@ pub(super) fn wire_chunks(
     chunk_size: usize,
 ) -> impl Stream<Item = pb::SnapshotChunk> + Send + 'static {
     let (tx, rx) = tokio::sync::mpsc::channel(READ_AHEAD);
-    let mut framer = Framer::new(group, from, vote, &snapshot.meta, chunk_size);
+    let hint = snapshot.snapshot.size_hint();
+    let mut framer = Framer::new(group, from, vote, &snapshot.meta, hint, chunk_size);
     tokio::task::spawn_blocking(move || {
         for piece in snapshot.snapshot.chunks() {
             let piece = match piece {
