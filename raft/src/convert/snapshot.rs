@@ -166,6 +166,8 @@ pub struct Assembler {
     done: bool,
     /// Largest snapshot accepted.
     limit: usize,
+    /// The first chunk's size hint (the sender's word).
+    hint: usize,
 }
 
 impl Assembler {
@@ -176,7 +178,16 @@ impl Assembler {
             data: BytesMut::new(),
             done: false,
             limit,
+            hint: 0,
         }
+    }
+
+    /// Reserves room for the whole snapshot as the first chunk's size hint gives it (capped by
+    /// the limit): one allocation instead of doubling copies. Call it once the sender passed
+    /// the receiver's checks, as the hint is only the sender's word.
+    pub fn reserve_hinted(&mut self) {
+        let more = self.hint.min(self.limit).saturating_sub(self.data.len());
+        self.data.reserve(more);
     }
 
     /// The group named by the first chunk, once it arrived.
@@ -193,10 +204,7 @@ impl Assembler {
             let vote = vote::required_from_pb(chunk.vote, "SnapshotChunk.vote")?;
             let meta = meta_from_pb(required(chunk.meta, "SnapshotChunk.meta")?)?;
             self.header = Some((chunk.group_id, chunk.from, vote, meta));
-            // One allocation for the whole snapshot instead of doubling copies; the hint is
-            // the sender's word, so it is capped by the limit (and checked against it below).
-            let hint = usize::try_from(chunk.size_hint).unwrap_or(usize::MAX);
-            self.data.reserve(hint.min(self.limit));
+            self.hint = usize::try_from(chunk.size_hint).unwrap_or(usize::MAX);
         }
         let expected = self.data.len() as u64;
         if chunk.offset != expected {
