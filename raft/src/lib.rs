@@ -6,6 +6,8 @@
 //!   [`PeerNode`] with the cluster address, opaque command/response bytes.
 //! - [`sm`]: [`ReplicatedStateMachine`], what meta and stream state machines implement, and its
 //!   openraft adapter.
+//! - [`snapshot_data`]: [`SnapshotData`], a snapshot's bytes in memory or read lazily from a
+//!   point-in-time view of a state machine as the transport sends them.
 //! - [`registry`]: [`GroupRegistry`], the node's groups: create/remove at runtime, propose with a
 //!   deadline, membership, leader info.
 //! - [`network`]: the [`Transport`](network::Transport) a node shares among its groups:
@@ -43,6 +45,7 @@ pub mod quiesce;
 pub mod registry;
 pub mod rocks_log;
 pub mod sm;
+pub mod snapshot_data;
 mod stopping;
 pub mod types;
 mod watchdog;
@@ -53,6 +56,7 @@ pub use registry::{
     FollowerProgress, GroupRegistry, Groups, LeaderInfo, LeaderWatch, RemovedVoters,
 };
 pub use sm::{AppliedState, DurabilityBarrier, ReplicatedStateMachine, StateMachineError};
+pub use snapshot_data::{SnapshotChunks, SnapshotData, SnapshotSource};
 pub use types::{GroupRaft, JetraftConfig, PeerNode};
 
 /// A node's Raft id: random, 64-bit, never reused after data loss.

@@ -28,12 +28,15 @@
 //! Snapshots are lazy. A jetraft state machine is durable by itself (its applied log id is saved
 //! with its effects), so a snapshot is only needed to send to a replica that is behind the purged
 //! log. Building one (openraft asks every `snapshot_policy` entries, to purge the log) therefore
-//! only records the applied log id and membership; [`ReplicatedStateMachine::snapshot`] runs when
-//! openraft asks for the current snapshot (to send it, or at start-up), and exports the state as
-//! of the last applied entry, with that entry's log id as its meta. That meta is at or after the
-//! last one built, so every log entry the exported state lacks is still in the log. Exporting the
-//! whole state on every build, under the state machine's lock, made a stream's publish latency and
-//! throughput degrade with its size (the export is linear in the stream's messages).
+//! only records the applied log id and membership. When openraft asks for the current snapshot
+//! (to send it, or at start-up), [`ReplicatedStateMachine::snapshot_source`] takes a
+//! point-in-time view of the state as of the last applied entry, under the lock but without
+//! exporting anything, and that entry's log id becomes the meta. That meta is at or after the
+//! last one built, so every log entry the exported state lacks is still in the log. The bytes are
+//! read from the view only as the transport sends them ([`SnapshotData::Lazy`]), outside the
+//! lock and off openraft's state machine worker: applying (and so publishing) goes on while a
+//! replica is rebuilt. Exporting the whole state under the lock made a stream's publishes stall
+//! for as long as the export of all its messages took.
 
 use std::io;
 use std::sync::Arc;
@@ -112,10 +115,25 @@ pub trait ReplicatedStateMachine: Send + Sync + 'static {
     /// Exports the whole state as bytes, consistent as of the last applied command.
     fn snapshot(&self) -> Result<Bytes, StateMachineError>;
 
+    /// The state as of the last applied command, for sending to another replica: the bytes
+    /// [`snapshot`](Self::snapshot) would return, or a lazy [`SnapshotData`] that reads them from
+    /// a point-in-time view as they are sent. Called under the state machine's lock, so a large
+    /// state should take a cheap view (a storage snapshot) rather than export. Defaults to
+    /// `snapshot`.
+    fn snapshot_source(&self) -> Result<SnapshotData, StateMachineError> {
+        self.snapshot().map(SnapshotData::from)
+    }
+
     /// Replaces the whole state with one exported by [`snapshot`](Self::snapshot).
     ///
     /// Must be atomic: on error the previous state is kept.
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), StateMachineError>;
+
+    /// [`restore`](Self::restore) as the group calls it: the snapshot in shared bytes, so
+    /// decoding may slice it instead of copying. Defaults to `restore`.
+    fn restore_shared(&mut self, snapshot: &Bytes) -> Result<(), StateMachineError> {
+        self.restore(snapshot)
+    }
 
     /// Makes the effects of every `apply` so far durable together with `state` (one batch).
     /// Called at the end of each apply batch and after a restore. Effects of `apply` must be
@@ -153,8 +171,6 @@ struct AdapterState {
     /// Whether a snapshot was built (or installed) since start: until then openraft has none and
     /// [`RaftStateMachine::get_current_snapshot`] answers `None`, as it expects after a start.
     built: bool,
-    /// The latest snapshot exported or installed; reused while nothing new has been applied.
-    current: Option<GroupSnapshot>,
 }
 
 impl AdapterState {
@@ -186,7 +202,6 @@ impl StateMachineAdapter {
                 last_applied: applied.last_applied,
                 membership: applied.membership,
                 built: false,
-                current: None,
             })),
         })
     }
@@ -218,28 +233,22 @@ impl StateMachineAdapter {
         Ok((snapshot, barrier))
     }
 
-    /// The snapshot to send or restore: the state as of the last applied entry, exported now
-    /// unless the last export (or install) is still current.
+    /// The snapshot to send: a point-in-time view of the state as of the last applied entry,
+    /// taken now (cheaply: its bytes are read as they are sent). A fresh view every time, so
+    /// none outlives its transfer (a storage snapshot pins old data).
     fn current(&self) -> Result<Option<GroupSnapshot>, io::Error> {
-        let mut st = self.state.lock();
+        let st = self.state.lock();
         if !st.built {
             return Ok(None);
         }
-        if let Some(cur) = &st.current
-            && cur.meta.last_log_id == st.last_applied
-        {
-            return Ok(Some(cur.clone()));
-        }
-        let data = st.sm.snapshot().map_err(io::Error::other)?;
-        let snapshot = GroupSnapshot {
+        let data = st.sm.snapshot_source().map_err(io::Error::other)?;
+        Ok(Some(GroupSnapshot {
             meta: SnapshotMetaOf::<JetraftConfig> {
                 last_log_id: st.last_applied,
                 last_membership: st.membership.clone(),
             },
             snapshot: data,
-        };
-        st.current = Some(snapshot.clone());
-        Ok(Some(snapshot))
+        }))
     }
 }
 
@@ -333,16 +342,20 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
         meta: &SnapshotMetaOf<JetraftConfig>,
         snapshot: Self::SnapshotData,
     ) -> Result<(), io::Error> {
+        let bytes = match snapshot {
+            SnapshotData::Bytes(b) => b,
+            // Handed over in process (test transports): read through off the runtime.
+            lazy @ SnapshotData::Lazy(_) => tokio::task::spawn_blocking(move || lazy.into_bytes())
+                .await
+                .map_err(io::Error::other)?
+                .map_err(io::Error::other)?,
+        };
         let barrier = {
             let mut st = self.state.lock();
-            st.sm.restore(&snapshot).map_err(io::Error::other)?;
+            st.sm.restore_shared(&bytes).map_err(io::Error::other)?;
             st.last_applied = meta.last_log_id;
             st.membership = meta.last_membership.clone();
             st.built = true;
-            st.current = Some(GroupSnapshot {
-                meta: meta.clone(),
-                snapshot,
-            });
             st.save_applied()?;
             st.sm.durability_barrier()
         };

@@ -27,8 +27,9 @@ openraft::declare_raft_types!(
 /// A [`openraft::Raft`] handle for one jetraft group, with the bytes state machine adapter.
 pub type GroupRaft = openraft::Raft<JetraftConfig, crate::sm::StateMachineAdapter>;
 
-/// Snapshot payload moved between replicas: the state machine's own encoding, opaque here.
-pub type SnapshotData = Bytes;
+/// Snapshot payload moved between replicas: the state machine's own encoding, opaque here,
+/// in memory or produced lazily (see [`crate::snapshot_data`]).
+pub use crate::snapshot_data::SnapshotData;
 
 /// A snapshot of a group as openraft sees it (meta + opaque bytes).
 pub type GroupSnapshot = openraft::type_config::alias::SnapshotOf<JetraftConfig, SnapshotData>;

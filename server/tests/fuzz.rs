@@ -417,6 +417,7 @@ fn raft_seeds() -> Vec<Vec<u8>> {
             offset: 0,
             data: vec![1, 2, 3].into(),
             done: true,
+            size_hint: 3,
         }
         .encode_to_vec(),
     ]

@@ -15,7 +15,12 @@
 //! - overlapping repairs (issue 23): one node loses its volume and, while it cannot have caught
 //!   up yet (frozen right after it rejoined under a new id), the other follower's table files
 //!   are damaged: the new id replaced the dead one as a voter at once, so the stream stays
-//!   writable once the first node caught up, and no acknowledged message is lost.
+//!   writable once the first node caught up, and no acknowledged message is lost;
+//! - a rebuild under publishes (issues 23, 27): a follower loses its volume while the stream's
+//!   log is purged past its start, so the leader sends it a snapshot; a publisher keeps going
+//!   from before the node returns until it is a current replica again, each publish acknowledged
+//!   (the snapshot is read outside the state machine's lock), and afterwards every replica holds
+//!   every acknowledged message.
 //!
 //! jetraft only: the store layout and the repair are jetraft's.
 
@@ -479,6 +484,91 @@ async fn a_node_damaged_while_another_is_rebuilt_leaves_the_stream_writable() {
         1,
         "store moved aside"
     );
+}
+
+/// Publishes `during-<i>` messages one at a time through `nc` until `stop` is set (at most
+/// 20,000); returns `(sequence, body)` of each, all acknowledged.
+fn publish_until(
+    nc: async_nats::Client,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<Vec<(u64, String)>> {
+    tokio::spawn(async move {
+        let mut out = Vec::new();
+        for i in 0..20_000 {
+            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                break;
+            }
+            let body = format!("during-{i}");
+            let ack = publish_acked(&nc, "heal.d", &body, &body).await;
+            out.push((ack["seq"].as_u64().expect("seq"), body));
+        }
+        out
+    })
+}
+
+#[tokio::test]
+async fn a_stream_acknowledges_publishes_while_a_replica_is_rebuilt_from_a_snapshot() {
+    if !jetraft_only() {
+        return;
+    }
+    let mut cluster = Cluster::start(3, "heal-busy").await.expect("cluster");
+    let nc = connect(cluster.node(0)).await;
+    // More Raft entries than openraft's snapshot interval (5,000): the log is purged past the
+    // start, so an empty replica can only be rebuilt from a snapshot (~22 MB).
+    let mut acked = fill_kib(&nc, 5_500, 4).await;
+    let leader = {
+        let info = info_with_leader(&nc, STREAM).await;
+        index_of(
+            &cluster,
+            info["cluster"]["leader"].as_str().unwrap_or_default(),
+        )
+    };
+    let lost = (leader + 1) % 3;
+    let installs = cluster
+        .node(lost)
+        .log()
+        .matches("installing snapshot")
+        .count();
+    cluster.node_mut(lost).stop().await.expect("stop");
+    let store = cluster.node(lost).dir().join("store");
+    std::fs::remove_dir_all(&store).expect("wipe the store");
+    std::fs::create_dir(&store).expect("empty store dir");
+
+    // The publisher runs on the leader's node from before the wiped node returns until its
+    // replica is rebuilt and current.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let publisher = publish_until(connect(cluster.node(leader)).await, stop.clone());
+    cluster
+        .node_mut(lost)
+        .start_again()
+        .await
+        .expect("start empty");
+    let name = cluster.node(lost).name().to_string();
+    wait_healthy(cluster.node(lost)).await;
+    wait_replica_on(&nc, &name).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let during = publisher.await.expect("publisher");
+    assert!(!during.is_empty(), "no publish was acknowledged");
+    acked.extend(during);
+    assert!(
+        cluster
+            .node(lost)
+            .log()
+            .matches("installing snapshot")
+            .count()
+            > installs,
+        "the wiped replica was rebuilt from a snapshot"
+    );
+
+    // Every acknowledged message, each at its own sequence with nothing in between, on every
+    // replica (each read while it leads).
+    let info = info_with_leader(&nc, STREAM).await;
+    assert_eq!(info["state"]["last_seq"].as_u64(), Some(acked.len() as u64));
+    for i in [lost, leader, (leader + 2) % 3] {
+        let name = cluster.node(i).name().to_string();
+        move_leader_to(&nc, &name).await;
+        assert_stored(&nc, &acked).await;
+    }
 }
 
 #[tokio::test]

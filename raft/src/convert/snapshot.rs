@@ -1,5 +1,5 @@
-//! Full snapshots: metadata, splitting the bytes into bounded [`pb::SnapshotChunk`]s, and
-//! reassembling them on the receiving side.
+//! Full snapshots: metadata, framing the bytes (as they are produced) into bounded
+//! [`pb::SnapshotChunk`]s, and reassembling them on the receiving side.
 //!
 //! Invariants: the first chunk alone carries group, sender, vote and meta; chunks arrive in
 //! order with contiguous offsets; the last one has `done`; the reassembled size is bounded.
@@ -10,7 +10,7 @@ use openraft::raft::SnapshotResponse;
 use openraft::type_config::alias::SnapshotMetaOf;
 
 use super::{DecodeError, log_id, membership, required, vote};
-use crate::types::{GroupSnapshot, GroupVote, JetraftConfig};
+use crate::types::{GroupSnapshot, GroupVote, JetraftConfig, SnapshotData};
 
 /// Size of the data in each snapshot chunk sent over the wire.
 pub const CHUNK_SIZE: usize = 1 << 20;
@@ -34,36 +34,100 @@ pub fn meta_from_pb(m: pb::SnapshotMeta) -> Result<SnapshotMetaOf<JetraftConfig>
     })
 }
 
-/// Splits `snapshot` into chunks of at most `chunk_size` data bytes (the data is shared, not
-/// copied). An empty snapshot is one chunk.
+/// Frames a snapshot's payload, given piece by piece as it is produced, as wire chunks of at
+/// most `chunk_size` data bytes (the data is shared, not copied). One chunk is held back until
+/// the next piece or [`Framer::finish`], so the last data chunk is the one marked `done`; an
+/// empty payload is one chunk.
+#[derive(Debug)]
+pub struct Framer {
+    /// `(vote, meta, size hint)` for the first chunk, until it is framed.
+    header: Option<(pb::Vote, pb::SnapshotMeta, u64)>,
+    group: u64,
+    from: u64,
+    /// Payload bytes framed so far.
+    offset: u64,
+    chunk_size: usize,
+    /// The last chunk framed, not yet handed out.
+    held: Option<pb::SnapshotChunk>,
+}
+
+impl Framer {
+    /// A framer for a payload of about `size_hint` bytes (0 = unknown) with `meta`, sent by
+    /// node `from` to `group`'s replica.
+    pub fn new(
+        group: u64,
+        from: u64,
+        vote: &GroupVote,
+        meta: &SnapshotMetaOf<JetraftConfig>,
+        size_hint: u64,
+        chunk_size: usize,
+    ) -> Self {
+        Self {
+            header: Some((vote::to_pb(vote), meta_to_pb(meta), size_hint)),
+            group,
+            from,
+            offset: 0,
+            chunk_size: chunk_size.max(1),
+            held: None,
+        }
+    }
+
+    fn frame(&mut self, data: Bytes) -> pb::SnapshotChunk {
+        let (vote, meta, size_hint) = match self.header.take() {
+            Some((vote, meta, hint)) => (Some(vote), Some(meta), hint),
+            None => (None, None, 0),
+        };
+        let chunk = pb::SnapshotChunk {
+            group_id: self.group,
+            from: self.from,
+            vote,
+            meta,
+            offset: self.offset,
+            done: false,
+            data,
+            size_hint,
+        };
+        self.offset += chunk.data.len() as u64;
+        chunk
+    }
+
+    /// The chunks ready to send after the next `piece` of payload.
+    pub fn push(&mut self, piece: Bytes) -> Vec<pb::SnapshotChunk> {
+        let mut ready = Vec::with_capacity(piece.len() / self.chunk_size + 1);
+        let mut at = 0;
+        while at < piece.len() {
+            let end = (at + self.chunk_size).min(piece.len());
+            let chunk = self.frame(piece.slice(at..end));
+            ready.extend(self.held.replace(chunk));
+            at = end;
+        }
+        ready
+    }
+
+    /// The last chunk, marked `done`.
+    pub fn finish(mut self) -> pb::SnapshotChunk {
+        let mut last = match self.held.take() {
+            Some(c) => c,
+            None => self.frame(Bytes::new()),
+        };
+        last.done = true;
+        last
+    }
+}
+
+/// Splits an in-memory payload into chunks of at most `chunk_size` data bytes (see [`Framer`]).
 pub fn to_chunks(
     group: u64,
     from: u64,
     vote: &GroupVote,
-    snapshot: &GroupSnapshot,
+    meta: &SnapshotMetaOf<JetraftConfig>,
+    data: &Bytes,
     chunk_size: usize,
 ) -> Vec<pb::SnapshotChunk> {
-    let data = &snapshot.snapshot;
-    let size = chunk_size.max(1);
-    let mut chunks = Vec::with_capacity(data.len() / size + 1);
-    let mut offset = 0;
-    loop {
-        let end = (offset + size).min(data.len());
-        let first = offset == 0;
-        chunks.push(pb::SnapshotChunk {
-            group_id: group,
-            from,
-            vote: first.then(|| vote::to_pb(vote)),
-            meta: first.then(|| meta_to_pb(&snapshot.meta)),
-            offset: offset as u64,
-            data: data.slice(offset..end),
-            done: end == data.len(),
-        });
-        if end == data.len() {
-            return chunks;
-        }
-        offset = end;
-    }
+    let mut framer = Framer::new(group, from, vote, meta, data.len() as u64, chunk_size);
+    let mut chunks = framer.push(data.clone());
+    chunks.push(framer.finish());
+    chunks
 }
 
 /// Why a chunk sequence was refused.
@@ -102,6 +166,8 @@ pub struct Assembler {
     done: bool,
     /// Largest snapshot accepted.
     limit: usize,
+    /// The first chunk's size hint (the sender's word).
+    hint: usize,
 }
 
 impl Assembler {
@@ -112,7 +178,16 @@ impl Assembler {
             data: BytesMut::new(),
             done: false,
             limit,
+            hint: 0,
         }
+    }
+
+    /// Reserves room for the whole snapshot as the first chunk's size hint gives it (capped by
+    /// the limit): one allocation instead of doubling copies. Call it once the sender passed
+    /// the receiver's checks, as the hint is only the sender's word.
+    pub fn reserve_hinted(&mut self) {
+        let more = self.hint.min(self.limit).saturating_sub(self.data.len());
+        self.data.reserve(more);
     }
 
     /// The group named by the first chunk, once it arrived.
@@ -129,6 +204,7 @@ impl Assembler {
             let vote = vote::required_from_pb(chunk.vote, "SnapshotChunk.vote")?;
             let meta = meta_from_pb(required(chunk.meta, "SnapshotChunk.meta")?)?;
             self.header = Some((chunk.group_id, chunk.from, vote, meta));
+            self.hint = usize::try_from(chunk.size_hint).unwrap_or(usize::MAX);
         }
         let expected = self.data.len() as u64;
         if chunk.offset != expected {
@@ -154,7 +230,7 @@ impl Assembler {
                 vote,
                 GroupSnapshot {
                     meta,
-                    snapshot: Bytes::from(self.data),
+                    snapshot: SnapshotData::from(Bytes::from(self.data)),
                 },
             )),
             _ => Err(ChunkError::Incomplete),
@@ -186,30 +262,30 @@ mod tests {
     use super::*;
     use crate::convert::strategies;
 
-    fn snapshot() -> impl Strategy<Value = GroupSnapshot> {
+    fn snapshot() -> impl Strategy<Value = (SnapshotMetaOf<JetraftConfig>, Bytes)> {
         (
             strategies::opt_log_id(),
             strategies::stored_membership(),
             proptest::collection::vec(any::<u8>(), 0..300),
         )
-            .prop_map(|(last_log_id, last_membership, data)| GroupSnapshot {
-                meta: SnapshotMetaOf::<JetraftConfig> {
+            .prop_map(|(last_log_id, last_membership, data)| {
+                let meta = SnapshotMetaOf::<JetraftConfig> {
                     last_log_id,
                     last_membership,
-                },
-                snapshot: Bytes::from(data),
+                };
+                (meta, Bytes::from(data))
             })
     }
 
     proptest! {
         #[test]
         fn chunks_reassemble_to_the_same_snapshot(
-            snap in snapshot(),
+            (meta, data) in snapshot(),
             v in strategies::vote(),
             size in 1usize..64,
         ) {
-            let chunks = to_chunks(7, 3, &v, &snap, size);
-            prop_assert_eq!(chunks.len(), snap.snapshot.len().div_ceil(size).max(1));
+            let chunks = to_chunks(7, 3, &v, &meta, &data, size);
+            prop_assert_eq!(chunks.len(), data.len().div_ceil(size).max(1));
             prop_assert!(chunks.iter().all(|c| c.data.len() <= size));
             let mut asm = Assembler::new(1 << 20);
             for c in chunks {
@@ -217,8 +293,8 @@ mod tests {
             }
             let (group, from, vote, back) = asm.finish().unwrap();
             prop_assert_eq!((group, from, vote), (7, 3, v));
-            prop_assert_eq!(back.meta, snap.meta);
-            prop_assert_eq!(back.snapshot, snap.snapshot);
+            prop_assert_eq!(back.meta, meta);
+            prop_assert_eq!(back.snapshot.into_bytes().unwrap(), data);
         }
 
         #[test]
@@ -228,18 +304,37 @@ mod tests {
         }
     }
 
-    fn sample(len: usize) -> (GroupVote, GroupSnapshot) {
-        let snap = GroupSnapshot {
-            meta: SnapshotMetaOf::<JetraftConfig>::default(),
-            snapshot: Bytes::from(vec![7u8; len]),
-        };
-        (GroupVote::new_committed(2, 1), snap)
+    /// Chunks of at most 4 bytes of a `len`-byte payload.
+    fn sample(len: usize) -> Vec<pb::SnapshotChunk> {
+        let meta = SnapshotMetaOf::<JetraftConfig>::default();
+        let data = Bytes::from(vec![7u8; len]);
+        to_chunks(1, 1, &GroupVote::new_committed(2, 1), &meta, &data, 4)
+    }
+
+    #[test]
+    fn pieces_are_split_and_only_the_last_chunk_is_done() {
+        let meta = SnapshotMetaOf::<JetraftConfig>::default();
+        let mut framer = Framer::new(1, 1, &GroupVote::new_committed(2, 1), &meta, 8, 4);
+        let mut chunks = framer.push(Bytes::from_static(b"abcdef"));
+        chunks.extend(framer.push(Bytes::new()));
+        chunks.extend(framer.push(Bytes::from_static(b"gh")));
+        chunks.push(framer.finish());
+        let data: Vec<&[u8]> = chunks.iter().map(|c| &c.data[..]).collect();
+        assert_eq!(data, [&b"abcd"[..], b"ef", b"gh"]);
+        let done: Vec<bool> = chunks.iter().map(|c| c.done).collect();
+        assert_eq!(done, [false, false, true]);
+        assert!(chunks[0].meta.is_some() && chunks[1].meta.is_none());
+        let mut asm = Assembler::new(100);
+        for c in chunks {
+            asm.push(c).unwrap();
+        }
+        let back = asm.finish().unwrap().3.snapshot.into_bytes().unwrap();
+        assert_eq!(back, Bytes::from_static(b"abcdefgh"));
     }
 
     #[test]
     fn out_of_order_chunk_is_refused() {
-        let (v, snap) = sample(10);
-        let mut chunks = to_chunks(1, 1, &v, &snap, 4);
+        let mut chunks = sample(10);
         let mut asm = Assembler::new(100);
         asm.push(chunks.remove(0)).unwrap();
         let err = asm.push(chunks.remove(1)).unwrap_err();
@@ -254,9 +349,8 @@ mod tests {
 
     #[test]
     fn oversized_snapshot_is_refused() {
-        let (v, snap) = sample(10);
         let mut asm = Assembler::new(6);
-        let mut chunks = to_chunks(1, 1, &v, &snap, 4).into_iter();
+        let mut chunks = sample(10).into_iter();
         asm.push(chunks.next().unwrap()).unwrap();
         let err = asm.push(chunks.next().unwrap()).unwrap_err();
         assert_eq!(err, ChunkError::TooLarge { limit: 6 });
@@ -264,16 +358,14 @@ mod tests {
 
     #[test]
     fn stream_cut_before_last_chunk_is_incomplete() {
-        let (v, snap) = sample(10);
         let mut asm = Assembler::new(100);
-        asm.push(to_chunks(1, 1, &v, &snap, 4).remove(0)).unwrap();
+        asm.push(sample(10).remove(0)).unwrap();
         assert_eq!(asm.finish().unwrap_err(), ChunkError::Incomplete);
     }
 
     #[test]
     fn first_chunk_without_meta_is_refused() {
-        let (v, snap) = sample(3);
-        let mut chunk = to_chunks(1, 1, &v, &snap, 4).remove(0);
+        let mut chunk = sample(3).remove(0);
         chunk.meta = None;
         let err = Assembler::new(100).push(chunk).unwrap_err();
         assert_eq!(

@@ -14,6 +14,7 @@ mod raft_log;
 mod snapshot;
 mod stream;
 mod stream_records;
+mod stream_view;
 #[cfg(test)]
 mod unlogged_crash_tests;
 

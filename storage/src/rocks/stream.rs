@@ -25,9 +25,10 @@ use rocksdb::{Direction, IteratorMode, ReadOptions, WriteBatch};
 use crate::db::{ColumnFamily, Db};
 use crate::record;
 use crate::rocks::stream_records::{Counters, decode_msg, encode_msg};
+use crate::rocks::stream_view::RocksStreamView;
 use crate::stream::{
     DurabilityBarrier, PurgePlan, PurgeRequest, StoredMsg, StreamState, StreamStore, StreamUid,
-    check_subject, purge_filter,
+    StreamView, check_subject, purge_filter,
 };
 use crate::{StorageError, keys, subject};
 
@@ -169,7 +170,8 @@ impl RocksStreamStore {
         if self.staged.is_empty() && records.is_empty() {
             return Ok(());
         }
-        let mut batch = WriteBatch::default();
+        // Sized up front: a batch of staged appends can be tens of MB (a snapshot install).
+        let mut batch = WriteBatch::with_capacity_bytes(self.staged_bytes + 64 * self.staged.len());
         if !self.staged.is_empty() {
             let msgs_cf = self.db.cf(ColumnFamily::Msgs)?;
             let subj_cf = self.db.cf(ColumnFamily::Subjects)?;
@@ -542,6 +544,11 @@ impl StreamStore for RocksStreamStore {
             }
         }
         Ok(out)
+    }
+
+    fn view(&self) -> Result<Box<dyn StreamView>, StorageError> {
+        let view = RocksStreamView::new(self.db.clone(), self.uid, self.staged.clone())?;
+        Ok(Box::new(view))
     }
 
     fn remove(&mut self, seq: u64) -> Result<bool, StorageError> {

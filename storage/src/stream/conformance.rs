@@ -473,6 +473,54 @@ pub(crate) fn write_tag_follows_mutations<S: StreamStore>(mut s: S) {
     assert_eq!(s.write_tag(), 5);
 }
 
+/// Every message `view` holds from `start` on, read `max_bytes` at a time.
+fn view_all(view: &dyn crate::stream::StreamView, start: u64, max_bytes: usize) -> Vec<StoredMsg> {
+    let mut out: Vec<StoredMsg> = Vec::new();
+    loop {
+        let at = out.last().map_or(start, |m| m.seq + 1);
+        let batch = view.msgs_from(at, max_bytes).unwrap();
+        if batch.is_empty() {
+            return out;
+        }
+        out.extend(batch);
+    }
+}
+
+pub(crate) fn view_is_a_point_in_time<S: StreamStore>(mut s: S) {
+    for seq in 1..=10 {
+        put(&mut s, seq, "a");
+    }
+    s.remove(4).unwrap();
+    // Written, then (for a store that stages) more appends staged and not yet written.
+    s.put_metas(&[]).unwrap();
+    s.begin_batch();
+    for seq in 11..=20 {
+        put(&mut s, seq, "b");
+    }
+    let view = s.view().unwrap();
+    // Writes after the view: appends, a removal, a purge; none of them is seen by it.
+    put(&mut s, 21, "c");
+    s.put_metas(&[]).unwrap();
+    s.remove(12).unwrap();
+    s.purge(&PurgeRequest {
+        keep: Some(1),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(seqs(&s), [21]);
+
+    let want: Vec<StoredMsg> = (1..=20)
+        .filter(|seq| *seq != 4)
+        .map(|seq| msg(seq, if seq <= 10 { "a" } else { "b" }))
+        .collect();
+    assert_eq!(view_all(view.as_ref(), 0, 1 << 20), want);
+    // Small reads return one message each and still cover everything.
+    assert_eq!(view.msgs_from(0, 1).unwrap().len(), 1);
+    assert_eq!(view_all(view.as_ref(), 0, 1), want);
+    assert_eq!(view_all(view.as_ref(), 12, 1), want[10..]);
+    assert!(view.msgs_from(21, 1 << 20).unwrap().is_empty());
+}
+
 /// Instantiates every conformance check as a `#[test]`; `$make` returns `(guard, store)`.
 macro_rules! stream_conformance_tests {
     ($make:expr) => {
@@ -484,7 +532,8 @@ macro_rules! stream_conformance_tests {
             purge_up_to_seq_and_keep, purge_by_filter_with_keep_and_seq,
             subject_counts_filtered, skip_to_sets_first_seq, limits_discard_old,
             limits_discard_new, max_age_expires_from_the_front,
-            reset_forgets_messages_and_sequences, write_tag_follows_mutations);
+            reset_forgets_messages_and_sequences, write_tag_follows_mutations,
+            view_is_a_point_in_time);
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
         $(

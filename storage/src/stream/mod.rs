@@ -99,6 +99,35 @@ pub struct PurgeRequest {
     pub keep: Option<u64>,
 }
 
+/// A point-in-time view of a stream's messages ([`StreamStore::view`]): later writes to the
+/// store are not seen by it. Readable from any thread while the store goes on.
+pub trait StreamView: Send + Sync {
+    /// The messages present at the view with `seq >= start`, ascending, until they hold
+    /// `max_bytes` of subject, headers and payload (the message that crosses it is included, so
+    /// one is returned if there is one). Empty once no message is left.
+    fn msgs_from(&self, start: u64, max_bytes: usize) -> Result<Vec<StoredMsg>, StorageError>;
+}
+
+/// A [`StreamView`] over a copy of the messages (ascending by seq).
+#[derive(Debug)]
+pub(crate) struct CopiedView(pub(crate) Vec<StoredMsg>);
+
+impl StreamView for CopiedView {
+    fn msgs_from(&self, start: u64, max_bytes: usize) -> Result<Vec<StoredMsg>, StorageError> {
+        let from = self.0.partition_point(|m| m.seq < start);
+        let mut bytes = 0usize;
+        let mut out = Vec::new();
+        for m in &self.0[from..] {
+            if bytes >= max_bytes {
+                break;
+            }
+            bytes += m.subject.len() + m.headers.len() + m.payload.len();
+            out.push(m.clone());
+        }
+        Ok(out)
+    }
+}
+
 /// The message store of one stream.
 ///
 /// Not thread-safe by itself (`&mut self` for writes): one owner per stream, the stream's state
@@ -149,6 +178,21 @@ pub trait StreamStore: Send {
 
     /// Removes the message at `seq`; false if it was not present.
     fn remove(&mut self, seq: u64) -> Result<bool, StorageError>;
+
+    /// A point-in-time view of the messages present now, for exporting them while the store
+    /// goes on. The default copies them (the headers and payloads are shared, not copied): fine
+    /// for memory streams; a durable store takes a snapshot of its storage instead.
+    fn view(&self) -> Result<Box<dyn StreamView>, StorageError> {
+        let mut msgs: Vec<StoredMsg> = Vec::new();
+        loop {
+            let start = msgs.last().map_or(0, |m| m.seq + 1);
+            let batch = self.next_matching_batch(start, &[], usize::MAX, 1 << 20)?;
+            if batch.is_empty() {
+                return Ok(Box::new(CopiedView(msgs)));
+            }
+            msgs.extend(batch);
+        }
+    }
 
     /// Purges as nats-server's `PurgeEx` does; returns the number of messages removed.
     fn purge(&mut self, req: &PurgeRequest) -> Result<u64, StorageError>;

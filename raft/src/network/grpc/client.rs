@@ -32,6 +32,7 @@ use tonic::transport::Channel;
 
 use super::peers::{GrpcSettings, Peer, Peers};
 use super::security::LinkSecurity;
+use super::snapshot_send::wire_chunks;
 use crate::convert::snapshot::CHUNK_SIZE;
 use crate::convert::{DecodeError, append, snapshot, transfer, vote};
 use crate::network::{AppendAnswer, AppendAnswers, AppendRequests, Transport};
@@ -541,8 +542,9 @@ impl GroupRouter<JetraftConfig, GroupId> for GrpcTransport {
     }
 
     /// Streams the snapshot in chunks of at most [`CHUNK_SIZE`] bytes over the peer's snapshot
-    /// channel. `hard_ttl` bounds each chunk (openraft's `install_snapshot_timeout` is per
-    /// segment), so the whole call may take `hard_ttl` per chunk plus one for the install.
+    /// channel, reading a lazy payload as it goes. `hard_ttl` bounds each chunk (openraft's
+    /// `install_snapshot_timeout` is per segment), so the whole call may take `hard_ttl` per
+    /// chunk (as many as the payload's size hint gives) plus one for the install.
     async fn full_snapshot(
         &self,
         target: u64,
@@ -570,10 +572,11 @@ impl GroupRouter<JetraftConfig, GroupId> for GrpcTransport {
             .snapshot_chunk_size()
             .unwrap_or(CHUNK_SIZE)
             .clamp(1, CHUNK_SIZE);
-        let chunks = snapshot::to_chunks(group.0, self.inner.node.0, &vote, &snapshot, chunk_size);
-        let rounds = u32::try_from(chunks.len() + 1).unwrap_or(u32::MAX);
+        let chunks = snapshot.snapshot.size_hint() / chunk_size as u64 + 2;
+        let rounds = u32::try_from(chunks).unwrap_or(u32::MAX);
         let ttl = option.hard_ttl().saturating_mul(rounds);
-        let mut request = tonic::Request::new(futures_util::stream::iter(chunks));
+        let chunks = wire_chunks(group.0, self.inner.node.0, &vote, snapshot, chunk_size);
+        let mut request = tonic::Request::new(chunks);
         request.set_timeout(ttl);
         address_to(&mut request, target);
         self.inner.security.stamp(&mut request);

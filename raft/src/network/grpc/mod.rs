@@ -14,13 +14,15 @@
 //!
 //! Messages are the `jetraft.raft` protobufs ([`crate::convert`] maps them); snapshots travel as
 //! a client stream of chunks of at most [`CHUNK_SIZE`](crate::convert::snapshot::CHUNK_SIZE)
-//! bytes on a separate channel, so a transfer does not hold up heartbeats.
+//! bytes on a separate channel, so a transfer does not hold up heartbeats; a lazy snapshot is read
+//! as it is sent.
 
 mod client;
 mod peers;
 pub mod screen;
 mod security;
 mod server;
+mod snapshot_send;
 
 /// HTTP/2 streams a peer may hold open on one connection. Every group this node follows keeps
 /// an append stream open from its leader's node for as long as the leader leads, on the one

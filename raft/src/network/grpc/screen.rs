@@ -471,7 +471,7 @@ mod tests {
         .unwrap();
         GroupSnapshot {
             meta,
-            snapshot: bytes::Bytes::new(),
+            snapshot: crate::types::SnapshotData::new(),
         }
     }
 

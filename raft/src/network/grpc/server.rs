@@ -418,6 +418,7 @@ impl RaftService for RaftGrpcService {
                 // Refuse early rather than after receiving the whole snapshot.
                 let raft = self.raft(group)?;
                 self.screened(group, from, self.local(group, &raft).check_sender(from))?;
+                asm.reserve_hinted();
             }
         }
         let (group, from, vote, snap) = asm.finish().map_err(bad_request)?;
@@ -430,7 +431,7 @@ impl RaftService for RaftGrpcService {
         tracing::info!(
             group,
             from,
-            bytes = snap.snapshot.len(),
+            bytes = snap.snapshot.size_hint(),
             "installing snapshot received over grpc"
         );
         let resp = self

@@ -16,7 +16,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use jetraft_raft::{
-    AppliedState, DurabilityBarrier, GroupId, LogIndex, ReplicatedStateMachine, StateMachineError,
+    AppliedState, DurabilityBarrier, GroupId, LogIndex, ReplicatedStateMachine, SnapshotData,
+    StateMachineError,
 };
 use jetraft_storage::stream::StreamUid;
 use parking_lot::{Mutex, RwLock};
@@ -177,8 +178,16 @@ impl ReplicatedStateMachine for SharedStream {
         self.0.lock().snapshot()
     }
 
+    fn snapshot_source(&self) -> Result<SnapshotData, StateMachineError> {
+        self.0.lock().snapshot_source()
+    }
+
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), StateMachineError> {
-        let r = self.0.lock().restore(snapshot);
+        self.restore_shared(&Bytes::copy_from_slice(snapshot))
+    }
+
+    fn restore_shared(&mut self, snapshot: &Bytes) -> Result<(), StateMachineError> {
+        let r = self.0.lock().restore_shared(snapshot);
         self.1.send_modify(|v| *v += 1);
         self.2.notify_one();
         r

@@ -70,7 +70,8 @@ pub mod ttl;
 use bytes::Bytes;
 use jetraft_proto::stream::{StreamCommand, stream_command::Cmd};
 use jetraft_raft::{
-    AppliedState, DurabilityBarrier, LogIndex, ReplicatedStateMachine, StateMachineError,
+    AppliedState, DurabilityBarrier, LogIndex, ReplicatedStateMachine, SnapshotData,
+    StateMachineError,
 };
 use jetraft_storage::StorageError;
 use jetraft_storage::consumer::ConsumerStore;
@@ -514,12 +515,20 @@ impl ReplicatedStateMachine for StreamStateMachine {
     }
 
     fn snapshot(&self) -> Result<Bytes, StateMachineError> {
-        self.export().map(|s| Bytes::from(s.encode_to_vec()))
+        self.snapshot_source()?.into_bytes()
+    }
+
+    fn snapshot_source(&self) -> Result<SnapshotData, StateMachineError> {
+        self.lazy_snapshot()
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), StateMachineError> {
+        self.restore_shared(&Bytes::copy_from_slice(snapshot))
+    }
+
+    fn restore_shared(&mut self, snapshot: &Bytes) -> Result<(), StateMachineError> {
         self.removals += 1;
-        self.import(snapshot)
+        self.import(snapshot.clone())
     }
 
     fn save_applied(&mut self, state: &AppliedState) -> Result<(), StateMachineError> {

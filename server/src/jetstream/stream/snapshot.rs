@@ -2,19 +2,25 @@
 //! entries and the bookkeeping that cannot be recomputed (`last_seq`/`last_ts` past the last
 //! present message, the last msg id, the clock).
 //!
+//! Export is lazy ([`StreamStateMachine::lazy_snapshot`]): under the state machine's lock only
+//! a point-in-time view of the store is taken and everything but the messages (small: config,
+//! dedup window, consumers) is encoded. The messages are read from the view and encoded as the
+//! snapshot is sent, after the head, as more occurrences of the repeated `msgs` field: protobuf
+//! concatenation appends repeated fields, so the bytes decode to exactly the message a whole
+//! export would give.
+//!
 //! Restore decodes and checks everything before touching the store, then resets the store and
 //! writes the messages back. A sequence above the last present message (messages removed at the
 //! tail, or a purged or brand-new `first_seq` stream) is recreated by storing a placeholder at
 //! `last_seq` with `last_ts` and removing it, which leaves exactly the original state. A storage
 //! failure part-way is an error (the group stops; the Raft snapshot is installed again).
-//!
-//! Whole-state snapshots suit the small streams of this stage; large file streams will move to
-//! the chunked `StreamSnapshotReader`/`StreamSnapshotInstaller` of the storage crate.
 
-use bytes::Bytes;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
 use jetraft_proto::stream::{DedupEntry, SnapshotMsg, SourcePosition, StreamSnapshot};
-use jetraft_raft::StateMachineError;
-use jetraft_storage::stream::StoredMsg;
+use jetraft_raft::{SnapshotChunks, SnapshotData, SnapshotSource, StateMachineError};
+use jetraft_storage::stream::{StoredMsg, StreamView};
 use prost::Message;
 
 use super::dedup::DedupIndex;
@@ -24,29 +30,88 @@ use crate::jetstream::api::types::{StreamConfig, requests, to_go_json};
 /// Subject of the transient placeholder used to restore `last_seq`.
 const PLACEHOLDER_SUBJECT: &str = "_jetraft.snapshot.placeholder";
 
+/// Field number of `StreamSnapshot.msgs`.
+const MSGS_FIELD: u32 = 5;
+
+/// Message bytes read from the view per snapshot chunk.
+const CHUNK_MSG_BYTES: usize = 1 << 20;
+
+/// A stream snapshot being read: the encoded head and the view of the messages.
+struct LazyStreamSnapshot {
+    /// `StreamSnapshot` without its messages, encoded.
+    head: Bytes,
+    /// The messages as of the snapshot.
+    view: Box<dyn StreamView>,
+    /// The stream's message bytes at the view (a size hint).
+    msg_bytes: u64,
+}
+
+impl SnapshotSource for LazyStreamSnapshot {
+    fn chunks(self: Arc<Self>) -> SnapshotChunks {
+        let head = std::iter::once(Ok(self.head.clone()));
+        let mut next_seq = 0;
+        let msgs = std::iter::from_fn(move || {
+            let batch = match self.view.msgs_from(next_seq, CHUNK_MSG_BYTES) {
+                Ok(b) => b,
+                Err(e) => return Some(Err(io_err(e))),
+            };
+            next_seq = batch.last()?.seq + 1;
+            Some(Ok(encode_msgs(batch)))
+        });
+        Box::new(head.chain(msgs))
+    }
+
+    fn size_hint(&self) -> u64 {
+        self.head.len() as u64 + self.msg_bytes
+    }
+}
+
+/// `msgs` as occurrences of `StreamSnapshot.msgs`.
+fn encode_msgs(msgs: Vec<StoredMsg>) -> Bytes {
+    let msgs: Vec<SnapshotMsg> = msgs
+        .into_iter()
+        .map(|m| SnapshotMsg {
+            seq: m.seq,
+            subject: m.subject,
+            headers: m.headers,
+            payload: m.payload,
+            timestamp_ns: m.timestamp_ns,
+        })
+        .collect();
+    let len: usize = msgs
+        .iter()
+        .map(|m| prost::encoding::message::encoded_len(MSGS_FIELD, m))
+        .sum();
+    let mut out = BytesMut::with_capacity(len);
+    for m in &msgs {
+        prost::encoding::message::encode(MSGS_FIELD, m, &mut out);
+    }
+    out.freeze()
+}
+
 impl StreamStateMachine {
-    /// Exports the whole state.
-    pub(super) fn export(&self) -> Result<StreamSnapshot, StateMachineError> {
+    /// A lazy snapshot of the whole state as of now (see the module docs): cheap to take, read
+    /// as it is sent.
+    pub(super) fn lazy_snapshot(&self) -> Result<SnapshotData, StateMachineError> {
+        let view = self.store.view().map_err(io_err)?;
+        let head = Bytes::from(self.export_head().encode_to_vec());
+        Ok(SnapshotData::Lazy(Arc::new(LazyStreamSnapshot {
+            head,
+            view,
+            msg_bytes: self.store.state().bytes,
+        })))
+    }
+
+    /// Everything [`Self::import`] takes except the messages.
+    fn export_head(&self) -> StreamSnapshot {
         let st = self.store.state();
-        let mut msgs = Vec::with_capacity(usize::try_from(st.msgs).unwrap_or(0));
-        let mut at = 0;
-        while let Some(m) = self.store.next_matching(at, &[]).map_err(io_err)? {
-            at = m.seq + 1;
-            msgs.push(SnapshotMsg {
-                seq: m.seq,
-                subject: m.subject,
-                headers: m.headers,
-                payload: m.payload,
-                timestamp_ns: m.timestamp_ns,
-            });
-        }
-        Ok(StreamSnapshot {
+        StreamSnapshot {
             config_json: Bytes::from(to_go_json(&self.config)),
             created_ns: self.created_ns,
             last_seq: st.last_seq,
             last_ts: st.last_ts,
             first_seq: st.first_seq,
-            msgs,
+            msgs: Vec::new(),
             dedup: self
                 .dedup
                 .entries()
@@ -68,11 +133,12 @@ impl StreamStateMachine {
                     origin_seq: *seq,
                 })
                 .collect(),
-        })
+        }
     }
 
-    /// Replaces the whole state with `bytes` from [`Self::export`].
-    pub(super) fn import(&mut self, bytes: &[u8]) -> Result<(), StateMachineError> {
+    /// Replaces the whole state with `bytes` from [`Self::lazy_snapshot`]; the messages'
+    /// headers and payloads stay slices of `bytes` until they are written.
+    pub(super) fn import(&mut self, bytes: Bytes) -> Result<(), StateMachineError> {
         let corrupt = |reason: String| StateMachineError::CorruptSnapshot { reason };
         let snap = StreamSnapshot::decode(bytes).map_err(|e| corrupt(e.to_string()))?;
         let config: StreamConfig = requests::decode_stored(&snap.config_json)
@@ -84,18 +150,21 @@ impl StreamStateMachine {
         }
         self.store.reset().map_err(io_err)?;
         self.recover_until = None;
-        for m in &snap.msgs {
+        let top = snap.msgs.last().map_or(0, |m| m.seq);
+        // Staged, the messages are written in large batches rather than one write each.
+        self.store.begin_batch();
+        for m in snap.msgs {
             self.store
                 .store_msg(&StoredMsg {
                     seq: m.seq,
-                    subject: m.subject.clone(),
-                    headers: m.headers.clone(),
-                    payload: m.payload.clone(),
+                    subject: m.subject,
+                    headers: m.headers,
+                    payload: m.payload,
                     timestamp_ns: m.timestamp_ns,
                 })
                 .map_err(io_err)?;
         }
-        let top = snap.msgs.last().map_or(0, |m| m.seq);
+        self.store.put_metas(&[]).map_err(io_err)?;
         if snap.last_seq > top {
             self.store
                 .store_msg(&StoredMsg {
@@ -108,7 +177,7 @@ impl StreamStateMachine {
                 .map_err(io_err)?;
             self.store.remove(snap.last_seq).map_err(io_err)?;
         }
-        if snap.msgs.is_empty() && snap.first_seq > 0 {
+        if top == 0 && snap.first_seq > 0 {
             // An emptied stream (e.g. purged) keeps its next position.
             self.store.skip_to(snap.first_seq).map_err(io_err)?;
         }
