@@ -298,32 +298,14 @@ async fn a_second_fault_during_a_repair_loses_no_acknowledged_message() {
     assert!(damage_tables(cluster.node(victim)) > 0, "no table file");
     // A publisher on the node that stays up the whole time.
     let keeper = {
-        let info = info_with_leader(&nc, STREAM).await;
-        let leader = index_of(
-            &cluster,
-            info["cluster"]["leader"].as_str().unwrap_or_default(),
-        );
+        let leader = stream_leader(&cluster, &nc).await;
         (0..3)
             .find(|i| *i != victim && *i != leader)
             .expect("a third node")
     };
     let pub_nc = connect(cluster.node(keeper)).await;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let publisher = {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let mut out = Vec::new();
-            for i in 0..2_000 {
-                if stop.load(std::sync::atomic::Ordering::SeqCst) {
-                    break;
-                }
-                let body = format!("during-{i}");
-                let ack = publish_acked(&pub_nc, "heal.d", &body, &body).await;
-                out.push((ack["seq"].as_u64().expect("seq"), body));
-            }
-            out
-        })
-    };
+    let publisher = publish_until(pub_nc, stop.clone());
     cluster
         .node_mut(victim)
         .start_again()
@@ -420,20 +402,11 @@ async fn a_node_damaged_while_another_is_rebuilt_leaves_the_stream_writable() {
     // More Raft entries than openraft's replication lag threshold (5,000), so a new replica
     // does not count as caught up before the stream's snapshot (~22 MB) is installed on it.
     let acked = fill_kib(&nc, 5_500, 4).await;
-    let leader = {
-        let info = info_with_leader(&nc, STREAM).await;
-        index_of(
-            &cluster,
-            info["cluster"]["leader"].as_str().unwrap_or_default(),
-        )
-    };
+    let leader = stream_leader(&cluster, &nc).await;
     let lost = (leader + 1) % 3;
     let damaged = (leader + 2) % 3;
     // First fault: `lost` loses its volume and rejoins empty under a new id.
-    cluster.node_mut(lost).stop().await.expect("stop");
-    let store = cluster.node(lost).dir().join("store");
-    std::fs::remove_dir_all(&store).expect("wipe the store");
-    std::fs::create_dir(&store).expect("empty store dir");
+    stop_and_wipe(&mut cluster, lost).await;
     let retired = in_logs(&cluster, "replaced node id retired");
     let moved = in_logs(&cluster, &format!("stream replicas moved stream={STREAM}"));
     cluster
@@ -486,6 +459,23 @@ async fn a_node_damaged_while_another_is_rebuilt_leaves_the_stream_writable() {
     );
 }
 
+/// The index of the node leading [`STREAM`] (waiting until one does).
+async fn stream_leader(cluster: &Cluster, nc: &async_nats::Client) -> usize {
+    let info = info_with_leader(nc, STREAM).await;
+    index_of(
+        cluster,
+        info["cluster"]["leader"].as_str().unwrap_or_default(),
+    )
+}
+
+/// Stops node `i` and empties its store directory: a lost volume.
+async fn stop_and_wipe(cluster: &mut Cluster, i: usize) {
+    cluster.node_mut(i).stop().await.expect("stop");
+    let store = cluster.node(i).dir().join("store");
+    std::fs::remove_dir_all(&store).expect("wipe the store");
+    std::fs::create_dir(&store).expect("empty store dir");
+}
+
 /// Publishes `during-<i>` messages one at a time through `nc` until `stop` is set (at most
 /// 20,000); returns `(sequence, body)` of each, all acknowledged.
 fn publish_until(
@@ -516,23 +506,14 @@ async fn a_stream_acknowledges_publishes_while_a_replica_is_rebuilt_from_a_snaps
     // More Raft entries than openraft's snapshot interval (5,000): the log is purged past the
     // start, so an empty replica can only be rebuilt from a snapshot (~22 MB).
     let mut acked = fill_kib(&nc, 5_500, 4).await;
-    let leader = {
-        let info = info_with_leader(&nc, STREAM).await;
-        index_of(
-            &cluster,
-            info["cluster"]["leader"].as_str().unwrap_or_default(),
-        )
-    };
+    let leader = stream_leader(&cluster, &nc).await;
     let lost = (leader + 1) % 3;
     let installs = cluster
         .node(lost)
         .log()
         .matches("installing snapshot")
         .count();
-    cluster.node_mut(lost).stop().await.expect("stop");
-    let store = cluster.node(lost).dir().join("store");
-    std::fs::remove_dir_all(&store).expect("wipe the store");
-    std::fs::create_dir(&store).expect("empty store dir");
+    stop_and_wipe(&mut cluster, lost).await;
 
     // The publisher runs on the leader's node from before the wiped node returns until its
     // replica is rebuilt and current.
@@ -593,10 +574,7 @@ async fn a_stream_that_lost_a_majority_of_its_replicas_says_so_in_healthz() {
         .collect();
     assert_eq!(followers.len(), 2, "{info}");
     for &i in &followers {
-        cluster.node_mut(i).stop().await.expect("stop");
-        let store = cluster.node(i).dir().join("store");
-        std::fs::remove_dir_all(&store).expect("wipe the store");
-        std::fs::create_dir(&store).expect("empty store dir");
+        stop_and_wipe(&mut cluster, i).await;
     }
     for &i in &followers {
         cluster
