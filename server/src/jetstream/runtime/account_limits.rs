@@ -36,17 +36,15 @@ impl JetStream {
         let Some(limits) = self.accounts.limits(acc) else {
             return Ok(());
         };
-        let others: Vec<StreamConfig> = self.meta.read(|m| {
-            m.streams()
-                .filter(|s| s.name != name && account::in_account(&s.name, acc))
-                .filter_map(|s| serde_json::from_slice(&s.config_json).ok())
-                .collect()
-        });
-        if !existing
-            && limits.max_streams > 0
-            && i64::try_from(others.len()).unwrap_or(i64::MAX) >= limits.max_streams
-        {
-            return Err(ApiError::new(ErrorKind::MaximumStreamsLimit));
+        if !existing && limits.max_streams > 0 {
+            let count = self.meta.read(|m| {
+                m.streams()
+                    .filter(|s| s.name != name && account::in_account(&s.name, acc))
+                    .count()
+            });
+            if i64::try_from(count).unwrap_or(i64::MAX) >= limits.max_streams {
+                return Err(ApiError::new(ErrorKind::MaximumStreamsLimit));
+            }
         }
         if cfg.max_consumers > 0
             && limits.max_consumers > 0
@@ -59,13 +57,18 @@ impl JetStream {
             StorageType::File => (limits.max_storage, ErrorKind::StorageResourcesExceeded),
         };
         if limit < 0 {
+            // Unlimited (`$G`, `jetstream: enabled`): no need to read every other stream's
+            // config (a create would cost a JSON parse per stream).
             return Ok(());
         }
-        let reserved: i64 = others
-            .iter()
-            .filter(|c| c.storage == cfg.storage)
-            .map(reservation)
-            .sum();
+        let reserved: i64 = self.meta.read(|m| {
+            m.streams()
+                .filter(|s| s.name != name && account::in_account(&s.name, acc))
+                .filter_map(|s| serde_json::from_slice::<StreamConfig>(&s.config_json).ok())
+                .filter(|c| c.storage == cfg.storage)
+                .map(|c| reservation(&c))
+                .sum()
+        });
         if reserved.saturating_add(reservation(cfg)) > limit {
             return Err(ApiError::new(error));
         }
