@@ -776,13 +776,18 @@ impl<T: Transport> GroupRegistry<T> {
         linked * 2 > voters.len()
     }
 
-    /// The voters of `group` as this replica knows its membership (during a joint change, the
-    /// voters of both configurations); empty before the group has a membership.
-    pub fn voters(&self, group: GroupId) -> Result<Vec<u64>, RaftError> {
+    /// The members of `group` as this replica knows its membership: the voters (during a joint
+    /// change, those of both configurations), then the learners; empty before the group has a
+    /// membership.
+    pub fn members(&self, group: GroupId) -> Result<Vec<u64>, RaftError> {
         let raft = self.raft(group)?;
         let rx = raft.server_metrics();
         let m = rx.borrow_watched();
-        Ok(m.membership_config.membership().voter_ids().collect())
+        let membership = m.membership_config.membership();
+        Ok(membership
+            .voter_ids()
+            .chain(membership.learner_ids())
+            .collect())
     }
 
     /// On the leader of `group`: the replication progress of every other member (voters and

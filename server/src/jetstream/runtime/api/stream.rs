@@ -417,19 +417,20 @@ impl JetStream {
         }
     }
 
-    /// The cluster section of stream replica `ls`. Its replicas are the group's voters as
-    /// this replica knows them, not the assignment: while a replica move is under way (a
-    /// SERVER.REMOVE, a PEER.REMOVE) the meta assignment names the new replicas at once, but
-    /// the old ones still count for the group's quorum until the voter change is committed. A
-    /// node must not look drained before then (the StatefulSet's scale-down waits on it).
+    /// The cluster section of stream replica `ls`. Its replicas are the members of the
+    /// stream's Raft group as this replica knows them (voters, then learners still catching
+    /// up), not the meta assignment: during a replica move (SERVER.REMOVE, PEER.REMOVE) the
+    /// assignment names the new replicas at once, while the old ones still count for the
+    /// group's quorum until the voter change is committed. A leaving node must not look
+    /// drained before then (a StatefulSet scale-down waits on it).
     pub(crate) fn cluster_info(&self, ls: &LocalStream) -> Option<ClusterInfo> {
-        let voters = self
+        let members = self
             .registry
-            .voters(ls.group())
+            .members(ls.group())
             .ok()
-            .filter(|v| !v.is_empty())
+            .filter(|m| !m.is_empty())
             .unwrap_or_else(|| ls.replicas());
-        self.group_cluster_info(ls.group(), &voters)
+        self.group_cluster_info(ls.group(), &members)
     }
 
     /// The cluster section of group `group` whose replicas are `replicas`: its leader and the
