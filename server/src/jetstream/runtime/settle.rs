@@ -16,8 +16,9 @@
 //! 3. acks (and pull requests) handed to the account's ack loop before the request have been
 //!    passed on to their consumers' engines (a CONSUMER.INFO then reaches an engine behind
 //!    them), and, for STREAM.INFO and LIST, whose counts acks change in work queues and
-//!    interest streams, the stream's engines have no progress batch in flight or gathering
-//!    (`Event::Settled`).
+//!    interest streams, the stream's engines have applied the progress batch carrying the
+//!    last ack they had handled when asked (`Event::Settled`: a barrier, so steady acks
+//!    behind it do not hold the answer).
 //!
 //! "Before" holds across connections: the hand-over happens inside the publishing
 //! connection's read of the publish, before it reads the client's PING and sends the PONG that
@@ -183,8 +184,7 @@ impl JetStream {
             return true;
         };
         // Only work queues and interest streams drop acknowledged messages; a limits stream's
-        // counts do not depend on acks (and an engine under steady acks is rarely idle, so
-        // waiting for it would hold every such INFO for the whole bound).
+        // counts do not depend on acks.
         let retention = ls.sm.lock().config().retention;
         if retention == crate::jetstream::api::types::config::RetentionPolicy::Limits {
             return true;

@@ -61,8 +61,9 @@ pub(crate) enum Event {
     Core(ConsumerEvent),
     /// A snapshot of the engine's view for `CONSUMER.INFO`.
     Info(oneshot::Sender<EngineView>),
-    /// Answered once every ack received before it is applied (no progress batch in flight or
-    /// gathering), for a STREAM.INFO that counts what acks removed (`settle`).
+    /// Answered once every ack received before it is applied (the progress batch carrying the
+    /// last of them is done, whatever came after), for a STREAM.INFO that counts what acks
+    /// removed (`settle`).
     Settled(oneshot::Sender<()>),
 }
 
@@ -188,8 +189,11 @@ pub(crate) struct Engine {
     /// The watches on the deliver subject (push consumers; in the consumer's account and
     /// where other accounts' stream imports show it), and the subject they watch.
     interest_watch: Option<(String, Vec<WatchGuard>)>,
-    /// [`Event::Settled`] requests waiting for the progress in flight.
-    settle_waiters: Vec<oneshot::Sender<()>>,
+    /// [`Event::Settled`] requests not yet given their barrier (the next round's end sets it).
+    settle_new: Vec<oneshot::Sender<()>>,
+    /// [`Event::Settled`] requests waiting for the progress batch numbered in the pair (see
+    /// [`ConsumerCore::progress_mark`]).
+    settle_waiters: Vec<(u64, oneshot::Sender<()>)>,
 }
 
 impl Engine {
@@ -251,6 +255,7 @@ impl Engine {
             origin,
             interest: Arc::new(Notify::new()),
             interest_watch: None,
+            settle_new: Vec::new(),
             settle_waiters: Vec::new(),
         };
         engine.core.interest_is_told();
@@ -297,11 +302,7 @@ impl Engine {
             if self.perform().await {
                 return;
             }
-            if !self.settle_waiters.is_empty() && self.core.progress_idle() {
-                for tx in self.settle_waiters.drain(..) {
-                    let _ = tx.send(());
-                }
-            }
+            self.answer_settled();
             let wake = self.origin + Duration::from_nanos(self.core.poll_timeout());
             // A settle request waits for the batches in flight too.
             let gathering = self.core.gathering() || !self.settle_waiters.is_empty();
@@ -366,7 +367,30 @@ impl Engine {
                 }
                 let _ = tx.send(self.core.info());
             }
-            Event::Settled(tx) => self.settle_waiters.push(tx),
+            Event::Settled(tx) => self.settle_new.push(tx),
+        }
+    }
+
+    /// Gives the settle requests that came in this round their barrier (what the core has
+    /// handled by now, the round just run included) and answers those whose barrier's progress
+    /// batch is done. A barrier, not "nothing in flight": under steady acks the engine is
+    /// rarely idle, and a STREAM.INFO must not wait for a lull.
+    fn answer_settled(&mut self) {
+        if !self.settle_new.is_empty() {
+            let mark = self.core.progress_mark();
+            self.settle_waiters
+                .extend(self.settle_new.drain(..).map(|tx| (mark, tx)));
+        }
+        if self.settle_waiters.is_empty() {
+            return;
+        }
+        let finished = self.core.progress_finished();
+        let (done, waiting) = std::mem::take(&mut self.settle_waiters)
+            .into_iter()
+            .partition(|(mark, _)| *mark <= finished);
+        self.settle_waiters = waiting;
+        for (_, tx) in done {
+            let _ = tx.send(());
         }
     }
 

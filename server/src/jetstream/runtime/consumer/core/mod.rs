@@ -383,6 +383,10 @@ pub(crate) struct ConsumerCore<V> {
     in_flight: usize,
     /// The batch is gathering behind those in flight: a commit must wake the core.
     gathering: bool,
+    /// Progress batches proposed so far (numbered from 1 in proposal order).
+    proposed: u64,
+    /// Progress batches done (committed or failed) so far; they finish in proposal order.
+    finished: u64,
     /// Replay-original and rate-limit pacing.
     pacer: Pacer,
     /// When (monotonic ns) a paced delivery may go.
@@ -452,6 +456,8 @@ impl<V: ConsumerView> ConsumerCore<V> {
             actions: VecDeque::new(),
             in_flight: 0,
             gathering: false,
+            proposed: 0,
+            finished: 0,
             pacer,
             paced_until: None,
             ahead: VecDeque::new(),
@@ -522,9 +528,11 @@ impl<V: ConsumerView> ConsumerCore<V> {
             ConsumerEvent::Timeout => {}
             ConsumerEvent::ProgressDone { count } => {
                 self.in_flight = self.in_flight.saturating_sub(count);
+                self.finished += count as u64;
             }
             ConsumerEvent::ProposeFailed => {
                 self.in_flight = self.in_flight.saturating_sub(1);
+                self.finished += 1;
                 return;
             }
             ConsumerEvent::DeleteFailed => {
@@ -615,10 +623,17 @@ impl<V: ConsumerView> ConsumerCore<V> {
         self.gathering
     }
 
-    /// Whether every progress batch proposed is done and none is gathering: what the core
-    /// has handled (acks included) is applied.
-    pub(crate) fn progress_idle(&self) -> bool {
-        self.in_flight == 0 && !self.gathering
+    /// The barrier for what the core has handled so far (acks included): the number of the
+    /// progress batch that carries the last of it (the one gathering, if any, counts as the
+    /// next proposal). Everything handled before is applied once [`Self::progress_finished`]
+    /// reaches it, however many batches follow meanwhile.
+    pub(crate) fn progress_mark(&self) -> u64 {
+        self.proposed + u64::from(self.gathering)
+    }
+
+    /// Progress batches done (committed or failed) so far, in proposal order.
+    pub(crate) fn progress_finished(&self) -> u64 {
+        self.finished
     }
 
     /// Whether the core stopped (after [`ConsumerEvent::Stop`]).
@@ -784,6 +799,7 @@ impl<V: ConsumerView> ConsumerCore<V> {
         std::mem::swap(&mut progress, &mut self.batch);
         progress.now_ns = self.now.unix_ns;
         self.in_flight += 1;
+        self.proposed += 1;
         self.actions
             .push_back(Action::Propose { progress, replies });
     }

@@ -861,6 +861,41 @@ fn a_batch_gathers_behind_the_one_in_flight_and_acksync_waits_with_it() {
 }
 
 #[test]
+fn the_settle_mark_is_reached_under_steady_acks() {
+    // A STREAM.INFO waits for the acks handled before it (the progress mark), not for a lull:
+    // acks keep coming and a batch is always in flight or gathering, yet the mark taken
+    // while acks 1 and 2 gather is reached once their batch is done.
+    let mut s = Script::new(pull_cfg(), 4);
+    s.auto_commit = false;
+    s.show_proposals = true;
+    s.pull(0, "r", r#"{"batch":4}"#);
+    assert_eq!((s.core.progress_mark(), s.core.progress_finished()), (1, 0));
+    s.ack(1, 1, "+ACK", None);
+    s.ack(2, 2, "+ACK", None);
+    assert!(s.core.gathering());
+    let mark = s.core.progress_mark();
+    assert_eq!(mark, 2, "the gathering batch is the next proposal");
+    // The deliveries' batch is done: acks 1 and 2 go out as batch 2 ...
+    assert_eq!(
+        s.on(3, ConsumerEvent::ProgressDone { count: 1 }),
+        ["propose d[] a[1, 2] x[] r[]"]
+    );
+    // ... while ack 3 gathers behind it: the engine is never idle.
+    s.ack(4, 3, "+ACK", None);
+    assert!(s.core.gathering());
+    assert!(s.core.progress_finished() < mark);
+    s.on(5, ConsumerEvent::ProgressDone { count: 1 });
+    assert!(
+        s.core.progress_finished() >= mark,
+        "acks 1 and 2 are applied"
+    );
+    assert!(
+        s.core.progress_mark() > mark,
+        "ack 3 is behind a later mark"
+    );
+}
+
+#[test]
 fn stop_answers_waiting_requests_and_ends_everything() {
     let mut s = Script::new(pull_cfg(), 0);
     s.pull(0, "a", "");
