@@ -46,6 +46,7 @@ pub mod registry;
 pub mod rocks_log;
 pub mod sm;
 pub mod snapshot_data;
+mod snapshot_hold;
 mod stopping;
 pub mod types;
 mod watchdog;

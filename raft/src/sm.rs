@@ -49,6 +49,7 @@ use openraft::{EntryPayload, RaftSnapshotBuilder};
 use parking_lot::Mutex;
 
 use crate::LogIndex;
+use crate::snapshot_hold::ViewsOut;
 use crate::types::{
     GroupLogId, GroupMembership, GroupSnapshot, JetraftConfig, Response, SnapshotData,
 };
@@ -190,6 +191,8 @@ impl AdapterState {
 pub struct StateMachineAdapter {
     /// Shared so a snapshot builder can read the state; locked only for synchronous work.
     state: Arc<Mutex<AdapterState>>,
+    /// Snapshot views being sent: policy-based builds wait for them (see `snapshot_hold`).
+    views_out: ViewsOut,
 }
 
 impl StateMachineAdapter {
@@ -203,6 +206,7 @@ impl StateMachineAdapter {
                 membership: applied.membership,
                 built: false,
             })),
+            views_out: ViewsOut::default(),
         })
     }
 
@@ -241,7 +245,9 @@ impl StateMachineAdapter {
         if !st.built {
             return Ok(None);
         }
-        let data = st.sm.snapshot_source().map_err(io::Error::other)?;
+        let data = self
+            .views_out
+            .track(st.sm.snapshot_source().map_err(io::Error::other)?);
         Ok(Some(GroupSnapshot {
             meta: SnapshotMetaOf::<JetraftConfig> {
                 last_log_id: st.last_applied,
@@ -329,6 +335,16 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
             self.state.lock().save_applied()?;
         }
         Ok(())
+    }
+
+    async fn try_create_snapshot_builder(&mut self, force: bool) -> Option<Self::SnapshotBuilder> {
+        // A build purges the log behind it: not while a replica still receives a snapshot and
+        // will need the entries after it (openraft asks again after more entries).
+        if !force && self.views_out.holding() {
+            tracing::debug!("snapshot build deferred: a snapshot is being sent");
+            return None;
+        }
+        Some(self.get_snapshot_builder().await)
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
@@ -434,5 +450,53 @@ mod tests {
     async fn without_a_barrier_a_build_writes_nothing() {
         let (calls, _) = built(false).await;
         assert!(calls.lock().is_empty(), "{:?}", calls.lock());
+    }
+
+    /// A state machine whose snapshots are lazy views.
+    struct Viewed;
+
+    impl crate::snapshot_data::SnapshotSource for Viewed {
+        fn chunks(self: Arc<Self>) -> crate::snapshot_data::SnapshotChunks {
+            Box::new(std::iter::once(Ok(Bytes::from_static(b"view"))))
+        }
+        fn size_hint(&self) -> u64 {
+            4
+        }
+    }
+
+    impl ReplicatedStateMachine for Viewed {
+        fn apply(&mut self, _: LogIndex, _: &[u8]) -> Result<Bytes, StateMachineError> {
+            Ok(Bytes::new())
+        }
+        fn snapshot(&self) -> Result<Bytes, StateMachineError> {
+            Ok(Bytes::from_static(b"view"))
+        }
+        fn snapshot_source(&self) -> Result<SnapshotData, StateMachineError> {
+            Ok(SnapshotData::Lazy(Arc::new(Viewed)))
+        }
+        fn restore(&mut self, _: &[u8]) -> Result<(), StateMachineError> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn policy_builds_wait_while_a_snapshot_is_being_sent() {
+        let mut adapter = StateMachineAdapter::new(Box::new(Viewed)).unwrap();
+        adapter
+            .get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .unwrap();
+        let sending = adapter.get_current_snapshot().await.unwrap().unwrap();
+        // Building would purge the log the replica receiving `sending` needs next.
+        assert!(adapter.try_create_snapshot_builder(false).await.is_none());
+        // A build replication needs is never refused.
+        assert!(adapter.try_create_snapshot_builder(true).await.is_some());
+        assert_eq!(
+            sending.snapshot.into_bytes().unwrap(),
+            Bytes::from_static(b"view")
+        );
+        assert!(adapter.try_create_snapshot_builder(false).await.is_some());
     }
 }

@@ -575,6 +575,10 @@ impl GroupRouter<JetraftConfig, GroupId> for GrpcTransport {
         let chunks = snapshot.snapshot.size_hint() / chunk_size as u64 + 2;
         let rounds = u32::try_from(chunks).unwrap_or(u32::MAX);
         let ttl = option.hard_ttl().saturating_mul(rounds);
+        // Held until the replica answered, which it does once the snapshot is installed: while
+        // a view is out, its group builds no snapshot and so purges no log the replica needs
+        // right after it (`snapshot_hold`).
+        let _view = snapshot.snapshot.clone();
         let chunks = wire_chunks(group.0, self.inner.node.0, &vote, snapshot, chunk_size);
         let mut request = tonic::Request::new(chunks);
         request.set_timeout(ttl);

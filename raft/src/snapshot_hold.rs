@@ -1,0 +1,179 @@
+//! [`ViewsOut`]: the lazy snapshot views of one group that are still being sent, so that the
+//! group does not purge the log a replica needs right after the snapshot it is receiving.
+//!
+//! A snapshot view is taken at the last applied entry when the send starts; the replica that
+//! installs it then needs every entry after it from the log. openraft builds a snapshot every
+//! `snapshot_policy` entries and purges the log behind it (up to `max_in_snapshot_log_to_keep`
+//! entries before it), and it guards only the log ranges in flight, not those a snapshot in
+//! flight will need next. A large snapshot takes long to send (2 GB: about a minute), a busy
+//! stream adds many more entries than that meanwhile, and the replica that installed the
+//! snapshot found its next entries gone and had to receive a second one. While a view is out
+//! (the gRPC sender holds it until the replica answered, that is installed it), the group's
+//! policy-based snapshot builds are deferred (the log is not purged behind them); builds that
+//! replication needs (`force`) still happen. After that, openraft's own guard keeps the entries
+//! that replication has in flight.
+//!
+//! Bounded: a view older than [`HOLD_MAX`] no longer defers builds, so a view that is never
+//! dropped cannot make the log grow without end.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::snapshot_data::{SnapshotChunks, SnapshotData, SnapshotSource};
+
+/// The longest one view defers the group's snapshot builds.
+pub(crate) const HOLD_MAX: Duration = Duration::from_secs(600);
+
+/// The views of one group handed out for sending and not yet dropped. Cheap to clone (shared).
+#[derive(Clone, Default)]
+pub(crate) struct ViewsOut {
+    inner: Arc<Mutex<Views>>,
+}
+
+#[derive(Default)]
+struct Views {
+    next_id: u64,
+    /// When each view still out was taken, by id.
+    taken: HashMap<u64, Instant>,
+}
+
+impl ViewsOut {
+    /// Wraps a lazy snapshot so it counts as out until its last handle (and every pass over
+    /// its chunks) is dropped; in-memory snapshots are returned as they are.
+    pub(crate) fn track(&self, data: SnapshotData) -> SnapshotData {
+        let SnapshotData::Lazy(inner) = data else {
+            return data;
+        };
+        let id = {
+            let mut views = self.inner.lock();
+            let id = views.next_id;
+            views.next_id += 1;
+            views.taken.insert(id, Instant::now());
+            id
+        };
+        SnapshotData::Lazy(Arc::new(Tracked {
+            inner,
+            _out: Out {
+                views: self.clone(),
+                id,
+            },
+        }))
+    }
+
+    /// Whether a view taken less than [`HOLD_MAX`] ago is still out.
+    pub(crate) fn holding(&self) -> bool {
+        self.holding_at(Instant::now())
+    }
+
+    /// [`Self::holding`] as of `now`.
+    fn holding_at(&self, now: Instant) -> bool {
+        self.inner
+            .lock()
+            .taken
+            .values()
+            .any(|at| now.saturating_duration_since(*at) < HOLD_MAX)
+    }
+}
+
+/// Counts one view out while alive.
+struct Out {
+    views: ViewsOut,
+    id: u64,
+}
+
+impl Drop for Out {
+    fn drop(&mut self) {
+        self.views.inner.lock().taken.remove(&self.id);
+    }
+}
+
+/// A lazy snapshot that counts as out while any handle or pass is alive.
+struct Tracked {
+    inner: Arc<dyn SnapshotSource>,
+    _out: Out,
+}
+
+impl SnapshotSource for Tracked {
+    fn chunks(self: Arc<Self>) -> SnapshotChunks {
+        // The pass keeps the view counted out until it is dropped, even if every other handle
+        // to the snapshot is gone first.
+        Box::new(Pass {
+            chunks: self.inner.clone().chunks(),
+            _view: self,
+        })
+    }
+
+    fn size_hint(&self) -> u64 {
+        self.inner.size_hint()
+    }
+}
+
+/// One pass over a [`Tracked`] view's chunks, holding the view.
+struct Pass {
+    chunks: SnapshotChunks,
+    _view: Arc<Tracked>,
+}
+
+impl Iterator for Pass {
+    type Item = <SnapshotChunks as Iterator>::Item;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.chunks.next()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+
+    struct OneChunk;
+
+    impl SnapshotSource for OneChunk {
+        fn chunks(self: Arc<Self>) -> SnapshotChunks {
+            Box::new(std::iter::once(Ok(Bytes::from_static(b"x"))))
+        }
+        fn size_hint(&self) -> u64 {
+            1
+        }
+    }
+
+    #[test]
+    fn a_lazy_view_holds_until_its_last_handle_and_pass_are_dropped() {
+        let views = ViewsOut::default();
+        let data = views.track(SnapshotData::Lazy(Arc::new(OneChunk)));
+        assert!(views.holding());
+        let copy = data.clone();
+        let pass = data.chunks();
+        drop(data);
+        drop(copy);
+        assert!(
+            views.holding(),
+            "a pass over the chunks still reads the view"
+        );
+        assert_eq!(
+            pass.map(|c| c.unwrap()).collect::<Vec<_>>(),
+            [Bytes::from_static(b"x")]
+        );
+        assert!(!views.holding());
+    }
+
+    #[test]
+    fn in_memory_snapshots_and_old_views_do_not_hold() {
+        let views = ViewsOut::default();
+        let bytes = views.track(SnapshotData::from(Bytes::from_static(b"abc")));
+        assert!(!views.holding());
+        assert_eq!(bytes.into_bytes().unwrap(), Bytes::from_static(b"abc"));
+        let lazy = views.track(SnapshotData::Lazy(Arc::new(OneChunk)));
+        assert!(views.holding());
+        assert!(
+            !views.holding_at(Instant::now() + HOLD_MAX),
+            "a view older than HOLD_MAX no longer holds"
+        );
+        drop(lazy);
+    }
+}
