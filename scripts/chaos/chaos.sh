@@ -50,7 +50,9 @@ touch "$pidfile"
 py=""
 cleanup() {
   local rc=$?
-  [ -n "$py" ] && kill "$py" 2>/dev/null && wait "$py" 2>/dev/null
+  # `|| true`: under `set -e` the killed script's non-zero status would end the cleanup
+  # here and leave its servers and namespaces behind.
+  if [ -n "$py" ]; then kill "$py" 2>/dev/null || true; wait "$py" 2>/dev/null || true; fi
   # Only the PIDs the suite started (chaos.py records every server it starts).
   while read -r p; do kill -9 "$p" 2>/dev/null || true; done <"$pidfile"
   scripts/chaos/netns.sh down "$prefix" || true
