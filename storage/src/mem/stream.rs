@@ -105,10 +105,16 @@ impl StreamStore for MemStreamStore {
         self.bytes += self.size_of(msg);
         self.last_seq = msg.seq;
         self.last_ts = msg.timestamp_ns;
-        self.subjects
-            .entry(msg.subject.clone())
-            .or_default()
-            .insert(msg.seq);
+        // The subject's set is usually there already: no key copy then.
+        match self.subjects.get_mut(msg.subject.as_str()) {
+            Some(set) => {
+                set.insert(msg.seq);
+            }
+            None => {
+                self.subjects
+                    .insert(msg.subject.clone(), BTreeSet::from([msg.seq]));
+            }
+        }
         // Own copies: the message's bytes may be slices of a larger buffer (a whole Raft entry
         // of publishes), which a kept slice would hold in memory as long as the message lives.
         let kept = StoredMsg {
