@@ -129,6 +129,20 @@ pub fn consumer(uid: u64, name: &str) -> Vec<u8> {
     key
 }
 
+/// Marks a consumer's config record: `stream_uid | CONSUMER_CONFIG | name`. UTF-8 never holds
+/// the byte 0xFF, so no state key ([`consumer`]) starts like this, and the config records of a
+/// stream sort after all its states.
+pub const CONSUMER_CONFIG: u8 = 0xFF;
+
+/// `stream_uid | CONSUMER_CONFIG | name`: a consumer's config record.
+pub fn consumer_config(uid: u64, name: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(9 + name.len());
+    key.extend_from_slice(&uid.to_be_bytes());
+    key.push(CONSUMER_CONFIG);
+    key.extend_from_slice(name.as_bytes());
+    key
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -64,11 +64,41 @@ pub(crate) fn large_pending_set_round_trips<S: ConsumerStore>(mut s: S) {
     assert_eq!(s.load(StreamUid(1), "big").unwrap(), Some(st));
 }
 
+pub(crate) fn config_records_are_per_consumer<S: ConsumerStore>(mut s: S) {
+    let (a, b) = (StreamUid(1), StreamUid(2));
+    assert!(s.configs(a).unwrap().is_empty());
+    s.save(a, "c1", &sample(1)).unwrap();
+    s.save_config(a, "c2", b"two").unwrap();
+    s.save_config(a, "c1", b"one").unwrap();
+    s.save_config(b, "c1", b"other stream").unwrap();
+    s.save_config(a, "c1", b"one again").unwrap();
+    assert_eq!(
+        s.configs(a).unwrap(),
+        vec![
+            ("c1".to_string(), b"one again".to_vec()),
+            ("c2".to_string(), b"two".to_vec())
+        ]
+    );
+    // Config records are not states.
+    assert_eq!(s.list(a).unwrap(), vec!["c1"]);
+    assert!(s.load(a, "c2").unwrap().is_none());
+    // A delete drops both, with or without a state.
+    assert!(s.delete(a, "c1").unwrap());
+    assert!(!s.delete(a, "c2").unwrap());
+    assert!(s.configs(a).unwrap().is_empty());
+    assert!(s.list(a).unwrap().is_empty());
+    assert_eq!(
+        s.configs(b).unwrap(),
+        vec![("c1".to_string(), b"other stream".to_vec())]
+    );
+}
+
 /// Instantiates the consumer conformance checks; `$make` returns `(guard, store)`.
 macro_rules! consumer_conformance_tests {
     ($make:expr) => {
         crate::consumer::conformance::consumer_conformance_tests!(@each $make;
-            save_load_delete_list, ack_and_redelivery_bookkeeping, large_pending_set_round_trips);
+            save_load_delete_list, ack_and_redelivery_bookkeeping, large_pending_set_round_trips,
+            config_records_are_per_consumer);
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
         $(

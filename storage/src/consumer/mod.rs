@@ -119,7 +119,9 @@ impl ConsumerState {
     }
 }
 
-/// Durable storage of consumer states, keyed by stream uid and consumer name.
+/// Durable storage of consumer states, and of each consumer's config record (opaque bytes the
+/// caller encodes), keyed by stream uid and consumer name. One record per consumer, so adding or
+/// changing one consumer writes that consumer only.
 pub trait ConsumerStore: Send {
     /// Replaces the stored state of `name`.
     fn save(
@@ -130,8 +132,17 @@ pub trait ConsumerStore: Send {
     ) -> Result<(), StorageError>;
     /// The stored state of `name`, if any.
     fn load(&self, stream: StreamUid, name: &str) -> Result<Option<ConsumerState>, StorageError>;
-    /// Deletes `name`; false if it did not exist.
+    /// Deletes `name`'s state and config record; false if it had no state.
     fn delete(&mut self, stream: StreamUid, name: &str) -> Result<bool, StorageError>;
-    /// Every consumer name of `stream`, sorted.
+    /// Every consumer name of `stream` with a stored state, sorted.
     fn list(&self, stream: StreamUid) -> Result<Vec<String>, StorageError>;
+    /// Replaces the config record of `name`.
+    fn save_config(
+        &mut self,
+        stream: StreamUid,
+        name: &str,
+        body: &[u8],
+    ) -> Result<(), StorageError>;
+    /// Every config record of `stream`, by consumer name, sorted.
+    fn configs(&self, stream: StreamUid) -> Result<Vec<(String, Vec<u8>)>, StorageError>;
 }

@@ -13,6 +13,7 @@ use crate::stream::StreamUid;
 #[derive(Debug, Default)]
 pub struct MemConsumerStore {
     states: BTreeMap<(u64, String), Vec<u8>>,
+    configs: BTreeMap<(u64, String), Vec<u8>>,
 }
 
 impl MemConsumerStore {
@@ -42,7 +43,9 @@ impl ConsumerStore for MemConsumerStore {
     }
 
     fn delete(&mut self, stream: StreamUid, name: &str) -> Result<bool, StorageError> {
-        Ok(self.states.remove(&(stream.0, name.to_string())).is_some())
+        let key = (stream.0, name.to_string());
+        self.configs.remove(&key);
+        Ok(self.states.remove(&key).is_some())
     }
 
     fn list(&self, stream: StreamUid) -> Result<Vec<String>, StorageError> {
@@ -51,6 +54,26 @@ impl ConsumerStore for MemConsumerStore {
             .range((stream.0, String::new())..)
             .take_while(|((uid, _), _)| *uid == stream.0)
             .map(|((_, name), _)| name.clone())
+            .collect())
+    }
+
+    fn save_config(
+        &mut self,
+        stream: StreamUid,
+        name: &str,
+        body: &[u8],
+    ) -> Result<(), StorageError> {
+        self.configs
+            .insert((stream.0, name.to_string()), body.to_vec());
+        Ok(())
+    }
+
+    fn configs(&self, stream: StreamUid) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
+        Ok(self
+            .configs
+            .range((stream.0, String::new())..)
+            .take_while(|((uid, _), _)| *uid == stream.0)
+            .map(|((_, name), body)| (name.clone(), body.clone()))
             .collect())
     }
 }

@@ -1,5 +1,6 @@
 //! [`RocksConsumerStore`]: consumer states in the `consumers` column family,
-//! `consumers[uid|name] = record(codec::encode(state))`.
+//! `consumers[uid|name] = record(codec::encode(state))`, and each consumer's config record next
+//! to them, `consumers[uid|0xFF|name] = record(body)` ([`keys::consumer_config`]).
 //!
 //! Invariants: a save is one put, atomic; a corrupt record is reported, never decoded as a state.
 //! Saves skip the WAL like the stream's own writes (see [`crate::db`]): consumer states are
@@ -52,14 +53,13 @@ impl ConsumerStore for RocksConsumerStore {
 
     fn delete(&mut self, stream: StreamUid, name: &str) -> Result<bool, StorageError> {
         let existed = self.load(stream, name)?.is_some();
+        let cf = self.db.cf(ColumnFamily::Consumers)?;
+        let mut batch = WriteBatch::default();
+        batch.delete_cf(&cf, keys::consumer_config(stream.0, name));
         if existed {
-            let mut batch = WriteBatch::default();
-            batch.delete_cf(
-                &self.db.cf(ColumnFamily::Consumers)?,
-                keys::consumer(stream.0, name),
-            );
-            self.db.write_unlogged(batch)?;
+            batch.delete_cf(&cf, keys::consumer(stream.0, name));
         }
+        self.db.write_unlogged(batch)?;
         Ok(existed)
     }
 
@@ -70,12 +70,45 @@ impl ConsumerStore for RocksConsumerStore {
         it.seek(prefix);
         let mut out = Vec::new();
         while let Some(k) = it.key() {
-            if !k.starts_with(&prefix) {
+            // The config records sort after every state of the stream.
+            if !k.starts_with(&prefix) || k.get(8) == Some(&keys::CONSUMER_CONFIG) {
                 break;
             }
             let name = std::str::from_utf8(&k[8..])
                 .map_err(|_| StorageError::corrupt(CF, "consumer name is not UTF-8"))?;
             out.push(name.to_string());
+            it.next();
+        }
+        it.status()?;
+        Ok(out)
+    }
+
+    fn save_config(
+        &mut self,
+        stream: StreamUid,
+        name: &str,
+        body: &[u8],
+    ) -> Result<(), StorageError> {
+        let key = keys::consumer_config(stream.0, name);
+        let mut batch = WriteBatch::default();
+        let value = record::seal(&key, body);
+        batch.put_cf(&self.db.cf(ColumnFamily::Consumers)?, key, value);
+        self.db.write_unlogged(batch)
+    }
+
+    fn configs(&self, stream: StreamUid) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
+        let cf = self.db.cf(ColumnFamily::Consumers)?;
+        let prefix = keys::consumer_config(stream.0, "");
+        let mut it = self.db.raw().raw_iterator_cf(&cf);
+        it.seek(&prefix);
+        let mut out = Vec::new();
+        while let (Some(k), Some(v)) = (it.key(), it.value()) {
+            if !k.starts_with(&prefix) {
+                break;
+            }
+            let name = std::str::from_utf8(&k[prefix.len()..])
+                .map_err(|_| StorageError::corrupt(CF, "consumer name is not UTF-8"))?;
+            out.push((name.to_string(), record::open(CF, k, v)?.to_vec()));
             it.next();
         }
         it.status()?;

@@ -59,6 +59,17 @@ struct StoredConsumer {
     lps_end: u64,
 }
 
+/// The config record of consumer `name` (JSON of [`StoredConsumer`]).
+fn stored_config(name: &str, r: &ConsumerRecord) -> Vec<u8> {
+    let stored = StoredConsumer {
+        name: name.to_string(),
+        config: r.config.clone(),
+        created_ns: r.created_ns,
+        lps_end: r.lps_end,
+    };
+    serde_json::to_vec(&stored).unwrap_or_default()
+}
+
 impl ConsumerRecord {
     /// The subject filters as string slices (empty = everything).
     pub fn filters(&self) -> Vec<String> {
@@ -300,7 +311,7 @@ impl StreamStateMachine {
             self.dirty_consumers.insert(c.name.clone());
         }
         self.consumer_count = self.consumers.len() as u64;
-        self.consumers_changed = true;
+        self.configs_changed.insert(c.name.clone());
         Ok(())
     }
 
@@ -309,7 +320,7 @@ impl StreamStateMachine {
             return Ok(());
         }
         self.consumer_count = self.consumers.len() as u64;
-        self.consumers_changed = true;
+        self.configs_changed.remove(name);
         self.dirty_consumers.remove(name);
         self.deleted_consumers.insert(name.to_string());
         if self.config.retention == RetentionPolicy::Interest {
@@ -417,35 +428,51 @@ impl StreamStateMachine {
                 self.consumer_store.save(uid, &name, &rec.state)?;
             }
         }
-        if self.consumers_changed {
-            self.consumers_changed = false;
-            let stored: Vec<StoredConsumer> = self
-                .consumers
-                .iter()
-                .map(|(name, r)| StoredConsumer {
-                    name: name.clone(),
-                    config: r.config.clone(),
-                    created_ns: r.created_ns,
-                    lps_end: r.lps_end,
-                })
-                .collect();
-            let bytes = serde_json::to_vec(&stored).unwrap_or_default();
-            self.store.put_meta(super::META_CONSUMERS, &bytes)?;
+        // One record per changed consumer: a create writes that consumer, not every
+        // consumer's config again (which made N creates cost O(N^2) bytes).
+        for name in std::mem::take(&mut self.configs_changed) {
+            if let Some(r) = self.consumers.get(&name) {
+                let uid = self.store.uid();
+                self.consumer_store
+                    .save_config(uid, &name, &stored_config(&name, r))?;
+            }
         }
         Ok(())
     }
 
-    /// Loads consumers after a restart.
+    /// Loads consumers after a restart: their config records, or the one list of a store
+    /// written before those, which is then moved into records (the list is emptied last, so a
+    /// crash part-way moves it again at the next start).
     pub(super) fn load_consumers(&mut self) -> Result<(), StorageError> {
-        let Some(bytes) = self.store.get_meta(super::META_CONSUMERS)? else {
-            return Ok(());
+        let corrupt = |e: serde_json::Error| StorageError::Corrupt {
+            cf: "sm_meta",
+            detail: format!("consumer configs: {e}"),
         };
-        let stored: Vec<StoredConsumer> =
-            serde_json::from_slice(&bytes).map_err(|e| StorageError::Corrupt {
-                cf: "sm_meta",
-                detail: format!("consumer configs: {e}"),
-            })?;
         let uid = self.store.uid();
+        let legacy: Vec<StoredConsumer> = match self.store.get_meta(super::META_CONSUMERS)? {
+            Some(bytes) => serde_json::from_slice(&bytes).map_err(corrupt)?,
+            None => Vec::new(),
+        };
+        let stored: Vec<StoredConsumer> = if legacy.is_empty() {
+            self.consumer_store
+                .configs(uid)?
+                .iter()
+                .map(|(_, body)| serde_json::from_slice(body).map_err(corrupt))
+                .collect::<Result<_, _>>()?
+        } else {
+            let keep: BTreeSet<&str> = legacy.iter().map(|s| s.name.as_str()).collect();
+            for (name, _) in self.consumer_store.configs(uid)? {
+                if !keep.contains(name.as_str()) {
+                    self.consumer_store.delete(uid, &name)?;
+                }
+            }
+            for s in &legacy {
+                let body = serde_json::to_vec(s).map_err(corrupt)?;
+                self.consumer_store.save_config(uid, &s.name, &body)?;
+            }
+            self.store.put_meta(super::META_CONSUMERS, b"[]")?;
+            legacy
+        };
         for s in stored {
             let state = self.consumer_store.load(uid, &s.name)?.unwrap_or_default();
             self.consumers.insert(
@@ -505,9 +532,9 @@ impl StreamStateMachine {
             }
         }
         self.dirty_consumers = consumers.keys().cloned().collect();
+        self.configs_changed = consumers.keys().cloned().collect();
         self.consumers = consumers;
         self.consumer_count = self.consumers.len() as u64;
-        self.consumers_changed = true;
         Ok(())
     }
 }

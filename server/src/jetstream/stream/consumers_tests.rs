@@ -9,7 +9,7 @@ use jetraft_storage::rocks::{RocksConsumerStore, RocksStreamStore};
 use jetraft_storage::stream::StreamUid;
 
 use super::super::{ServerIdentity, StreamStateMachine, command};
-use super::{count_last_per_subject, is_initial_last_per_subject};
+use super::{StoredConsumer, count_last_per_subject, is_initial_last_per_subject};
 use crate::jetstream::api::types::StreamConfig;
 use crate::jetstream::api::types::consumer::{AckPolicy, ConsumerConfig, DeliverPolicy};
 use crate::jetstream::api::types::requests::decode;
@@ -333,4 +333,167 @@ fn interest_keeps_no_message_that_no_consumer_filter_matches() {
     d.publish("s.x");
     let st = d.sm.state();
     assert_eq!((st.msgs, st.first_seq, st.last_seq), (1, 2, 2));
+}
+
+/// A [`MemConsumerStore`] that counts the config records written.
+struct CountingConfigs {
+    inner: jetraft_storage::mem::MemConsumerStore,
+    writes: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl jetraft_storage::consumer::ConsumerStore for CountingConfigs {
+    fn save(
+        &mut self,
+        stream: StreamUid,
+        name: &str,
+        state: &jetraft_storage::consumer::ConsumerState,
+    ) -> Result<(), jetraft_storage::StorageError> {
+        self.inner.save(stream, name, state)
+    }
+    fn load(
+        &self,
+        stream: StreamUid,
+        name: &str,
+    ) -> Result<Option<jetraft_storage::consumer::ConsumerState>, jetraft_storage::StorageError>
+    {
+        self.inner.load(stream, name)
+    }
+    fn delete(
+        &mut self,
+        stream: StreamUid,
+        name: &str,
+    ) -> Result<bool, jetraft_storage::StorageError> {
+        self.inner.delete(stream, name)
+    }
+    fn list(&self, stream: StreamUid) -> Result<Vec<String>, jetraft_storage::StorageError> {
+        self.inner.list(stream)
+    }
+    fn save_config(
+        &mut self,
+        stream: StreamUid,
+        name: &str,
+        body: &[u8],
+    ) -> Result<(), jetraft_storage::StorageError> {
+        self.writes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.save_config(stream, name, body)
+    }
+    fn configs(
+        &self,
+        stream: StreamUid,
+    ) -> Result<Vec<(String, Vec<u8>)>, jetraft_storage::StorageError> {
+        self.inner.configs(stream)
+    }
+}
+
+#[test]
+fn a_consumer_create_writes_that_consumers_config_only() {
+    // 200 creates, each saved on its own: 200 config records written, not 1 + 2 + ... + 200
+    // (every config again on every create made N creates cost O(N^2) bytes).
+    let writes = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let consumers = CountingConfigs {
+        inner: jetraft_storage::mem::MemConsumerStore::new(),
+        writes: writes.clone(),
+    };
+    let mut d = Driver {
+        sm: StreamStateMachine::open_with(
+            Box::new(MemStreamStore::new(StreamUid(1))),
+            Box::new(consumers),
+            stream_cfg(r#"{"name":"S","subjects":["s"]}"#),
+            T0,
+            server(),
+        )
+        .unwrap(),
+        index: 0,
+    };
+    let saved = AppliedState::default();
+    for i in 0..200 {
+        d.create(&format!("c{i}"), explicit());
+        d.sm.save_applied(&saved).unwrap();
+    }
+    assert_eq!(writes.load(std::sync::atomic::Ordering::Relaxed), 200);
+    // A change of one config writes that one again; a delete writes none.
+    let mut cfg = explicit();
+    cfg.description = "changed".into();
+    d.create("c7", cfg);
+    d.apply(command::consumer_delete("c8"));
+    d.sm.save_applied(&saved).unwrap();
+    assert_eq!(writes.load(std::sync::atomic::Ordering::Relaxed), 201);
+}
+
+#[test]
+fn consumer_configs_survive_reopen_one_record_each_and_an_old_list_is_moved() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let cfg = stream_cfg(r#"{"name":"S","subjects":["s"]}"#);
+    let uid = StreamUid(5);
+    let open = |db: &Db| {
+        StreamStateMachine::open_with(
+            Box::new(RocksStreamStore::open(db.clone(), uid).unwrap()),
+            Box::new(RocksConsumerStore::new(db.clone())),
+            cfg.clone(),
+            T0,
+            server(),
+        )
+        .unwrap()
+    };
+    let names = |sm: &StreamStateMachine| sm.consumers().keys().cloned().collect::<Vec<_>>();
+    // A store written before the per-consumer records: one list of every consumer's config.
+    drop(open(&db));
+    {
+        use jetraft_storage::consumer::ConsumerStore;
+        let mut store = RocksStreamStore::open(db.clone(), uid).unwrap();
+        let old: Vec<StoredConsumer> = ["a", "b"]
+            .iter()
+            .map(|n| StoredConsumer {
+                name: n.to_string(),
+                config: explicit(),
+                created_ns: T0,
+                lps_end: 0,
+            })
+            .collect();
+        store
+            .put_meta(
+                super::super::META_CONSUMERS,
+                &serde_json::to_vec(&old).unwrap(),
+            )
+            .unwrap();
+        let mut st = jetraft_storage::consumer::ConsumerState::default();
+        st.record_delivery(1, 1, T0);
+        RocksConsumerStore::new(db.clone())
+            .save(uid, "a", &st)
+            .unwrap();
+    }
+    let sm = open(&db);
+    assert_eq!(names(&sm), ["a", "b"]);
+    assert_eq!(sm.consumer("a").unwrap().state.delivered.stream_seq, 1);
+    drop(sm);
+    // Moved into records: the list is empty now, and the records alone give the consumers.
+    {
+        use jetraft_storage::consumer::ConsumerStore;
+        let store = RocksStreamStore::open(db.clone(), uid).unwrap();
+        assert_eq!(
+            store.get_meta(super::super::META_CONSUMERS).unwrap(),
+            Some(b"[]".to_vec())
+        );
+        assert_eq!(
+            RocksConsumerStore::new(db.clone())
+                .configs(uid)
+                .unwrap()
+                .len(),
+            2
+        );
+    }
+    let mut d = Driver {
+        sm: open(&db),
+        index: 0,
+    };
+    assert_eq!(names(&d.sm), ["a", "b"]);
+    d.create("c", explicit());
+    d.apply(command::consumer_delete("a"));
+    d.sm.save_applied(&AppliedState::default()).unwrap();
+    drop(d);
+    let sm = open(&db);
+    assert_eq!(names(&sm), ["b", "c"]);
+    assert_eq!(sm.consumer("c").unwrap().config, explicit());
 }

@@ -87,7 +87,8 @@ use dedup::DedupIndex;
 const META_APPLIED: u8 = META_USER_MIN;
 /// `put_meta` kind of the stored config, creation time, clock and last msg id (JSON).
 const META_CONFIG: u8 = META_USER_MIN + 1;
-/// `put_meta` kind of the consumer configs (JSON).
+/// `put_meta` kind of every consumer's config in one JSON list, as stores written before the
+/// per-consumer config records hold them (read once and moved; see `load_consumers`).
 const META_CONSUMERS: u8 = META_USER_MIN + 2;
 
 /// What the server reports about itself in responses (`_nats.ver`, `_nats.level`, the leader's
@@ -128,8 +129,9 @@ pub struct StreamStateMachine {
     dirty_consumers: std::collections::BTreeSet<String>,
     /// Consumers deleted since the last `save_applied`.
     deleted_consumers: std::collections::BTreeSet<String>,
-    /// Whether the set of consumers or a config changed since the last `save_applied`.
-    consumers_changed: bool,
+    /// Consumers created or reconfigured since the last `save_applied` (their config records
+    /// are written then, one per consumer).
+    configs_changed: std::collections::BTreeSet<String>,
     /// Bumped whenever messages are removed other than by consumer acks (so consumers know
     /// when `num_pending` must be recounted rather than updated).
     removals: u64,
@@ -278,7 +280,7 @@ impl StreamStateMachine {
             consumer_store,
             dirty_consumers: std::collections::BTreeSet::new(),
             deleted_consumers: std::collections::BTreeSet::new(),
-            consumers_changed: false,
+            configs_changed: std::collections::BTreeSet::new(),
             removals: 0,
             server,
             config_json: None,
