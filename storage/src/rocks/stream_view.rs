@@ -4,7 +4,10 @@
 //! A RocksDB snapshot borrows the database handle, so the view owns a thread that holds both
 //! (a clone of the [`Db`] and the snapshot taken from it) and answers range reads sent over a
 //! channel; the thread ends, releasing the snapshot (which pins old data from compaction), when
-//! the view is dropped. Taking the view waits only until the snapshot is taken. Messages staged
+//! the view is dropped, and the drop waits for it: the thread's [`Db`] clone may be the last, and
+//! a database closed on a detached thread could still be closing while the process exits (seen
+//! as a crash in RocksDB's destructors at the end of a test run). Taking the view waits only
+//! until the snapshot is taken. Messages staged
 //! in the store and not yet written (sequences above every written one) are copied into the
 //! view and follow the written ones.
 
@@ -27,9 +30,21 @@ struct Read {
 /// The view; see the module docs.
 #[derive(Debug)]
 pub(crate) struct RocksStreamView {
-    reads: mpsc::Sender<Read>,
+    /// `None` only while dropping: closing the channel ends the thread.
+    reads: Option<mpsc::Sender<Read>>,
+    /// The view's thread, joined on drop.
+    thread: Option<std::thread::JoinHandle<()>>,
     /// Staged appends at the time of the view, ascending.
     staged: crate::stream::CopiedView,
+}
+
+impl Drop for RocksStreamView {
+    fn drop(&mut self) {
+        self.reads = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// The view's thread is gone (it panicked).
@@ -51,7 +66,7 @@ impl RocksStreamView {
     ) -> Result<Self, StorageError> {
         let (reads, requests) = mpsc::channel::<Read>();
         let (ready_tx, ready) = mpsc::sync_channel(1);
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("jetraft-stream-view".into())
             .spawn(move || {
                 let pinned = db.raw().snapshot();
@@ -63,7 +78,8 @@ impl RocksStreamView {
             })?;
         ready.recv().map_err(|_| ended())?;
         Ok(Self {
-            reads,
+            reads: Some(reads),
+            thread: Some(thread),
             staged: crate::stream::CopiedView(staged),
         })
     }
@@ -103,6 +119,8 @@ impl StreamView for RocksStreamView {
     fn msgs_from(&self, start: u64, max_bytes: usize) -> Result<Vec<StoredMsg>, StorageError> {
         let (reply, answer) = mpsc::sync_channel(1);
         self.reads
+            .as_ref()
+            .ok_or_else(ended)?
             .send(Read {
                 start,
                 max_bytes,

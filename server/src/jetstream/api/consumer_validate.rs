@@ -199,8 +199,9 @@ pub struct ConsumerContext<'a> {
     pub stream: &'a StreamConfig,
     /// The consumer of that name, if it exists (its stored config).
     pub existing: Option<&'a ConsumerConfig>,
-    /// The stream's other consumers (the one being created or updated excluded).
-    pub others: &'a [ConsumerConfig],
+    /// The stream's other consumers (the one being created or updated excluded), borrowed: a
+    /// create must not copy every other consumer's config.
+    pub others: &'a [&'a ConsumerConfig],
     /// Whether the server runs clustered (replicas > 1 are refused otherwise, 10074).
     pub clustered: bool,
     /// The stream's replica count.
@@ -319,7 +320,7 @@ fn default_inactive_threshold(cfg: &mut ConsumerConfig) {
 
 /// True when none of `filters` collides with another consumer's filters (an unfiltered
 /// consumer collides with everything), as Go's `partitionUnique`.
-fn partition_unique(filters: &[String], others: &[ConsumerConfig]) -> bool {
+fn partition_unique(filters: &[String], others: &[&ConsumerConfig]) -> bool {
     filters.iter().all(|f| {
         others.iter().filter(|o| !o.direct).all(|o| {
             let theirs = o.filters();

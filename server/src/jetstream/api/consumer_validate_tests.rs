@@ -741,7 +741,7 @@ fn workqueue_rules() {
     }
     // With an unfiltered w1 in place (observed sequence).
     let w1 = created(&named("w1"), r#"{"ack_policy":"explicit"}"#).1;
-    let others = [w1.clone()];
+    let others = [&w1];
     let c = ConsumerContext {
         others: &others,
         consumer_count: 1,
@@ -774,7 +774,7 @@ fn workqueue_rules() {
     // w1 narrowed to w.b; then w.* collides but w.c does not.
     let mut w1b = w1;
     w1b.filter_subject = "w.b".into();
-    let others = [w1b];
+    let others = [&w1b];
     let c = ConsumerContext {
         others: &others,
         consumer_count: 1,

@@ -139,14 +139,25 @@ impl LocalStream {
 }
 
 /// Hands Raft a [`ReplicatedStateMachine`] that applies to the shared state and signals each
-/// applied entry on the watch channel, and a change of the stream's meta record (its config)
-/// on the notify (the owner task's).
+/// applied entry that changed the messages (or the config) on the watch channel (the consumer
+/// engines'), and a change of the stream's meta record (its config) on the notify (the owner
+/// task's).
+///
+/// Entries that leave the messages as they were (consumer creates and progress, duplicates)
+/// wake no engine: every engine of the stream watches the channel, so waking them all for one
+/// consumer's ack made N consumers cost O(N) wake-ups and recounts per entry.
 #[derive(Clone)]
 pub struct SharedStream(
     pub Arc<Mutex<StreamStateMachine>>,
     pub tokio::sync::watch::Sender<u64>,
     pub Arc<tokio::sync::Notify>,
 );
+
+/// What tells whether an entry changed a stream's messages: counts, ends, removals.
+fn messages(sm: &StreamStateMachine) -> (u64, u64, u64, u64, u64) {
+    let st = sm.state();
+    (st.msgs, st.bytes, st.first_seq, st.last_seq, sm.removals())
+}
 
 impl ReplicatedStateMachine for SharedStream {
     fn apply(&mut self, index: LogIndex, command: &[u8]) -> Result<Bytes, StateMachineError> {
@@ -159,15 +170,19 @@ impl ReplicatedStateMachine for SharedStream {
         command: &Bytes,
         answer_wanted: bool,
     ) -> Result<Bytes, StateMachineError> {
-        let (answer, config_changed) = {
+        let (answer, config_changed, messages_changed) = {
             let mut sm = self.0.lock();
             let before = (sm.meta_version(), sm.expiry_hint());
+            let messages_before = messages(&sm);
             let answer = sm.apply_shared(index, command, answer_wanted);
             // A new config, or a message or schedule that changes when expiry is next due:
             // the owner task plans its next wake-up again.
-            (answer, (sm.meta_version(), sm.expiry_hint()) != before)
+            let config_changed = (sm.meta_version(), sm.expiry_hint()) != before;
+            (answer, config_changed, messages(&sm) != messages_before)
         };
-        self.1.send_replace(index.0);
+        if messages_changed || config_changed {
+            self.1.send_replace(index.0);
+        }
         if config_changed {
             self.2.notify_one();
         }

@@ -74,7 +74,7 @@ impl JetStream {
                 .consumers()
                 .iter()
                 .filter(|(n, _)| **n != name)
-                .map(|(_, r)| r.config.clone())
+                .map(|(_, r)| &r.config)
                 .collect();
             // An account's limits act as the stream's own where they are lower (as
             // nats-server: `max_consumers` per stream, `max_ack_pending` per consumer).
