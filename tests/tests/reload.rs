@@ -257,6 +257,9 @@ async fn publish_until(
     n
 }
 
+/// Messages each publisher of the permission-change test sends at most.
+const PUBLISH_MAX: u64 = 200_000;
+
 #[tokio::test]
 async fn a_permission_change_under_load_loses_nothing_for_other_users() {
     let base = [
@@ -303,7 +306,7 @@ async fn a_permission_change_under_load_loses_nothing_for_other_users() {
             format!("load.{i}"),
             stop.clone(),
             sent,
-            200_000,
+            PUBLISH_MAX,
         )));
     }
     let received: [Arc<AtomicU64>; 2] = Default::default();
@@ -335,10 +338,11 @@ async fn a_permission_change_under_load_loses_nothing_for_other_users() {
         "publishers go on after the reload",
         Duration::from_secs(20),
         || async {
+            // A publisher that reached its end (a slow reload on a busy machine) is done.
             progress
                 .iter()
                 .zip(&at_reload)
-                .all(|(p, r)| p.load(Ordering::Relaxed) >= r + 5_000)
+                .all(|(p, r)| p.load(Ordering::Relaxed) >= (r + 5_000).min(PUBLISH_MAX))
                 .then_some(())
         },
     )
