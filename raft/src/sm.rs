@@ -418,17 +418,22 @@ mod tests {
         }
     }
 
-    /// An adapter over a [`Recorder`] (with or without a barrier) after one snapshot build.
-    async fn built(barrier: bool) -> (Arc<Mutex<Vec<&'static str>>>, StateMachineAdapter) {
-        let calls = Arc::new(Mutex::new(Vec::new()));
-        let mut adapter =
-            StateMachineAdapter::new(Box::new(Recorder(calls.clone(), barrier))).unwrap();
+    /// An adapter over `sm` after one snapshot build.
+    async fn built_over(sm: Box<dyn ReplicatedStateMachine>) -> StateMachineAdapter {
+        let mut adapter = StateMachineAdapter::new(sm).unwrap();
         adapter
             .get_snapshot_builder()
             .await
             .build_snapshot()
             .await
             .unwrap();
+        adapter
+    }
+
+    /// An adapter over a [`Recorder`] (with or without a barrier) after one snapshot build.
+    async fn built(barrier: bool) -> (Arc<Mutex<Vec<&'static str>>>, StateMachineAdapter) {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let adapter = built_over(Box::new(Recorder(calls.clone(), barrier))).await;
         (calls, adapter)
     }
 
@@ -481,13 +486,7 @@ mod tests {
 
     #[tokio::test]
     async fn policy_builds_wait_while_a_snapshot_is_being_sent() {
-        let mut adapter = StateMachineAdapter::new(Box::new(Viewed)).unwrap();
-        adapter
-            .get_snapshot_builder()
-            .await
-            .build_snapshot()
-            .await
-            .unwrap();
+        let mut adapter = built_over(Box::new(Viewed)).await;
         let sending = adapter.get_current_snapshot().await.unwrap().unwrap();
         // Building would purge the log the replica receiving `sending` needs next.
         assert!(adapter.try_create_snapshot_builder(false).await.is_none());
