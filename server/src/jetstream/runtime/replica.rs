@@ -220,3 +220,84 @@ impl ReplicatedStateMachine for SharedStream {
         self.0.lock().durability_barrier()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use jetraft_raft::{LogIndex, ReplicatedStateMachine};
+    use jetraft_storage::mem::MemStreamStore;
+    use jetraft_storage::stream::StreamUid;
+
+    use super::*;
+    use crate::jetstream::api::types::consumer::{AckPolicy, ConsumerConfig};
+    use crate::jetstream::api::types::requests::decode;
+    use crate::jetstream::api::validate::normalize;
+    use crate::jetstream::stream::{ServerIdentity, command};
+
+    const T0: u64 = 1_796_199_467_000_000_000;
+
+    /// A work-queue stream `W` on the memory store, shared as its Raft group sees it.
+    fn shared() -> (SharedStream, tokio::sync::watch::Receiver<u64>) {
+        let mut cfg: StreamConfig =
+            decode(br#"{"name":"W","subjects":["w"],"retention":"workqueue"}"#).unwrap();
+        normalize(&mut cfg);
+        let server = ServerIdentity {
+            version: "2.15.1".into(),
+            api_level: 5,
+            domain: None,
+        };
+        let store = Box::new(MemStreamStore::new(StreamUid(1)));
+        let sm = StreamStateMachine::open(store, cfg, T0, server).unwrap();
+        let (tx, rx) = tokio::sync::watch::channel(0u64);
+        let shared = SharedStream(
+            Arc::new(Mutex::new(sm)),
+            tx,
+            Arc::new(tokio::sync::Notify::new()),
+        );
+        (shared, rx)
+    }
+
+    #[test]
+    fn engines_are_woken_only_by_entries_that_change_the_messages() {
+        let (mut s, mut changes) = shared();
+        let mut index = 0;
+        let mut apply = |s: &mut SharedStream, cmd: Bytes| {
+            index += 1;
+            s.apply_shared(LogIndex(index), &cmd, true).unwrap();
+        };
+        let consumer = ConsumerConfig {
+            ack_policy: AckPolicy::Explicit,
+            ack_wait: 30_000_000_000,
+            ..Default::default()
+        };
+        apply(&mut s, command::consumer_create("c", &consumer, T0));
+        assert!(!changes.has_changed().unwrap(), "a consumer create");
+        apply(&mut s, command::append("w", Bytes::new(), Bytes::new(), T0));
+        assert!(changes.has_changed().unwrap(), "a stored message");
+        changes.borrow_and_update();
+        // The consumer's delivery changes no message; its ack removes one (work queue).
+        let delivered = jetraft_proto::stream::ConsumerProgress {
+            name: "c".into(),
+            delivered: vec![jetraft_proto::stream::Delivery {
+                stream_seq: 1,
+                consumer_seq: 1,
+                delivered_ns: T0,
+            }],
+            ..Default::default()
+        };
+        apply(&mut s, command::consumer_progress(delivered));
+        assert!(!changes.has_changed().unwrap(), "a delivery record");
+        let acked = jetraft_proto::stream::ConsumerProgress {
+            name: "c".into(),
+            acked: vec![1],
+            now_ns: T0,
+            ..Default::default()
+        };
+        apply(&mut s, command::consumer_progress(acked));
+        assert!(
+            changes.has_changed().unwrap(),
+            "an ack that removed a message"
+        );
+        assert_eq!(s.0.lock().state().msgs, 0);
+    }
+}
