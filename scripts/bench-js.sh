@@ -39,7 +39,30 @@ run() {
     --inflight "$4" --msgs "$5" --size "$SIZE" --timeout 300 "${via[@]}" \
     2>>"$work/bench-errors.log") || true
   sed -n 's/.* leader_local=\([01]\).*/\1/p' <<<"$out" >>"$work/leader-$1"
+  # Each round's p50 PubAck latency, kept for the sync scenarios' latency table.
+  sed -n 's/.* p50_us=\([0-9.]*\).*/\1/p' <<<"$out" >>"$work/p50-$1-$4"
   sed -n 's/.* msgs_per_sec=\([0-9.]*\).*/\1/p' <<<"$out"
+}
+
+# p50 PORT INFLIGHT: median over the rounds so far of the p50 latency (us) at that server.
+p50() { median <"$work/p50-$1-$2"; }
+
+# One fsync of a 128-byte append on the disk the servers use, p50 in us (2,000 tries).
+fsync_probe() {
+  python3 - "$work" <<'PY'
+import os, statistics, sys, time
+path = os.path.join(sys.argv[1], "fsync-probe")
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+lat = []
+for _ in range(2000):
+    os.write(fd, b"x" * 128)
+    t = time.perf_counter_ns()
+    os.fdatasync(fd)
+    lat.append((time.perf_counter_ns() - t) / 1000)
+os.close(fd)
+os.unlink(path)
+print(round(statistics.median(lat)))
+PY
 }
 
 # local_leaders PORT: how many of the scenario's rounds had the leader on the client's node.
@@ -62,6 +85,7 @@ scenario() {
   fi
 }
 
+fsync_before=$(fsync_probe)
 echo "JetStream publish, ${SIZE}-byte messages, median of $ROUNDS interleaved rounds (msgs/s)"
 echo
 echo "| scenario | jetraft | nats-server default | nats-server sync always | ratio vs default | ratio vs sync |"
@@ -77,4 +101,22 @@ if ((CLUSTER)); then
     file 3 256 "$MSGS" "$JRC" "$NSC"
   scenario "sync, R3 file (3 nodes)" file 3 1 "$SYNC_MSGS" "$JRC" "$NSC"
 fi
+fsync_after=$(fsync_probe)
+
+# Latency of the one-at-a-time publishes (issue 27: p50 within one fsync of nats-server's
+# default, which acknowledges before its fsync).
+echo
+echo "Sync publish p50 PubAck latency (us), median of the rounds; one fsync of a 128-byte append" \
+  "on this disk: p50 ${fsync_before} us before the scenarios, ${fsync_after} us after"
+echo
+echo "| scenario | jetraft | nats-server default | nats-server sync always | jetraft - default | one fsync |"
+echo "|---|---:|---:|---:|---:|---:|"
+latency_row() {
+  local label=$1 jp=$2 np=$3 sp=${4:-} j n s="-"
+  j=$(p50 "$jp" 1); n=$(p50 "$np" 1)
+  [[ -n $sp ]] && s=$(p50 "$sp" 1)
+  echo "| $label | $j | $n | $s | $((j - n)) | $fsync_after |"
+}
+latency_row "sync, R1 file" "$JR" "$NS" "$NSS"
+((CLUSTER)) && latency_row "sync, R3 file (3 nodes)" "$JRC" "$NSC"
 report_errors bench-js.sh

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use jetraft_storage::rocks::{self, LogWriter};
 use jetraft_storage::{Db, StorageError};
+use openraft::async_runtime::WatchReceiver;
 
 use crate::GroupId;
 use crate::codec::ProstCodec;
@@ -20,6 +21,23 @@ use crate::types::{GroupRaft, JetraftConfig};
 
 /// A group's RocksDB log, protobuf-encoded.
 pub type GroupLogStore = rocks::RaftLogStore<JetraftConfig, ProstCodec>;
+
+/// Appends fsync inline (when the syncer is idle) unless this node leads voters other than
+/// itself: a single-voter group and a follower wait for nothing but their own fsync, while a
+/// leader's replication starts only once its append returned
+/// ([`InlineSyncPolicy`](rocks::InlineSyncPolicy)).
+fn inline_unless_leading_followers(raft: &GroupRaft) -> rocks::InlineSyncPolicy {
+    let metrics = raft.server_metrics();
+    Box::new(move || {
+        let m = metrics.borrow_watched();
+        m.state != openraft::ServerState::Leader
+            || m.membership_config
+                .membership()
+                .voter_ids()
+                .nth(1)
+                .is_none()
+    })
+}
 
 /// The node's RocksDB and log writer, shared by every group's log. Clones share both.
 #[derive(Debug, Clone)]
@@ -64,7 +82,10 @@ impl RocksLogs {
         group: GroupId,
         sm: Box<dyn ReplicatedStateMachine>,
     ) -> Result<GroupRaft, RaftError> {
-        registry.create_group(group, self.log(group), sm).await
+        let log = self.log(group);
+        let raft = registry.create_group(group, log.clone(), sm).await?;
+        log.set_inline_sync(inline_unless_leading_followers(&raft));
+        Ok(raft)
     }
 
     /// [`Self::create_group`] over an unsynced log

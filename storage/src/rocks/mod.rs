@@ -20,6 +20,6 @@ mod unlogged_crash_tests;
 
 pub use consumer::RocksConsumerStore;
 pub use log_writer::{LogWriter, LogWriterStats};
-pub use raft_log::{GroupId, LogCodec, RaftLogStore};
+pub use raft_log::{GroupId, InlineSyncPolicy, LogCodec, RaftLogStore};
 pub use snapshot::{StreamSnapshotInstaller, StreamSnapshotReader};
 pub use stream::RocksStreamStore;

@@ -30,7 +30,7 @@ use std::fmt::Debug;
 use std::io;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use openraft::entry::RaftEntry;
 use openraft::storage::{IOFlushed, LogState, RaftLogStorage};
@@ -69,6 +69,13 @@ pub trait LogCodec<C: RaftTypeConfig>: Send + Sync + 'static {
     fn decode_log_id(bytes: &[u8]) -> Result<LogIdOf<C>, String>;
 }
 
+/// Says, at each append, whether the group's next step waits for that append's fsync alone
+/// (a single-voter group, a follower), so the append may fsync on the caller's thread when the
+/// syncer is idle ([`LogWriter::complete_after_write`]). Not for a leader with followers: its
+/// replication starts only once its append returned, so an fsync there would come first
+/// instead of alongside the followers'.
+pub type InlineSyncPolicy = Box<dyn Fn() -> bool + Send + Sync>;
+
 /// The log of one Raft group. Clones share the database, the writer and the cache of the newest
 /// entries (the clone is the reader).
 pub struct RaftLogStore<C: RaftTypeConfig, K> {
@@ -77,6 +84,8 @@ pub struct RaftLogStore<C: RaftTypeConfig, K> {
     group: GroupId,
     /// Whether appends wait for a WAL fsync before they count as flushed.
     synced: bool,
+    /// Set once the group runs (it reads the group's Raft state); none: never inline.
+    inline_sync: Arc<OnceLock<InlineSyncPolicy>>,
     tail: Arc<Mutex<TailCache<C::Entry>>>,
     _types: PhantomData<fn() -> K>,
 }
@@ -88,6 +97,7 @@ impl<C: RaftTypeConfig, K> Clone for RaftLogStore<C, K> {
             writer: self.writer.clone(),
             group: self.group,
             synced: self.synced,
+            inline_sync: Arc::clone(&self.inline_sync),
             tail: Arc::clone(&self.tail),
             _types: PhantomData,
         }
@@ -117,6 +127,7 @@ where
             writer,
             group,
             synced: true,
+            inline_sync: Arc::default(),
             tail: Arc::default(),
             _types: PhantomData,
         }
@@ -128,6 +139,13 @@ where
     pub fn unsynced(mut self) -> Self {
         self.synced = false;
         self
+    }
+
+    /// Lets appends fsync on the caller's thread while `policy` says so and the syncer is idle
+    /// (see [`InlineSyncPolicy`]). Shared by the store's clones; set once, later calls are
+    /// ignored.
+    pub fn set_inline_sync(&self, policy: InlineSyncPolicy) {
+        let _ = self.inline_sync.set(policy);
     }
 
     /// The cache of the newest entries, locked. A panic while it was held cannot leave it
@@ -392,14 +410,18 @@ where
             return Ok(());
         }
         let done: Durable = Box::new(move |r: Result<(), io::Error>| callback.io_completed(r));
-        if let Err(e) = self.writer.submit(ops, Some(done)) {
+        if let Err(e) = self.writer.write(ops) {
             tail.clear();
+            done(Err(io::Error::other(e.to_string())));
             return Err(e.into());
         }
         for (index, bytes, e) in kept {
             tail.appended(index, bytes, e);
         }
-        Ok(())
+        // The fsync (when made here) runs without the cache's lock: readers go on meanwhile.
+        drop(tail);
+        let inline = self.inline_sync.get().is_some_and(|policy| policy());
+        Ok(self.writer.complete_after_write(done, inline)?)
     }
 
     async fn truncate_after(&mut self, last_log_id: Option<LogIdOf<C>>) -> Result<(), io::Error> {

@@ -171,6 +171,19 @@ impl StoreBuilder<TestConfig, TestLog, TestSm, tempfile::TempDir> for Builder {
     }
 }
 
+/// [`Builder`] with appends that fsync inline whenever the syncer is idle.
+struct InlineBuilder;
+
+impl StoreBuilder<TestConfig, TestLog, TestSm, tempfile::TempDir> for InlineBuilder {
+    async fn build(
+        &self,
+    ) -> Result<(tempfile::TempDir, TestLog, TestSm), RaftStorageError<TestConfig>> {
+        let (dir, log, sm) = Builder.build().await?;
+        log.set_inline_sync(Box::new(|| true));
+        Ok((dir, log, sm))
+    }
+}
+
 /// Builds a fresh memory log per test.
 struct MemBuilder;
 
@@ -196,6 +209,13 @@ async fn openraft_log_storage_suite_passes() {
     Suite::<TestConfig, TestLog, TestSm, Builder, tempfile::TempDir>::test_all(Builder)
         .await
         .expect("openraft storage suite");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openraft_log_storage_suite_passes_with_inline_fsyncs() {
+    Suite::<TestConfig, TestLog, TestSm, InlineBuilder, tempfile::TempDir>::test_all(InlineBuilder)
+        .await
+        .expect("openraft storage suite (inline fsyncs)");
 }
 
 fn log_id(term: u64, index: u64) -> LogIdOf<TestConfig> {
@@ -235,6 +255,40 @@ async fn flushed_appends_survive_reopen_and_callback_fires_after_sync() {
     let st = log.get_log_state().await.expect("state");
     assert_eq!(st.last_log_id.map(|l| l.index), Some(10));
     assert_eq!(log.try_get_log_entries(3..6).await.expect("read").len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inline_append_is_flushed_when_append_returns_and_only_while_the_policy_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path()).expect("open");
+    let writer = LogWriter::start(db.clone()).expect("writer");
+    let mut log = TestLog::new(db, writer.clone(), GroupId(1));
+    let allowed = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let policy = allowed.clone();
+    log.set_inline_sync(Box::new(move || {
+        policy.load(std::sync::atomic::Ordering::Relaxed)
+    }));
+    let inline = || {
+        writer
+            .stats()
+            .inline_syncs
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let (tx, mut rx) = TestConfig::oneshot();
+    log.append((1..=3).map(|i| blank(1, i)), IOFlushed::signal(tx))
+        .await
+        .expect("append");
+    // Flushed before `append` returned: the callback has already fired.
+    assert!(matches!(rx.try_recv(), Ok(Ok(()))), "not flushed on return");
+    assert_eq!(inline(), 1);
+    // The policy says no (a leader with followers): the syncer flushes it.
+    allowed.store(false, std::sync::atomic::Ordering::Relaxed);
+    let (tx, rx) = TestConfig::oneshot();
+    log.append([blank(1, 4)], IOFlushed::signal(tx))
+        .await
+        .expect("append");
+    rx.await.expect("callback").expect("flushed");
+    assert_eq!(inline(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
