@@ -39,6 +39,7 @@ pub mod convert;
 pub mod error;
 mod failover;
 pub mod health;
+pub mod in_flight;
 pub mod mem_log;
 pub mod network;
 pub mod quiesce;

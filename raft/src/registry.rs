@@ -27,6 +27,7 @@ use openraft::vote::RaftLeaderId;
 use parking_lot::RwLock;
 
 use crate::error::RaftError;
+use crate::in_flight::{InFlight, Kind};
 use crate::network::{GroupNetwork, Transport};
 use crate::quiesce::{GroupFlags, QuietFlag};
 use crate::sm::{ReplicatedStateMachine, StateMachineAdapter};
@@ -44,6 +45,8 @@ const SHUTDOWN_DRAIN: Duration = Duration::from_secs(1);
 struct GroupEntry {
     raft: GroupRaft,
     quiet: Arc<QuietFlag>,
+    /// Proposals made here and not yet answered.
+    in_flight: Arc<InFlight>,
 }
 
 /// The node's table of running groups. Clones share the table.
@@ -376,6 +379,7 @@ impl<T: Transport> GroupRegistry<T> {
                 slot.insert(GroupEntry {
                     raft: raft.clone(),
                     quiet: Arc::default(),
+                    in_flight: Arc::default(),
                 });
                 true
             }
@@ -537,6 +541,7 @@ impl<T: Transport> GroupRegistry<T> {
     /// won an election; the proposal is then made once more after a heartbeat round.
     pub async fn propose(&self, group: GroupId, command: Bytes) -> Result<Bytes, RaftError> {
         let raft = self.awake_raft(group).await?;
+        let _counted = self.in_flight(group).map(|f| f.enter(Kind::Other));
         let first = self
             .deadline(group, raft.client_write(Command(command.clone())))
             .await?
@@ -563,7 +568,35 @@ impl<T: Transport> GroupRegistry<T> {
         group: GroupId,
         command: Bytes,
     ) -> Result<impl Future<Output = Result<Bytes, RaftError>> + Send + 'static, RaftError> {
+        self.submit_counted(group, command, Kind::Other).await
+    }
+
+    /// [`submit`](Self::submit) for a proposal a client waits on (a publish): while it is the
+    /// group's only proposal in flight, a single-voter group may fsync it inline
+    /// ([`crate::in_flight`]).
+    pub async fn submit_for_client(
+        &self,
+        group: GroupId,
+        command: Bytes,
+    ) -> Result<impl Future<Output = Result<Bytes, RaftError>> + Send + 'static, RaftError> {
+        self.submit_counted(group, command, Kind::Client).await
+    }
+
+    /// The proposals made to `group` here and not answered yet (`None`: not running here).
+    pub fn in_flight(&self, group: GroupId) -> Option<Arc<InFlight>> {
+        let map = self.groups.map.read();
+        map.get(&group).map(|e| e.in_flight.clone())
+    }
+
+    async fn submit_counted(
+        &self,
+        group: GroupId,
+        command: Bytes,
+        kind: Kind,
+    ) -> Result<impl Future<Output = Result<Bytes, RaftError>> + Send + 'static, RaftError> {
         let raft = self.awake_raft(group).await?;
+        // Counted from before the core sees it until its answer arrived or was given up.
+        let counted = self.in_flight(group).map(|f| f.enter(kind));
         let (responder, rx) = ProgressResponder::<JetraftConfig, _>::complete_only();
         self.deadline(
             group,
@@ -576,6 +609,7 @@ impl<T: Transport> GroupRegistry<T> {
         })?;
         let after = self.timing.propose_timeout;
         Ok(async move {
+            let _counted = counted;
             match tokio::time::timeout(after, rx).await {
                 Err(_elapsed) => Err(RaftError::Timeout { group, after }),
                 Ok(Err(_closed)) => Err(RaftError::Stopped {

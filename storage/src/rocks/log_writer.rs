@@ -12,14 +12,16 @@
 //! hand-offs (to the writer and back to openraft) before the fsync even started, each costing a
 //! wake-up (0.1-0.25 ms of scheduling delay on two busy cores, measured with `perf sched`).
 //!
-//! **Inline fsync when idle** ([`LogWriter::complete_after_write`]): a caller that may wait for the disk
-//! (a log whose append is the only thing its commit waits for: a single-voter group, or a
-//! follower) and finds the syncer with nothing to do fsyncs on its own thread and completes at
-//! once. A lone publish then skips two thread wake-ups (to the syncer and back), which cost more
-//! than the fsync itself on a quiet machine. Whenever the syncer has work, callers hand it theirs
-//! as before, so under load fsyncs stay grouped; and while fsyncs are slow (the last one took
-//! more than [`INLINE_SYNC_MAX`], a disk busy with flushes or compactions), nobody fsyncs inline,
-//! so a worker thread is never held for long.
+//! **Inline fsync when idle** ([`LogWriter::complete_after_write`]): a caller whose next step
+//! waits for this fsync alone (the raft crate allows it for a single-voter group's leader with
+//! one publish in flight, see [`InlineSyncPolicy`](crate::rocks::InlineSyncPolicy)) and finds
+//! the syncer with nothing to do fsyncs on its own thread and completes at once. A lone publish
+//! then skips two thread wake-ups (to the syncer and back), which cost more than the fsync
+//! itself on a quiet machine. Whenever the syncer has work, or the previous write came less than
+//! an fsync's time before, callers hand theirs to the syncer as before, so under load fsyncs
+//! stay grouped and no worker thread waits on the disk; and while fsyncs are slow (the last one
+//! took more than [`INLINE_SYNC_MAX`], a disk busy with flushes or compactions), nobody fsyncs
+//! inline, so a worker thread is never held for long.
 //!
 //! Invariants:
 //! - A group's IO is applied in the order openraft issues it: openraft awaits each log call,
@@ -54,6 +56,13 @@ pub(crate) enum Op {
     DeleteRange(ColumnFamily, Vec<u8>, Vec<u8>),
 }
 
+/// What [`LogWriter::write`] saw of the writes around it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Written {
+    /// Microseconds since the node's previous log write started.
+    quiet_us: u64,
+}
+
 /// Runs once the request's data is durable (or failed).
 pub(crate) type Durable = Box<dyn FnOnce(Result<(), io::Error>) + Send>;
 
@@ -80,6 +89,10 @@ struct Shared {
     queued: Arc<AtomicUsize>,
     /// How long the last fsync took, in microseconds.
     last_sync_us: Arc<AtomicU64>,
+    /// When the last write started, in microseconds since `epoch`.
+    last_write_us: AtomicU64,
+    /// Origin of `last_write_us`.
+    epoch: Instant,
     /// Joined on drop, so the database is closed once the last handle is gone.
     syncer: Option<thread::JoinHandle<()>>,
 }
@@ -132,6 +145,8 @@ impl LogWriter {
                 stats,
                 queued,
                 last_sync_us,
+                last_write_us: AtomicU64::new(0),
+                epoch: Instant::now(),
                 syncer: Some(syncer),
             }),
         })
@@ -166,18 +181,22 @@ impl LogWriter {
 
     /// Writes `ops` in one batch on the calling thread, without waiting for an fsync: readable
     /// when this returns, durable after the next one ([`Self::complete_after_write`]).
-    pub(crate) fn write(&self, ops: Vec<Op>) -> Result<(), StorageError> {
+    pub(crate) fn write(&self, ops: Vec<Op>) -> Result<Written, StorageError> {
         let shared = &self.shared;
         shared.stats.requests.fetch_add(1, Ordering::Relaxed);
         if self.has_failed() {
             return Err(StorageError::WriterStopped);
         }
+        let now = micros(shared.epoch.elapsed());
+        let before = shared.last_write_us.swap(now, Ordering::Relaxed);
         if let Err(e) = build_batch(&shared.db, ops).and_then(|b| shared.db.write(b, false)) {
             shared.failed.store(true, Ordering::Release);
             return Err(e);
         }
         shared.stats.batches.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        Ok(Written {
+            quiet_us: now.saturating_sub(before),
+        })
     }
 
     /// Runs `durable` once everything this thread wrote so far is fsynced. With `inline` and
@@ -191,10 +210,15 @@ impl LogWriter {
         &self,
         durable: Durable,
         inline: bool,
+        written: Written,
     ) -> Result<(), StorageError> {
         let shared = &self.shared;
-        let slow = shared.last_sync_us.load(Ordering::Relaxed) >= micros(INLINE_SYNC_MAX);
-        if !inline || slow || shared.queued.load(Ordering::Acquire) > 0 {
+        let last_sync = shared.last_sync_us.load(Ordering::Relaxed);
+        let slow = last_sync >= micros(INLINE_SYNC_MAX);
+        // Another write less than an fsync before this one: writes come in faster than one per
+        // fsync, so they are grouped by the syncer and the workers keep running meanwhile.
+        let busy = written.quiet_us < last_sync;
+        if !inline || slow || busy || shared.queued.load(Ordering::Acquire) > 0 {
             return self.to_syncer(durable);
         }
         if self.has_failed() {
@@ -354,8 +378,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let w = LogWriter::start(Db::open(dir.path()).unwrap()).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
-        w.write(put(1)).unwrap();
-        w.complete_after_write(on_thread(tx), true).unwrap();
+        let written = w.write(put(1)).unwrap();
+        w.complete_after_write(on_thread(tx), true, written)
+            .unwrap();
         // Completed before the call returned, on this thread, by an fsync of its own.
         assert_eq!(rx.try_recv().unwrap(), thread::current().id());
         assert_eq!(w.stats().inline_syncs.load(Ordering::Relaxed), 1);
@@ -370,8 +395,25 @@ mod tests {
             .last_sync_us
             .store(micros(INLINE_SYNC_MAX), Ordering::Relaxed);
         let (tx, rx) = std::sync::mpsc::channel();
+        let written = w.write(put(1)).unwrap();
+        w.complete_after_write(on_thread(tx), true, written)
+            .unwrap();
+        let ran_on = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+        assert_ne!(ran_on, thread::current().id());
+        assert_eq!(w.stats().inline_syncs.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_write_less_than_an_fsync_after_another_goes_to_the_syncer() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = LogWriter::start(Db::open(dir.path()).unwrap()).unwrap();
+        // Fsyncs take 0.9 ms here; the two writes come microseconds apart.
+        w.shared.last_sync_us.store(900, Ordering::Relaxed);
         w.write(put(1)).unwrap();
-        w.complete_after_write(on_thread(tx), true).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let written = w.write(put(2)).unwrap();
+        w.complete_after_write(on_thread(tx), true, written)
+            .unwrap();
         let ran_on = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
         assert_ne!(ran_on, thread::current().id());
         assert_eq!(w.stats().inline_syncs.load(Ordering::Relaxed), 0);
@@ -391,8 +433,9 @@ mod tests {
         w.submit(put(1), Some(hold)).unwrap();
         held_rx.recv().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
-        w.write(put(2)).unwrap();
-        w.complete_after_write(on_thread(tx), true).unwrap();
+        let written = w.write(put(2)).unwrap();
+        w.complete_after_write(on_thread(tx), true, written)
+            .unwrap();
         assert!(
             rx.try_recv().is_err(),
             "completed inline while the syncer was busy"
@@ -413,8 +456,9 @@ mod tests {
         // However long the syncer's fsync took on this machine.
         w.shared.last_sync_us.store(0, Ordering::Relaxed);
         let (tx, rx) = std::sync::mpsc::channel();
-        w.write(put(3)).unwrap();
-        w.complete_after_write(on_thread(tx), true).unwrap();
+        let written = w.write(put(3)).unwrap();
+        w.complete_after_write(on_thread(tx), true, written)
+            .unwrap();
         assert_eq!(rx.try_recv().unwrap(), thread::current().id());
     }
 }

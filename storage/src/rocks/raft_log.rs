@@ -70,10 +70,11 @@ pub trait LogCodec<C: RaftTypeConfig>: Send + Sync + 'static {
 }
 
 /// Says, at each append, whether the group's next step waits for that append's fsync alone
-/// (a single-voter group, a follower), so the append may fsync on the caller's thread when the
-/// syncer is idle ([`LogWriter::complete_after_write`]). Not for a leader with followers: its
-/// replication starts only once its append returned, so an fsync there would come first
-/// instead of alongside the followers'.
+/// (the raft crate says so for a single-voter leader with one publish in flight), so the append
+/// may fsync on the caller's thread when the syncer is idle
+/// ([`LogWriter::complete_after_write`]). Never for a leader with followers: its replication
+/// starts only once its append returned, so an fsync there would come first instead of
+/// alongside the followers'.
 pub type InlineSyncPolicy = Box<dyn Fn() -> bool + Send + Sync>;
 
 /// The log of one Raft group. Clones share the database, the writer and the cache of the newest
@@ -410,18 +411,21 @@ where
             return Ok(());
         }
         let done: Durable = Box::new(move |r: Result<(), io::Error>| callback.io_completed(r));
-        if let Err(e) = self.writer.write(ops) {
-            tail.clear();
-            done(Err(io::Error::other(e.to_string())));
-            return Err(e.into());
-        }
+        let written = match self.writer.write(ops) {
+            Ok(w) => w,
+            Err(e) => {
+                tail.clear();
+                done(Err(io::Error::other(e.to_string())));
+                return Err(e.into());
+            }
+        };
         for (index, bytes, e) in kept {
             tail.appended(index, bytes, e);
         }
         // The fsync (when made here) runs without the cache's lock: readers go on meanwhile.
         drop(tail);
         let inline = self.inline_sync.get().is_some_and(|policy| policy());
-        Ok(self.writer.complete_after_write(done, inline)?)
+        Ok(self.writer.complete_after_write(done, inline, written)?)
     }
 
     async fn truncate_after(&mut self, last_log_id: Option<LogIdOf<C>>) -> Result<(), io::Error> {

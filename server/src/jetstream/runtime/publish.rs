@@ -410,7 +410,7 @@ impl JetStream {
         hops: u32,
         atomic: bool,
     ) {
-        let pending = match self.registry.submit(ls.group(), cmd).await {
+        let pending = match self.registry.submit_for_client(ls.group(), cmd).await {
             Ok(p) => p,
             Err(e) => {
                 debug!(stream = %ls.name, error = %e, "publishes not queued");
