@@ -387,6 +387,17 @@ mod tests {
         assert_eq!(w.stats().syncs.load(Ordering::Relaxed), 1);
     }
 
+    /// Writes entry `i` asking for an inline fsync, and checks that the syncer made it.
+    fn assert_syncer_completes(w: &LogWriter, i: u64) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let written = w.write(put(i)).unwrap();
+        w.complete_after_write(on_thread(tx), true, written)
+            .unwrap();
+        let ran_on = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+        assert_ne!(ran_on, thread::current().id());
+        assert_eq!(w.stats().inline_syncs.load(Ordering::Relaxed), 0);
+    }
+
     #[test]
     fn after_a_slow_fsync_the_syncer_takes_the_completion() {
         let dir = tempfile::tempdir().unwrap();
@@ -394,13 +405,7 @@ mod tests {
         w.shared
             .last_sync_us
             .store(micros(INLINE_SYNC_MAX), Ordering::Relaxed);
-        let (tx, rx) = std::sync::mpsc::channel();
-        let written = w.write(put(1)).unwrap();
-        w.complete_after_write(on_thread(tx), true, written)
-            .unwrap();
-        let ran_on = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
-        assert_ne!(ran_on, thread::current().id());
-        assert_eq!(w.stats().inline_syncs.load(Ordering::Relaxed), 0);
+        assert_syncer_completes(&w, 1);
     }
 
     #[test]
@@ -410,13 +415,7 @@ mod tests {
         // Fsyncs take 0.9 ms here; the two writes come microseconds apart.
         w.shared.last_sync_us.store(900, Ordering::Relaxed);
         w.write(put(1)).unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let written = w.write(put(2)).unwrap();
-        w.complete_after_write(on_thread(tx), true, written)
-            .unwrap();
-        let ran_on = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
-        assert_ne!(ran_on, thread::current().id());
-        assert_eq!(w.stats().inline_syncs.load(Ordering::Relaxed), 0);
+        assert_syncer_completes(&w, 2);
     }
 
     #[test]
