@@ -209,6 +209,10 @@ pub struct FollowerProgress {
     pub node: NodeId,
     /// Log entries the leader has that the follower has not acknowledged.
     pub lag: u64,
+    /// The follower holds every entry the leader applied (so every acknowledged write), as
+    /// nats-server counts a peer current (its last index at or past the leader's applied
+    /// one): entries still in flight to a healthy follower under steady writes do not count.
+    pub has_applied: bool,
     /// Time since the follower last acknowledged a heartbeat; `None` if it never did.
     pub last_ack: Option<std::time::Duration>,
 }
@@ -832,6 +836,7 @@ impl<T: Transport> GroupRegistry<T> {
         let rx = raft.metrics();
         let m = rx.borrow_watched();
         let last = m.last_log_index.unwrap_or(0);
+        let applied = m.last_applied.as_ref().map_or(0, |id| id.index);
         let Some(replication) = &m.replication else {
             return Ok(Vec::new());
         };
@@ -844,6 +849,7 @@ impl<T: Transport> GroupRegistry<T> {
             .map(|(node, matched)| FollowerProgress {
                 node: NodeId(*node),
                 lag: last.saturating_sub(matched.as_ref().map_or(0, |id| id.index)),
+                has_applied: matched.as_ref().map_or(0, |id| id.index) >= applied,
                 last_ack: if quiet && self.groups.is_reachable(*node) {
                     Some(Duration::ZERO)
                 } else {

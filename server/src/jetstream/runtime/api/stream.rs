@@ -486,7 +486,9 @@ impl JetStream {
                 peer.lag = p.map_or(0, |p| p.lag);
                 peer.active = ack.map_or(0, |a| u64::try_from(a.as_nanos()).unwrap_or(u64::MAX));
                 peer.offline = ack.is_none_or(|a| a > OFFLINE_AFTER);
-                peer.current = p.is_some() && peer.lag == 0 && !peer.offline;
+                // As nats-server: current once it holds what the leader applied (a healthy
+                // follower under steady publishes always has a few entries in flight).
+                peer.current = p.is_some_and(|p| p.has_applied) && !peer.offline;
             }
             ci.replicas.push(peer);
         }
