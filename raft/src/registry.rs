@@ -31,6 +31,7 @@ use crate::in_flight::{InFlight, Kind};
 use crate::network::{GroupNetwork, Transport};
 use crate::quiesce::{GroupFlags, QuietFlag};
 use crate::sm::{ReplicatedStateMachine, StateMachineAdapter};
+use crate::snapshot_hold::LagCheck;
 use crate::stopping::Stopping;
 use crate::types::{Command, GroupRaft, JetraftConfig, PeerNode};
 use crate::{GroupId, NodeId, RaftTiming};
@@ -371,12 +372,16 @@ impl<T: Transport> GroupRegistry<T> {
             group,
             reason: e.to_string(),
         })?;
-        let raft = GroupRaft::new(self.node.0, self.group_config(group), network, log, sm)
+        let views = sm.views_out();
+        let config = self.group_config(group);
+        let keep = config.max_in_snapshot_log_to_keep;
+        let raft = GroupRaft::new(self.node.0, config, network, log, sm)
             .await
             .map_err(|e| RaftError::Stopped {
                 group,
                 reason: e.to_string(),
             })?;
+        views.set_lag_check(replica_replaying_log(&raft, keep));
         let inserted = match self.groups.map.write().entry(group) {
             std::collections::hash_map::Entry::Occupied(_) => false,
             std::collections::hash_map::Entry::Vacant(slot) => {
@@ -891,6 +896,40 @@ impl<T: Transport> GroupRegistry<T> {
             Some(out) => out.map_err(|_elapsed| RaftError::Timeout { group, after }),
         }
     }
+}
+
+/// A replica this leader heard from within this long counts as reachable.
+const REPLAYING_HEARD_WITHIN: Duration = Duration::from_secs(5);
+/// Snapshot builds wait for a replaying replica only while the log since the last snapshot is
+/// shorter than this many entries.
+const REPLAYING_HOLD_MAX_ENTRIES: u64 = 50_000;
+
+/// Whether, as this node leads `raft`'s group, a replica heard from recently is more than `keep`
+/// entries (what a snapshot build leaves of the log before it) behind the last one, while the
+/// log since the last snapshot is still shorter than [`REPLAYING_HOLD_MAX_ENTRIES`].
+fn replica_replaying_log(raft: &GroupRaft, keep: u64) -> LagCheck {
+    use openraft::async_runtime::Instant as _;
+    let metrics = raft.metrics();
+    Box::new(move || {
+        let m = metrics.borrow_watched();
+        let last = m.last_log_index.unwrap_or(0);
+        let since_snapshot = last.saturating_sub(m.snapshot.as_ref().map_or(0, |id| id.index));
+        if since_snapshot >= REPLAYING_HOLD_MAX_ENTRIES {
+            return false;
+        }
+        let (Some(replication), Some(heard)) = (&m.replication, &m.heartbeat) else {
+            return false;
+        };
+        replication.iter().any(|(node, matched)| {
+            let behind = matched.as_ref().map_or(0, |id| id.index) + keep < last;
+            let reachable = heard
+                .get(node)
+                .cloned()
+                .flatten()
+                .is_some_and(|at| at.elapsed() < REPLAYING_HEARD_WITHIN);
+            behind && reachable
+        })
+    })
 }
 
 fn not_leader(group: GroupId, f: ForwardToLeader<JetraftConfig>) -> RaftError {

@@ -210,6 +210,12 @@ impl StateMachineAdapter {
         })
     }
 
+    /// The snapshot views of this group being sent (shared), to give them the group's lag
+    /// check once it runs.
+    pub(crate) fn views_out(&self) -> ViewsOut {
+        self.views_out.clone()
+    }
+
     /// Index of the last applied entry, if any.
     pub fn last_applied_index(&self) -> Option<LogIndex> {
         self.state.lock().last_applied.map(|id| LogIndex(id.index))
@@ -342,6 +348,10 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
         // will need the entries after it (openraft asks again after more entries).
         if !force && self.views_out.holding() {
             tracing::debug!("snapshot build deferred: a snapshot is being sent");
+            return None;
+        }
+        if !force && self.views_out.replica_needs_log() {
+            tracing::debug!("snapshot build deferred: a replica still replays the log");
             return None;
         }
         Some(self.get_snapshot_builder().await)

@@ -15,6 +15,14 @@
 //!
 //! Bounded: a view older than [`HOLD_MAX`] no longer defers builds, so a view that is never
 //! dropped cannot make the log grow without end.
+//!
+//! After the install the replica replays the entries written while the snapshot was on its way
+//! (tens of thousands on a busy stream), and openraft's next build (every 5,000 entries, purging
+//! up to 1,000 before it) purged them before it got there: on a busy 2 GB stream the replica
+//! was sent one snapshot after another, each larger, and never caught up. So builds also wait
+//! while a replica the leader heard from recently is further behind than the log a build keeps
+//! ([`ViewsOut::replica_needs_log`]; the check, in the registry, stops holding once the log
+//! since the last snapshot is too long, so a slow replica cannot make it grow without end).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,6 +35,9 @@ use crate::snapshot_data::{SnapshotChunks, SnapshotData, SnapshotSource};
 /// The longest one view defers the group's snapshot builds.
 pub(crate) const HOLD_MAX: Duration = Duration::from_secs(600);
 
+/// Says whether a reachable replica still needs log entries a build would purge.
+pub(crate) type LagCheck = Box<dyn Fn() -> bool + Send + Sync>;
+
 /// The views of one group handed out for sending and not yet dropped. Cheap to clone (shared).
 #[derive(Clone, Default)]
 pub(crate) struct ViewsOut {
@@ -38,6 +49,8 @@ struct Views {
     next_id: u64,
     /// When each view still out was taken, by id.
     taken: HashMap<u64, Instant>,
+    /// Set once the group runs (it reads the group's Raft metrics).
+    lag: Option<Arc<LagCheck>>,
 }
 
 impl ViewsOut {
@@ -61,6 +74,22 @@ impl ViewsOut {
                 id,
             },
         }))
+    }
+
+    /// Sets how to tell that a reachable replica still replays the log; set once.
+    pub(crate) fn set_lag_check(&self, lag: LagCheck) {
+        let mut views = self.inner.lock();
+        if views.lag.is_none() {
+            views.lag = Some(Arc::new(lag));
+        }
+    }
+
+    /// Whether a reachable replica still replays log entries a build would purge (see the
+    /// group's lag check; false until it is set).
+    pub(crate) fn replica_needs_log(&self) -> bool {
+        let lag = self.inner.lock().lag.clone();
+        // Outside the lock: the check reads the group's metrics.
+        lag.is_some_and(|lag| lag())
     }
 
     /// Whether a view taken less than [`HOLD_MAX`] ago is still out.
@@ -160,6 +189,20 @@ mod tests {
             [Bytes::from_static(b"x")]
         );
         assert!(!views.holding());
+    }
+
+    #[test]
+    fn a_replica_replaying_the_log_holds_while_its_check_says_so() {
+        let views = ViewsOut::default();
+        assert!(!views.replica_needs_log(), "no check set");
+        let lagging = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let flag = lagging.clone();
+        views.set_lag_check(Box::new(move || {
+            flag.load(std::sync::atomic::Ordering::Relaxed)
+        }));
+        assert!(views.replica_needs_log());
+        lagging.store(false, std::sync::atomic::Ordering::Relaxed);
+        assert!(!views.replica_needs_log());
     }
 
     #[test]
