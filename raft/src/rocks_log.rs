@@ -77,6 +77,11 @@ impl RocksLogs {
         &self.db
     }
 
+    /// The group-commit writer's counters (fsyncs made by the syncer and inline).
+    pub fn writer_stats(&self) -> &rocks::LogWriterStats {
+        self.writer.stats()
+    }
+
     /// The log of `group` (empty if the group never ran here).
     pub fn log(&self, group: GroupId) -> GroupLogStore {
         GroupLogStore::new(

@@ -508,4 +508,19 @@ mod tests {
         );
         assert!(adapter.try_create_snapshot_builder(false).await.is_some());
     }
+
+    #[tokio::test]
+    async fn policy_builds_wait_while_a_replica_replays_the_log() {
+        let mut adapter = built_over(Box::new(Viewed)).await;
+        let replaying = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let flag = replaying.clone();
+        adapter.views_out().set_lag_check(Box::new(move || {
+            flag.load(std::sync::atomic::Ordering::Relaxed)
+        }));
+        // Building would purge entries the replica has still to fetch.
+        assert!(adapter.try_create_snapshot_builder(false).await.is_none());
+        assert!(adapter.try_create_snapshot_builder(true).await.is_some());
+        replaying.store(false, std::sync::atomic::Ordering::Relaxed);
+        assert!(adapter.try_create_snapshot_builder(false).await.is_some());
+    }
 }

@@ -25,7 +25,7 @@
 //! since the last snapshot is too long, so a slow replica cannot make it grow without end).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -42,6 +42,8 @@ pub(crate) type LagCheck = Box<dyn Fn() -> bool + Send + Sync>;
 #[derive(Clone, Default)]
 pub(crate) struct ViewsOut {
     inner: Arc<Mutex<Views>>,
+    /// Set once the group runs (it reads the group's Raft metrics).
+    lag: Arc<OnceLock<LagCheck>>,
 }
 
 #[derive(Default)]
@@ -49,8 +51,6 @@ struct Views {
     next_id: u64,
     /// When each view still out was taken, by id.
     taken: HashMap<u64, Instant>,
-    /// Set once the group runs (it reads the group's Raft metrics).
-    lag: Option<Arc<LagCheck>>,
 }
 
 impl ViewsOut {
@@ -78,18 +78,13 @@ impl ViewsOut {
 
     /// Sets how to tell that a reachable replica still replays the log; set once.
     pub(crate) fn set_lag_check(&self, lag: LagCheck) {
-        let mut views = self.inner.lock();
-        if views.lag.is_none() {
-            views.lag = Some(Arc::new(lag));
-        }
+        let _ = self.lag.set(lag);
     }
 
     /// Whether a reachable replica still replays log entries a build would purge (see the
     /// group's lag check; false until it is set).
     pub(crate) fn replica_needs_log(&self) -> bool {
-        let lag = self.inner.lock().lag.clone();
-        // Outside the lock: the check reads the group's metrics.
-        lag.is_some_and(|lag| lag())
+        self.lag.get().is_some_and(|lag| lag())
     }
 
     /// Whether a view taken less than [`HOLD_MAX`] ago is still out.

@@ -847,6 +847,65 @@ async fn rpc_addressed_to_another_node_id_is_refused() {
     c.shutdown().await;
 }
 
+/// Fsyncs made inline on node `id` so far.
+fn inline_syncs(c: &Cluster, id: NodeId) -> u64 {
+    let stats = c.node(id).running().logs.writer_stats();
+    stats
+        .inline_syncs
+        .load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Makes `n` proposals to `group` on `leader` one after another, each awaited; `client` marks
+/// them as publishes.
+async fn one_at_a_time(c: &Cluster, leader: NodeId, group: GroupId, n: usize, client: bool) {
+    let registry = c.node(leader).registry();
+    for i in 0..n {
+        let answer = if client {
+            Box::pin(registry.submit_for_client(group, cmd(i)).await.unwrap()) as BoxAnswer
+        } else {
+            Box::pin(registry.submit(group, cmd(i)).await.unwrap())
+        };
+        answer.await.unwrap();
+    }
+}
+
+type BoxAnswer = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Bytes, RaftError>>>>;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_lone_publish_on_a_single_voter_leader_is_fsynced_inline() {
+    let mut c = Cluster::new(3).await;
+    let (solo, trio) = (GroupId(1), GroupId(2));
+    c.create_group(solo, &[NodeId(1)]).await;
+    c.create_group(trio, &ids(3)).await;
+    c.wait_for_leader(solo, &[NodeId(1)]).await;
+    let leader = c.wait_for_leader(trio, &ids(3)).await;
+
+    // Replicated group: the leader's fsync runs alongside the followers', and followers never
+    // fsync inline either.
+    let before: Vec<u64> = ids(3).iter().map(|&id| inline_syncs(&c, id)).collect();
+    one_at_a_time(&c, leader, trio, 20, true).await;
+    let after: Vec<u64> = ids(3).iter().map(|&id| inline_syncs(&c, id)).collect();
+    assert_eq!(before, after, "a replicated group fsynced inline");
+
+    // Single voter, proposals that are not publishes: the syncer.
+    let before = inline_syncs(&c, NodeId(1));
+    one_at_a_time(&c, NodeId(1), solo, 20, false).await;
+    assert_eq!(
+        inline_syncs(&c, NodeId(1)),
+        before,
+        "a non-publish fsynced inline"
+    );
+
+    // Single voter, one publish at a time: inline (the writer may still send some to the
+    // syncer when another write came just before, so not necessarily all 20).
+    one_at_a_time(&c, NodeId(1), solo, 20, true).await;
+    assert!(
+        inline_syncs(&c, NodeId(1)) > before,
+        "no lone publish fsynced inline"
+    );
+    c.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removing_a_group_deletes_its_log_and_keeps_the_others() {
     let mut c = Cluster::new(1).await;
