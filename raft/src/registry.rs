@@ -900,13 +900,10 @@ impl<T: Transport> GroupRegistry<T> {
 
 /// A replica this leader heard from within this long counts as reachable.
 const REPLAYING_HEARD_WITHIN: Duration = Duration::from_secs(5);
-/// Snapshot builds wait for a replaying replica only while the log since the last snapshot is
-/// shorter than this many entries.
-const REPLAYING_HOLD_MAX_ENTRIES: u64 = 50_000;
 
-/// Whether, as this node leads `raft`'s group, a replica heard from recently is more than `keep`
-/// entries (what a snapshot build leaves of the log before it) behind the last one, while the
-/// log since the last snapshot is still shorter than [`REPLAYING_HOLD_MAX_ENTRIES`].
+/// As this node leads `raft`'s group: when a replica heard from recently is more than `keep`
+/// entries (what a snapshot build leaves of the log before it) behind the last one, the number
+/// of entries since the last snapshot (the hold's bounds are in `snapshot_hold`).
 fn replica_replaying_log(raft: &GroupRaft, keep: u64) -> LagCheck {
     use openraft::async_runtime::Instant as _;
     let metrics = raft.metrics();
@@ -914,13 +911,10 @@ fn replica_replaying_log(raft: &GroupRaft, keep: u64) -> LagCheck {
         let m = metrics.borrow_watched();
         let last = m.last_log_index.unwrap_or(0);
         let since_snapshot = last.saturating_sub(m.snapshot.as_ref().map_or(0, |id| id.index));
-        if since_snapshot >= REPLAYING_HOLD_MAX_ENTRIES {
-            return false;
-        }
         let (Some(replication), Some(heard)) = (&m.replication, &m.heartbeat) else {
-            return false;
+            return None;
         };
-        replication.iter().any(|(node, matched)| {
+        let lagging = replication.iter().any(|(node, matched)| {
             let behind = matched.as_ref().map_or(0, |id| id.index) + keep < last;
             let reachable = heard
                 .get(node)
@@ -928,7 +922,8 @@ fn replica_replaying_log(raft: &GroupRaft, keep: u64) -> LagCheck {
                 .flatten()
                 .is_some_and(|at| at.elapsed() < REPLAYING_HEARD_WITHIN);
             behind && reachable
-        })
+        });
+        lagging.then_some(since_snapshot)
     })
 }
 

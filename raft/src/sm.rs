@@ -233,6 +233,7 @@ impl StateMachineAdapter {
             st.save_applied()?;
         }
         st.built = true;
+        self.views_out.note_built();
         let snapshot = GroupSnapshot {
             meta: SnapshotMetaOf::<JetraftConfig> {
                 last_log_id: st.last_applied,
@@ -306,6 +307,7 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
     {
         let mut applied_any = false;
         let mut answered = false;
+        let mut bytes = 0;
         while let Some((entry, responder)) = entries.try_next().await? {
             applied_any = true;
             let log_id = entry.log_id;
@@ -313,10 +315,12 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
                 let mut st = self.state.lock();
                 let out = match entry.payload {
                     EntryPayload::Blank => Bytes::new(),
-                    EntryPayload::Normal(cmd) => st
-                        .sm
-                        .apply_shared(LogIndex(log_id.index), &cmd.0, responder.is_some())
-                        .map_err(io::Error::other)?,
+                    EntryPayload::Normal(cmd) => {
+                        bytes += cmd.0.len() as u64;
+                        st.sm
+                            .apply_shared(LogIndex(log_id.index), &cmd.0, responder.is_some())
+                            .map_err(io::Error::other)?
+                    }
                     EntryPayload::Membership(m) => {
                         st.membership = GroupMembership::new(Some(log_id), m);
                         Bytes::new()
@@ -337,6 +341,7 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
             // staged writes either way.
             tokio::task::yield_now().await;
         }
+        self.views_out.note_applied(bytes);
         if applied_any {
             self.state.lock().save_applied()?;
         }
@@ -376,15 +381,23 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
                 .map_err(io::Error::other)?
                 .map_err(io::Error::other)?,
         };
-        let barrier = {
-            let mut st = self.state.lock();
+        // Restoring a large state takes seconds (2 GB: about ten): off the runtime, or it holds
+        // a worker thread that long, and with a second one waiting on this state's lock the
+        // node answered nothing, its node links timed out and the leader sent the snapshot
+        // again.
+        let state = self.state.clone();
+        let meta = meta.clone();
+        let barrier = tokio::task::spawn_blocking(move || -> Result<_, io::Error> {
+            let mut st = state.lock();
             st.sm.restore_shared(&bytes).map_err(io::Error::other)?;
             st.last_applied = meta.last_log_id;
-            st.membership = meta.last_membership.clone();
+            st.membership = meta.last_membership;
             st.built = true;
             st.save_applied()?;
-            st.sm.durability_barrier()
-        };
+            Ok(st.sm.durability_barrier())
+        })
+        .await
+        .map_err(io::Error::other)??;
         // openraft purges the log up to the snapshot next: the installed state must be durable.
         pass_barrier(barrier).await
     }
@@ -461,6 +474,40 @@ mod tests {
         assert_eq!(*calls.lock(), ["restore", "save", "barrier"]);
     }
 
+    /// A state machine whose restore waits (blocking its thread, as a large restore does) for a
+    /// signal that another task on the runtime sends.
+    struct SlowRestore(Mutex<std::sync::mpsc::Receiver<()>>);
+
+    impl ReplicatedStateMachine for SlowRestore {
+        fn apply(&mut self, _: LogIndex, _: &[u8]) -> Result<Bytes, StateMachineError> {
+            Ok(Bytes::new())
+        }
+        fn snapshot(&self) -> Result<Bytes, StateMachineError> {
+            Ok(Bytes::new())
+        }
+        fn restore(&mut self, _: &[u8]) -> Result<(), StateMachineError> {
+            self.0
+                .lock()
+                .recv_timeout(std::time::Duration::from_secs(5))
+                .map_err(|e| StateMachineError::Storage(io::Error::other(e)))
+        }
+    }
+
+    /// On a single-threaded runtime, the install completes only if the restore runs off the
+    /// runtime's thread: the task that lets it finish must run meanwhile.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_restore_does_not_hold_the_runtime() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut adapter = built_over(Box::new(SlowRestore(Mutex::new(rx)))).await;
+        let signal = tokio::spawn(async move { tx.send(()) });
+        let meta = SnapshotMetaOf::<JetraftConfig>::default();
+        adapter
+            .install_snapshot(&meta, SnapshotData::new())
+            .await
+            .expect("the restore got its signal while it ran");
+        assert!(signal.await.unwrap().is_ok());
+    }
+
     #[tokio::test]
     async fn without_a_barrier_a_build_writes_nothing() {
         let (calls, _) = built(false).await;
@@ -515,7 +562,7 @@ mod tests {
         let replaying = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let flag = replaying.clone();
         adapter.views_out().set_lag_check(Box::new(move || {
-            flag.load(std::sync::atomic::Ordering::Relaxed)
+            flag.load(std::sync::atomic::Ordering::Relaxed).then_some(1)
         }));
         // Building would purge entries the replica has still to fetch.
         assert!(adapter.try_create_snapshot_builder(false).await.is_none());

@@ -21,10 +21,16 @@
 //! up to 1,000 before it) purged them before it got there: on a busy 2 GB stream the replica
 //! was sent one snapshot after another, each larger, and never caught up. So builds also wait
 //! while a replica the leader heard from recently is further behind than the log a build keeps
-//! ([`ViewsOut::replica_needs_log`]; the check, in the registry, stops holding once the log
-//! since the last snapshot is too long, so a slow replica cannot make it grow without end).
+//! ([`ViewsOut::replica_needs_log`]). That hold is bounded by what a new snapshot would cost:
+//! it lasts while the log since the last build is under [`REPLAYING_HOLD_MIN_ENTRIES`] entries,
+//! or smaller in bytes than the last snapshot sent (resending the state costs at least that much,
+//! so replaying the log is the cheaper way back). Past both, builds resume, so a replica that
+//! never catches up cannot make the log grow without end (at most about the state's size again
+//! on disk). A fixed entry bound alone (50,000) still looped on a busy 2 GB stream: its replica
+//! replays 15-20 s of 4 KiB publishes after the install, more than 50,000 entries.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -35,8 +41,13 @@ use crate::snapshot_data::{SnapshotChunks, SnapshotData, SnapshotSource};
 /// The longest one view defers the group's snapshot builds.
 pub(crate) const HOLD_MAX: Duration = Duration::from_secs(600);
 
-/// Says whether a reachable replica still needs log entries a build would purge.
-pub(crate) type LagCheck = Box<dyn Fn() -> bool + Send + Sync>;
+/// Builds wait for a replaying replica at least while the log since the last build is shorter
+/// than this many entries, however small the last snapshot sent was.
+pub(crate) const REPLAYING_HOLD_MIN_ENTRIES: u64 = 50_000;
+
+/// When a reachable replica still needs log entries a build would purge: how many entries the
+/// log holds since the last snapshot build; `None` when no replica needs them.
+pub(crate) type LagCheck = Box<dyn Fn() -> Option<u64> + Send + Sync>;
 
 /// The views of one group handed out for sending and not yet dropped. Cheap to clone (shared).
 #[derive(Clone, Default)]
@@ -44,6 +55,10 @@ pub(crate) struct ViewsOut {
     inner: Arc<Mutex<Views>>,
     /// Set once the group runs (it reads the group's Raft metrics).
     lag: Arc<OnceLock<LagCheck>>,
+    /// Bytes of commands applied since the last snapshot build (about the log a build purges).
+    applied_since_build: Arc<AtomicU64>,
+    /// Size of the last lazy snapshot handed out for sending (0: none since start).
+    last_sent: Arc<AtomicU64>,
 }
 
 #[derive(Default)]
@@ -60,6 +75,7 @@ impl ViewsOut {
         let SnapshotData::Lazy(inner) = data else {
             return data;
         };
+        self.last_sent.store(inner.size_hint(), Ordering::Relaxed);
         let id = {
             let mut views = self.inner.lock();
             let id = views.next_id;
@@ -81,10 +97,26 @@ impl ViewsOut {
         let _ = self.lag.set(lag);
     }
 
+    /// Notes `bytes` of commands applied (the log grows by about as much).
+    pub(crate) fn note_applied(&self, bytes: u64) {
+        self.applied_since_build.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Notes a snapshot build: the log behind it may go.
+    pub(crate) fn note_built(&self) {
+        self.applied_since_build.store(0, Ordering::Relaxed);
+    }
+
     /// Whether a reachable replica still replays log entries a build would purge (see the
-    /// group's lag check; false until it is set).
+    /// group's lag check; false until it is set), and keeping the log for it is still cheaper
+    /// than a new snapshot (see the module docs).
     pub(crate) fn replica_needs_log(&self) -> bool {
-        self.lag.get().is_some_and(|lag| lag())
+        let Some(entries) = self.lag.get().and_then(|lag| lag()) else {
+            return false;
+        };
+        entries < REPLAYING_HOLD_MIN_ENTRIES
+            || self.applied_since_build.load(Ordering::Relaxed)
+                < self.last_sent.load(Ordering::Relaxed)
     }
 
     /// Whether a view taken less than [`HOLD_MAX`] ago is still out.
@@ -186,18 +218,59 @@ mod tests {
         assert!(!views.holding());
     }
 
-    #[test]
-    fn a_replica_replaying_the_log_holds_while_its_check_says_so() {
+    /// A snapshot source of `size` bytes (one chunk of zeros).
+    struct Sized(u64);
+
+    impl SnapshotSource for Sized {
+        fn chunks(self: Arc<Self>) -> SnapshotChunks {
+            Box::new(std::iter::once(Ok(Bytes::from(vec![0; self.0 as usize]))))
+        }
+        fn size_hint(&self) -> u64 {
+            self.0
+        }
+    }
+
+    /// Views whose lag check reports `entries` since the last build while `lagging` holds.
+    fn lagging_views(entries: u64) -> (ViewsOut, Arc<std::sync::atomic::AtomicBool>) {
         let views = ViewsOut::default();
-        assert!(!views.replica_needs_log(), "no check set");
         let lagging = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let flag = lagging.clone();
         views.set_lag_check(Box::new(move || {
-            flag.load(std::sync::atomic::Ordering::Relaxed)
+            flag.load(Ordering::Relaxed).then_some(entries)
         }));
+        (views, lagging)
+    }
+
+    #[test]
+    fn a_replica_replaying_the_log_holds_while_its_check_says_so() {
+        assert!(!ViewsOut::default().replica_needs_log(), "no check set");
+        let (views, lagging) = lagging_views(10);
         assert!(views.replica_needs_log());
-        lagging.store(false, std::sync::atomic::Ordering::Relaxed);
+        lagging.store(false, Ordering::Relaxed);
         assert!(!views.replica_needs_log());
+    }
+
+    #[test]
+    fn a_long_log_holds_only_while_it_is_smaller_than_the_last_snapshot_sent() {
+        let (views, _lagging) = lagging_views(REPLAYING_HOLD_MIN_ENTRIES);
+        assert!(
+            !views.replica_needs_log(),
+            "past the entry bound with no snapshot sent: builds resume"
+        );
+        let sent = views.track(SnapshotData::Lazy(Arc::new(Sized(1000))));
+        drop(sent);
+        views.note_applied(999);
+        assert!(
+            views.replica_needs_log(),
+            "replaying is cheaper than resending"
+        );
+        views.note_applied(1);
+        assert!(
+            !views.replica_needs_log(),
+            "the log is as large as the snapshot"
+        );
+        views.note_built();
+        assert!(views.replica_needs_log(), "a build starts the count again");
     }
 
     #[test]
