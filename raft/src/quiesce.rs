@@ -203,6 +203,10 @@ impl Groups {
     }
 }
 
+/// How often the quiescence task looks at groups that are already quiet (the safety net that
+/// wakes a quiet leader whose log moved).
+const FULL_PASS: Duration = Duration::from_secs(1);
+
 /// How long a leader waits for a follower's answer to a quiesce request.
 const ASK_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -219,29 +223,43 @@ impl<T: Transport> GroupRegistry<T> {
             return;
         };
         let this = self.clone();
-        let period = (after / 2).clamp(Duration::from_millis(100), Duration::from_secs(1));
+        let period = (after / 2).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        // Groups already quiet are looked at only on every `full_every`-th pass (about once a
+        // second): with thousands of idle groups, reading each one's metrics every pass cost
+        // more CPU than the groups themselves.
+        let full_every = (FULL_PASS.as_millis() / period.as_millis()).max(1);
         self.spawn_task(async move {
             let mut idle = IdleSince::new();
             let mut every = tokio::time::interval(period);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut pass: u128 = 0;
             loop {
                 every.tick().await;
                 if this.is_shut_down() {
                     return;
                 }
-                this.quiesce_idle(&mut idle, after).await;
+                let full = pass % full_every == 0;
+                pass += 1;
+                this.quiesce_idle(&mut idle, after, full).await;
             }
         });
     }
 
     /// One pass: asks the followers of every group this node leads that has been idle for
-    /// `after` to go quiet, and wakes a quiet group whose log moved anyway.
-    async fn quiesce_idle(&self, idle: &mut IdleSince, after: Duration) {
+    /// `after` to go quiet, and (on a `full` pass) wakes a quiet group whose log moved anyway.
+    async fn quiesce_idle(&self, idle: &mut IdleSince, after: Duration, full: bool) {
         let now = Instant::now();
         let entries = self.groups().flags();
-        idle.retain(|g, _| entries.iter().any(|(id, _, _)| id == g));
+        if full {
+            let live: std::collections::HashSet<GroupId> =
+                entries.iter().map(|(id, _, _)| *id).collect();
+            idle.retain(|g, _| live.contains(g));
+        }
         let mut asks = tokio::task::JoinSet::new();
         for (group, raft, flag) in entries {
+            if !full && flag.is_quiet() {
+                continue;
+            }
             let Some((req, peers)) = self.idle_leader(group, &raft, &flag, idle, now, after) else {
                 continue;
             };

@@ -31,8 +31,11 @@ use crate::node::{NATS_VERSION, NodeInfo};
 pub use reload::ReloadError;
 
 /// A Raft group (stream or meta) that logged nothing for this long stops its timers on every
-/// replica until the next write ([`jetraft_raft::quiesce`]): idle streams cost no CPU.
-const QUIESCE_AFTER: Duration = Duration::from_millis(500);
+/// replica until the next write ([`jetraft_raft::quiesce`]): idle streams cost no CPU. Short,
+/// because an awake group ticks ~20 times a second on every replica: publishing round-robin
+/// to 1,000 R3 streams (each woken by every write) cost a quarter less CPU per message at
+/// 100 ms than at 500 ms.
+const QUIESCE_AFTER: Duration = Duration::from_millis(100);
 /// Longest a shutdown waits for the node's tasks to end.
 const SHUTDOWN_BOUND: Duration = Duration::from_secs(10);
 /// Longest a shutdown (SIGTERM) spends handing this node's Raft leaderships to other voters:
