@@ -238,7 +238,7 @@ impl<T: Transport> GroupRegistry<T> {
                 if this.is_shut_down() {
                     return;
                 }
-                let full = pass % full_every == 0;
+                let full = pass.is_multiple_of(full_every);
                 pass += 1;
                 this.quiesce_idle(&mut idle, after, full).await;
             }
