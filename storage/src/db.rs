@@ -15,6 +15,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rocksdb::{
     BoundColumnFamily, ColumnFamilyDescriptor, DB, FlushOptions, Options, WriteBatch, WriteOptions,
@@ -191,6 +192,34 @@ impl Db {
         let mut wo = WriteOptions::default();
         wo.set_sync(sync);
         self.write_opt(batch, wo)
+    }
+
+    /// Blocks this thread (never call it on an async worker) while a column family holds an
+    /// immutable memtable still waiting for its flush, up to `max`. A bulk load (a snapshot
+    /// install writing gigabytes) calls it before each of its large writes: written at full
+    /// speed, it filled the memtables faster than they flushed, and RocksDB then stopped every
+    /// writer of the node (`Stopping writes because we have 2 immutable memtables`), the Raft
+    /// log and the node's other groups included, for seconds at a time.
+    pub(crate) fn wait_for_flushes(&self, max: Duration) {
+        let deadline = Instant::now() + max;
+        while Instant::now() < deadline && self.flush_pending() {
+            // A bulk load runs on a blocking thread (see above), never on a runtime worker.
+            #[allow(clippy::disallowed_methods)]
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Whether any column family has an immutable memtable not flushed yet.
+    fn flush_pending(&self) -> bool {
+        ColumnFamily::ALL.iter().any(|cf| {
+            self.inner.cf_handle(cf.name()).is_some_and(|h| {
+                self.inner
+                    .property_int_value_cf(&h, "rocksdb.num-immutable-mem-table")
+                    .ok()
+                    .flatten()
+                    .is_some_and(|n| n > 0)
+            })
+        })
     }
 
     /// Writes a batch atomically without the WAL: it is readable at once and durable only after

@@ -40,6 +40,8 @@ const PURGE_CHUNK: usize = 4096;
 const LINEAR_SCAN: usize = 256;
 /// Most bytes of staged appends kept in memory before they are written anyway.
 const STAGE_LIMIT_BYTES: usize = 32 << 20;
+/// Longest a bulk load waits for the memtables to flush before one write of staged appends.
+const BULK_FLUSH_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A file stream backed by the node's RocksDB.
 #[derive(Debug)]
@@ -51,6 +53,8 @@ pub struct RocksStreamStore {
     subjects: HashMap<String, u64>,
     /// Whether appends are staged (between `begin_batch` and `put_metas`).
     batching: bool,
+    /// Staging for a bulk load (`begin_bulk_batch`): writes wait for room in the memtables.
+    bulk: bool,
     /// Appends staged and not yet written, ascending by seq.
     staged: Vec<StoredMsg>,
     /// Payload, header and subject bytes in `staged`, to bound it.
@@ -126,6 +130,7 @@ impl RocksStreamStore {
             counters,
             subjects,
             batching: false,
+            bulk: false,
             staged: Vec::new(),
             staged_bytes: 0,
             tag: write_tag,
@@ -412,6 +417,9 @@ impl StreamStore for RocksStreamStore {
             self.counters = c;
             *self.subjects.entry(msg.subject.clone()).or_default() += 1;
             if self.staged_bytes > STAGE_LIMIT_BYTES {
+                if self.bulk {
+                    self.db.wait_for_flushes(BULK_FLUSH_WAIT_MAX);
+                }
                 self.write_staged(&[])?;
             }
             return Ok(());
@@ -685,9 +693,15 @@ impl StreamStore for RocksStreamStore {
         self.batching = true;
     }
 
+    fn begin_bulk_batch(&mut self) {
+        self.batching = true;
+        self.bulk = true;
+    }
+
     fn put_metas(&mut self, records: &[(u8, &[u8])]) -> Result<(), StorageError> {
         self.write_staged(records)?;
         self.batching = false;
+        self.bulk = false;
         Ok(())
     }
 

@@ -239,3 +239,31 @@ fn write_tag_is_the_tag_of_the_last_mutation_and_survives_reopen() {
     let s = RocksStreamStore::open(db, StreamUid(1)).unwrap();
     assert_eq!(s.write_tag(), 9);
 }
+
+/// A bulk load (a snapshot install) past several stage limits writes every message, waiting
+/// for the memtables between its writes; an idle database makes it wait for nothing.
+#[test]
+fn a_bulk_batch_writes_everything_across_stage_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let started = std::time::Instant::now();
+    db.wait_for_flushes(std::time::Duration::from_secs(10));
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    let mut s = RocksStreamStore::open(db.clone(), StreamUid(1)).unwrap();
+    s.begin_bulk_batch();
+    let payload = bytes::Bytes::from(vec![7u8; 1 << 20]);
+    let count = 3 * (STAGE_LIMIT_BYTES >> 20) as u64 + 5;
+    for seq in 1..=count {
+        let mut m = msg(seq, "bulk");
+        m.payload = payload.clone();
+        s.store_msg(&m).unwrap();
+    }
+    s.put_metas(&[(keys::META_USER_MIN, b"restored")]).unwrap();
+    drop(s);
+    let s = RocksStreamStore::open(db, StreamUid(1)).unwrap();
+    assert_eq!((s.state().msgs, s.state().last_seq), (count, count));
+    assert_eq!(
+        s.get(count).unwrap().map(|m| m.payload.len()),
+        Some(1 << 20)
+    );
+}

@@ -245,6 +245,13 @@ pub trait StreamStore: Send {
     /// Stores that write nothing (memory) keep the default, which does nothing.
     fn begin_batch(&mut self) {}
 
+    /// [`StreamStore::begin_batch`] for a bulk load off the async runtime (a snapshot install):
+    /// before each write of what is staged, the store may block this thread until the
+    /// database has flushed enough to take it without stopping every other writer.
+    fn begin_bulk_batch(&mut self) {
+        self.begin_batch();
+    }
+
     /// Writes the staged appends and `records` (`(kind, body)` as for
     /// [`StreamStore::put_meta`]) atomically, and ends staging.
     fn put_metas(&mut self, records: &[(u8, &[u8])]) -> Result<(), StorageError> {

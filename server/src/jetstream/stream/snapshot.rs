@@ -151,8 +151,9 @@ impl StreamStateMachine {
         self.store.reset().map_err(io_err)?;
         self.recover_until = None;
         let top = snap.msgs.last().map_or(0, |m| m.seq);
-        // Staged, the messages are written in large batches rather than one write each.
-        self.store.begin_batch();
+        // Staged, the messages are written in large batches rather than one write each, each
+        // batch after the memtables have room (the restore runs off the async runtime).
+        self.store.begin_bulk_batch();
         for m in snap.msgs {
             self.store
                 .store_msg(&StoredMsg {
