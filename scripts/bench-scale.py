@@ -42,7 +42,12 @@ Scenarios `consumers-ephemeral` and `consumers-durable` (SCALE_CONSUMERS consume
 Scenario `catchup` (SCALE_CATCHUP_MB, default 256 MB; the issue's figure is 2048):
   One R3 file stream C (subject `c`) filled with SCALE_CATCHUP_MB of SCALE_PAYLOAD-byte messages
   (default 4096 B; count = MB * 2^20 / payload) by one publisher, 256 in flight, every PubAck
-  checked; then all three replicas current. A publisher on a connection to the stream leader's
+  checked, the last SCALE_CATCHUP_SEQ of them (default 6,000) one at a time; then all three
+  replicas current. (jetraft batches concurrent publishes into one Raft entry, so 256 in flight
+  filled 2 GB in under 5,000 entries, its log was never purged behind a snapshot and a wiped
+  replica caught up from the log alone; the sequential tail makes the log long enough to be
+  purged, so the replica needs a snapshot, as on a stream written over time. Set 0 for the
+  earlier workload.) A publisher on a connection to the stream leader's
   node then publishes to `c` with 64 publishes in flight (same payload) without pause until the
   end: 5 s of it give the baseline rate. A non-leader node is stopped (SIGTERM), its store dir
   wiped, and it is started again with the same flags. Then, every 0.2 s: its RSS (peak), its
@@ -583,8 +588,11 @@ async def scenario_catchup(cluster, a, res):
         log(f"filling C with {count} x {a.payload} B = {fill_mb:.0f} MB, 256 in flight")
         tally = Tally()
         t0 = time.monotonic()
-        await publish_bounded(nc.jetstream(timeout=API_TIMEOUT), ("c" for _ in range(count)),
-                              payload, 256, tally)
+        seq = min(a.catchup_seq, count)
+        await publish_bounded(nc.jetstream(timeout=API_TIMEOUT),
+                              ("c" for _ in range(count - seq)), payload, 256, tally)
+        await publish_bounded(nc.jetstream(timeout=API_TIMEOUT), ("c" for _ in range(seq)),
+                              payload, 1, tally)
         res["fill MB/s"] = fill_mb / (time.monotonic() - t0)
         if tally.timeouts or tally.errors:
             raise BenchError(f"fill failed: {tally.text()}")
@@ -792,6 +800,7 @@ def main():
     ap.add_argument("--consumers", type=int, default=env_int("SCALE_CONSUMERS", 10000))
     ap.add_argument("--catchup-mb", type=int, default=env_int("SCALE_CATCHUP_MB", 256))
     ap.add_argument("--payload", type=int, default=env_int("SCALE_PAYLOAD", 4096))
+    ap.add_argument("--catchup-seq", type=int, default=env_int("SCALE_CATCHUP_SEQ", 6000))
     ap.add_argument("--inflight", type=int, default=env_int("SCALE_INFLIGHT", 16))
     ap.add_argument("--settle", type=int, default=env_int("SCALE_SETTLE_SECS", 10))
     ap.add_argument("--idle-secs", type=int, default=env_int("SCALE_IDLE_SECS", 20))
