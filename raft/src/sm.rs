@@ -286,7 +286,17 @@ async fn pass_barrier(barrier: Option<DurabilityBarrier>) -> Result<(), io::Erro
     let Some(barrier) = barrier else {
         return Ok(());
     };
-    tokio::task::spawn_blocking(barrier)
+    off_runtime(barrier).await
+}
+
+/// Runs blocking `work` (disk waits, large restores) on a blocking thread, so no runtime
+/// worker is held; its error, or its panic, becomes an `io::Error`.
+async fn off_runtime<T, E>(work: impl FnOnce() -> Result<T, E> + Send + 'static) -> io::Result<T>
+where
+    T: Send + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+{
+    tokio::task::spawn_blocking(work)
         .await
         .map_err(io::Error::other)?
         .map_err(io::Error::other)
@@ -376,10 +386,7 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
         let bytes = match snapshot {
             SnapshotData::Bytes(b) => b,
             // Handed over in process (test transports): read through off the runtime.
-            lazy @ SnapshotData::Lazy(_) => tokio::task::spawn_blocking(move || lazy.into_bytes())
-                .await
-                .map_err(io::Error::other)?
-                .map_err(io::Error::other)?,
+            lazy @ SnapshotData::Lazy(_) => off_runtime(move || lazy.into_bytes()).await?,
         };
         // Restoring a large state takes seconds (2 GB: about ten): off the runtime, or it holds
         // a worker thread that long, and with a second one waiting on this state's lock the
@@ -387,7 +394,7 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
         // again.
         let state = self.state.clone();
         let meta = meta.clone();
-        let barrier = tokio::task::spawn_blocking(move || -> Result<_, io::Error> {
+        let barrier = off_runtime(move || -> Result<_, io::Error> {
             let mut st = state.lock();
             st.sm.restore_shared(&bytes).map_err(io::Error::other)?;
             st.last_applied = meta.last_log_id;
@@ -396,8 +403,7 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
             st.save_applied()?;
             Ok(st.sm.durability_barrier())
         })
-        .await
-        .map_err(io::Error::other)??;
+        .await?;
         // openraft purges the log up to the snapshot next: the installed state must be durable.
         pass_barrier(barrier).await
     }

@@ -187,21 +187,10 @@ mod tests {
 
     use super::*;
 
-    struct OneChunk;
-
-    impl SnapshotSource for OneChunk {
-        fn chunks(self: Arc<Self>) -> SnapshotChunks {
-            Box::new(std::iter::once(Ok(Bytes::from_static(b"x"))))
-        }
-        fn size_hint(&self) -> u64 {
-            1
-        }
-    }
-
     #[test]
     fn a_lazy_view_holds_until_its_last_handle_and_pass_are_dropped() {
         let views = ViewsOut::default();
-        let data = views.track(SnapshotData::Lazy(Arc::new(OneChunk)));
+        let data = views.track(SnapshotData::Lazy(Arc::new(Sized(1))));
         assert!(views.holding());
         let copy = data.clone();
         let pass = data.chunks();
@@ -218,12 +207,15 @@ mod tests {
         assert!(!views.holding());
     }
 
-    /// A snapshot source of `size` bytes (one chunk of zeros).
+    /// A snapshot source of `size` bytes (one chunk of `x`s).
     struct Sized(u64);
 
     impl SnapshotSource for Sized {
         fn chunks(self: Arc<Self>) -> SnapshotChunks {
-            Box::new(std::iter::once(Ok(Bytes::from(vec![0; self.0 as usize]))))
+            Box::new(std::iter::once(Ok(Bytes::from(vec![
+                b'x';
+                self.0 as usize
+            ]))))
         }
         fn size_hint(&self) -> u64 {
             self.0
@@ -279,7 +271,7 @@ mod tests {
         let bytes = views.track(SnapshotData::from(Bytes::from_static(b"abc")));
         assert!(!views.holding());
         assert_eq!(bytes.into_bytes().unwrap(), Bytes::from_static(b"abc"));
-        let lazy = views.track(SnapshotData::Lazy(Arc::new(OneChunk)));
+        let lazy = views.track(SnapshotData::Lazy(Arc::new(Sized(1))));
         assert!(views.holding());
         assert!(
             !views.holding_at(Instant::now() + HOLD_MAX),

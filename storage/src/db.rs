@@ -303,6 +303,37 @@ mod tests {
     use super::*;
     use crate::keys::prefixed_u64;
 
+    /// A bulk writer that waits for flushes before each large write finds no memtable still
+    /// waiting for its flush, so its writes never pile up into RocksDB's write stop (two
+    /// immutable memtables). Each 40 MB write fills the 64 MB memtable past its size, so an
+    /// immutable one is pending right after most writes: without the wait the check fails.
+    #[test]
+    fn a_bulk_writer_waits_until_no_memtable_awaits_its_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path()).unwrap();
+        let value = vec![7u8; 1 << 20];
+        let mut waited_for_pending = false;
+        for round in 0..6u64 {
+            waited_for_pending |= db.flush_pending();
+            db.wait_for_flushes(Duration::from_secs(30));
+            assert!(
+                !db.flush_pending(),
+                "round {round}: a memtable still awaits its flush"
+            );
+            let mut batch = WriteBatch::default();
+            let cf = db.cf(ColumnFamily::Msgs).unwrap();
+            for i in 0..40 {
+                batch.put_cf(&cf, prefixed_u64(1, round * 100 + i), &value);
+            }
+            drop(cf);
+            db.write_unlogged(batch).unwrap();
+        }
+        assert!(
+            waited_for_pending,
+            "the writes never made a memtable wait for a flush"
+        );
+    }
+
     /// A write RocksDB stalls (here: its write buffer manager over budget, as when memtables
     /// wait for flushes that fall behind) waits off the runtime's only worker, whose other tasks
     /// keep running, and completes once the stall ends. Without `Db::write_opt`'s fallback the

@@ -240,8 +240,8 @@ fn write_tag_is_the_tag_of_the_last_mutation_and_survives_reopen() {
     assert_eq!(s.write_tag(), 9);
 }
 
-/// A bulk load (a snapshot install) past several stage limits writes every message, waiting
-/// for the memtables between its writes; an idle database makes it wait for nothing.
+/// A bulk load (a snapshot install) past several stage limits writes every message, and on an
+/// idle database its wait for flushes returns at once (the wait itself: `Db`'s tests).
 #[test]
 fn a_bulk_batch_writes_everything_across_stage_limits() {
     let dir = tempfile::tempdir().unwrap();
