@@ -175,6 +175,15 @@ class Node:
                 self.proc.kill()
                 self.proc.wait(timeout=30)
 
+    def log_count(self, text):
+        """Lines of this node's log since its last start that contain `text`."""
+        try:
+            with open(self.log_path, "rb") as f:
+                tail = f.read().rsplit(b"===== bench-scale: start at", 1)[-1]
+        except OSError:
+            return 0
+        return sum(text.encode() in line for line in tail.splitlines())
+
     def wipe(self):
         shutil.rmtree(self.store, ignore_errors=True)
         os.makedirs(self.store)
@@ -663,6 +672,10 @@ async def scenario_catchup(cluster, a, res):
                 raise BenchError(f"{victim.name} not current after {a.catchup_timeout} s "
                                  f"(data caught up: {t_data is not None})")
             res["time to current s"] = t_current - t_start
+            if "jetraft" in os.path.basename(victim.argv[0]):
+                # More than one: an install was abandoned and the leader sent a snapshot again.
+                res["snapshots installed by the restarted node"] = victim.log_count(
+                    "installing snapshot received")
         finally:
             stop.set()
             try:

@@ -201,8 +201,21 @@ impl ReplicatedStateMachine for SharedStream {
         self.restore_shared(&Bytes::copy_from_slice(snapshot))
     }
 
+    /// Restores with the state machine taken out from under its lock: readers (stream info,
+    /// `/jsz`, health checks, all on runtime workers) meanwhile see a stand-in without messages
+    /// instead of blocking a worker for the seconds a large restore writes.
     fn restore_shared(&mut self, snapshot: &Bytes) -> Result<(), StateMachineError> {
-        let r = self.0.lock().restore_shared(snapshot);
+        let stand_in = self.0.lock().stand_in()?;
+        let mut sm = std::mem::replace(&mut *self.0.lock(), stand_in);
+        let mut r = sm.restore_shared(snapshot);
+        {
+            let mut guard = self.0.lock();
+            let stand_in = std::mem::replace(&mut *guard, sm);
+            let taken_back = guard.replace_stand_in(&stand_in);
+            if r.is_ok() {
+                r = taken_back.map_err(|e| StateMachineError::Storage(std::io::Error::other(e)));
+            }
+        }
         self.1.send_modify(|v| *v += 1);
         self.2.notify_one();
         r
@@ -238,6 +251,13 @@ mod tests {
 
     /// A work-queue stream `W` on the memory store, shared as its Raft group sees it.
     fn shared() -> (SharedStream, tokio::sync::watch::Receiver<u64>) {
+        shared_with(Box::new(jetraft_storage::mem::MemConsumerStore::new()))
+    }
+
+    /// [`shared`] keeping consumer states in `consumers`.
+    fn shared_with(
+        consumers: Box<dyn jetraft_storage::consumer::ConsumerStore + Sync>,
+    ) -> (SharedStream, tokio::sync::watch::Receiver<u64>) {
         let mut cfg: StreamConfig =
             decode(br#"{"name":"W","subjects":["w"],"retention":"workqueue"}"#).unwrap();
         normalize(&mut cfg);
@@ -247,7 +267,7 @@ mod tests {
             domain: None,
         };
         let store = Box::new(MemStreamStore::new(StreamUid(1)));
-        let sm = StreamStateMachine::open(store, cfg, T0, server).unwrap();
+        let sm = StreamStateMachine::open_with(store, consumers, cfg, T0, server).unwrap();
         let (tx, rx) = tokio::sync::watch::channel(0u64);
         let shared = SharedStream(
             Arc::new(Mutex::new(sm)),
@@ -299,5 +319,137 @@ mod tests {
             "an ack that removed a message"
         );
         assert_eq!(s.0.lock().state().msgs, 0);
+    }
+
+    /// A consumer store whose saves wait at a gate while it is closed, telling the test that
+    /// one is waiting.
+    struct GatedConsumers {
+        inner: jetraft_storage::mem::MemConsumerStore,
+        gate: Arc<(Mutex<bool>, parking_lot::Condvar)>,
+        waiting: std::sync::mpsc::Sender<()>,
+    }
+
+    impl GatedConsumers {
+        fn pass(&self) {
+            let (closed, cv) = &*self.gate;
+            let mut closed = closed.lock();
+            if *closed {
+                let _ = self.waiting.send(());
+            }
+            while *closed {
+                cv.wait(&mut closed);
+            }
+        }
+    }
+
+    impl jetraft_storage::consumer::ConsumerStore for GatedConsumers {
+        fn save(
+            &mut self,
+            stream: StreamUid,
+            name: &str,
+            state: &jetraft_storage::consumer::ConsumerState,
+        ) -> Result<(), jetraft_storage::StorageError> {
+            self.pass();
+            self.inner.save(stream, name, state)
+        }
+        fn load(
+            &self,
+            stream: StreamUid,
+            name: &str,
+        ) -> Result<Option<jetraft_storage::consumer::ConsumerState>, jetraft_storage::StorageError>
+        {
+            self.inner.load(stream, name)
+        }
+        fn delete(
+            &mut self,
+            stream: StreamUid,
+            name: &str,
+        ) -> Result<bool, jetraft_storage::StorageError> {
+            self.inner.delete(stream, name)
+        }
+        fn list(&self, stream: StreamUid) -> Result<Vec<String>, jetraft_storage::StorageError> {
+            self.inner.list(stream)
+        }
+        fn save_config(
+            &mut self,
+            stream: StreamUid,
+            name: &str,
+            body: &[u8],
+        ) -> Result<(), jetraft_storage::StorageError> {
+            self.pass();
+            self.inner.save_config(stream, name, body)
+        }
+        fn configs(
+            &self,
+            stream: StreamUid,
+        ) -> Result<Vec<(String, Vec<u8>)>, jetraft_storage::StorageError> {
+            self.inner.configs(stream)
+        }
+    }
+
+    #[test]
+    fn readers_see_a_stand_in_while_a_restore_writes_and_the_restored_state_after() {
+        let gate = Arc::new((Mutex::new(false), parking_lot::Condvar::new()));
+        let (waiting, waited) = std::sync::mpsc::channel();
+        let (mut s, _) = shared_with(Box::new(GatedConsumers {
+            inner: jetraft_storage::mem::MemConsumerStore::new(),
+            gate: gate.clone(),
+            waiting,
+        }));
+        let consumer = ConsumerConfig {
+            ack_policy: AckPolicy::Explicit,
+            ack_wait: 30_000_000_000,
+            ..Default::default()
+        };
+        let mut index = 0;
+        let mut apply = |s: &mut SharedStream, cmd: Bytes| {
+            index += 1;
+            s.apply_shared(LogIndex(index), &cmd, true).unwrap();
+        };
+        apply(&mut s, command::consumer_create("c", &consumer, T0));
+        for _ in 0..5 {
+            apply(
+                &mut s,
+                command::append("w", Bytes::new(), Bytes::from("x"), T0),
+            );
+        }
+        let snapshot = s.snapshot().unwrap();
+        apply(
+            &mut s,
+            command::append("w", Bytes::new(), Bytes::from("y"), T0),
+        );
+        assert_eq!(s.0.lock().state().msgs, 6);
+
+        // The restore stops at its first consumer write, with all messages written.
+        *gate.0.lock() = true;
+        let sm = s.0.clone();
+        let mut restoring = s.clone();
+        let restore = std::thread::spawn(move || restoring.restore_shared(&snapshot));
+        waited
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the restore reached the consumer store");
+        {
+            let reader = sm
+                .try_lock_for(std::time::Duration::from_secs(10))
+                .expect("a reader gets the lock while the restore writes");
+            assert!(reader.is_stand_in());
+            assert_eq!(reader.config().name, "W");
+            assert!(
+                reader.consumer("c").is_some(),
+                "the stand-in has the consumers"
+            );
+            assert_eq!(reader.state().last_seq, 6, "and the ends");
+            assert_eq!(reader.state().msgs, 0, "but no messages");
+        }
+        let (closed, cv) = &*gate;
+        *closed.lock() = false;
+        cv.notify_all();
+        restore.join().unwrap().unwrap();
+
+        let after = sm.lock();
+        assert!(!after.is_stand_in());
+        assert_eq!(after.state().msgs, 5, "the snapshot's messages");
+        assert_eq!(after.state().last_seq, 5);
+        assert!(after.consumer("c").is_some());
     }
 }

@@ -154,6 +154,8 @@ pub struct StreamStateMachine {
     schedules: schedule::ScheduleIndex,
     /// Where this replica republishes the messages it stores as the proposer (`republish`).
     republish_sink: Option<republish::RepublishSink>,
+    /// Set on a stand-in ([`Self::stand_in`]) only.
+    stand_in: Option<snapshot::StandIn>,
 }
 
 impl std::fmt::Debug for StreamStateMachine {
@@ -290,6 +292,7 @@ impl StreamStateMachine {
             source_positions: meta.source_positions,
             schedules: schedule::ScheduleIndex::new(),
             republish_sink: None,
+            stand_in: None,
         };
         if fresh {
             sm.save_meta().map_err(io_err)?;
@@ -308,6 +311,9 @@ impl StreamStateMachine {
 
     /// Deletes every message (the stream was removed from this node).
     pub fn purge_all(&mut self) -> Result<u64, StorageError> {
+        if let Some(s) = &mut self.stand_in {
+            s.dropped = true;
+        }
         self.store.drop_all()
     }
 

@@ -20,6 +20,8 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use jetraft_proto::stream::{DedupEntry, SnapshotMsg, SourcePosition, StreamSnapshot};
 use jetraft_raft::{SnapshotChunks, SnapshotData, SnapshotSource, StateMachineError};
+use jetraft_storage::StorageError;
+use jetraft_storage::mem::MemStreamStore;
 use jetraft_storage::stream::{StoredMsg, StreamView};
 use prost::Message;
 
@@ -89,7 +91,52 @@ fn encode_msgs(msgs: Vec<StoredMsg>) -> Bytes {
     out.freeze()
 }
 
+/// What a stand-in ([`StreamStateMachine::stand_in`]) notes while it stands in.
+#[derive(Debug, Default)]
+pub(super) struct StandIn {
+    /// Its messages were dropped (the replica was removed): the restored state must go too.
+    pub(super) dropped: bool,
+}
+
 impl StreamStateMachine {
+    /// An empty stand-in for this state machine, to serve readers while a snapshot is restored
+    /// into this one without its lock held (a large restore writes for seconds, and a reader
+    /// blocked on the lock blocks a runtime worker): the same config, consumers, ends, dedup
+    /// window and positions, on memory stores, without messages. Nothing is applied to it; it
+    /// never answers direct gets ([`Self::is_stand_in`]).
+    pub fn stand_in(&self) -> Result<StreamStateMachine, StateMachineError> {
+        let store = Box::new(MemStreamStore::new(self.store.uid()));
+        let mut sm = Self::open(
+            store,
+            self.config.clone(),
+            self.created_ns,
+            self.server.clone(),
+        )?;
+        sm.import(Bytes::from(self.export_head().encode_to_vec()))?;
+        sm.stand_in = Some(StandIn::default());
+        // Readers that compare these counters see a change going in and coming back.
+        sm.meta_version = self.meta_version + 1;
+        sm.removals = self.removals + 1;
+        Ok(sm)
+    }
+
+    /// Whether this is a stand-in ([`Self::stand_in`]).
+    pub fn is_stand_in(&self) -> bool {
+        self.stand_in.is_some()
+    }
+
+    /// Takes `stand_in`'s place again after a restore: the counters move past its counters, and
+    /// if the replica was removed meanwhile (the stand-in's messages were dropped), the restored
+    /// messages are dropped too.
+    pub fn replace_stand_in(&mut self, stand_in: &StreamStateMachine) -> Result<(), StorageError> {
+        self.meta_version = self.meta_version.max(stand_in.meta_version) + 1;
+        self.removals = self.removals.max(stand_in.removals) + 1;
+        if stand_in.stand_in.as_ref().is_some_and(|s| s.dropped) {
+            self.purge_all()?;
+        }
+        Ok(())
+    }
+
     /// A lazy snapshot of the whole state as of now (see the module docs): cheap to take, read
     /// as it is sent.
     pub(super) fn lazy_snapshot(&self) -> Result<SnapshotData, StateMachineError> {
