@@ -45,6 +45,7 @@ pub mod network;
 pub mod quiesce;
 pub mod registry;
 pub mod rocks_log;
+pub mod rt;
 pub mod sm;
 pub mod snapshot_data;
 mod snapshot_hold;

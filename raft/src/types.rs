@@ -22,6 +22,7 @@ openraft::declare_raft_types!(
         R = Response,
         NodeId = u64,
         Node = PeerNode,
+        AsyncRuntime = crate::rt::JetraftRuntime,
 );
 
 /// A [`openraft::Raft`] handle for one jetraft group, with the bytes state machine adapter.

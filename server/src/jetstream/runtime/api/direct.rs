@@ -44,7 +44,8 @@ impl JetStream {
         };
         let replies = {
             let sm = ls.sm.lock();
-            if !sm.config().allow_direct && !sm.config().mirror_direct {
+            // A replica being restored from a snapshot holds no messages until it is done.
+            if sm.is_stand_in() || (!sm.config().allow_direct && !sm.config().mirror_direct) {
                 return;
             }
             direct::answer(
