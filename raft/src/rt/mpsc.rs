@@ -1,15 +1,18 @@
 //! A bounded MPSC channel whose queue grows with use: nothing is allocated for messages until
 //! one is sent, and an idle channel holds only its empty queue and a semaphore of its free
 //! slots. Senders wait for a slot when `buffer` messages are queued, as with Tokio's.
+//!
+//! [`unbounded`] makes one without a bound, for senders in synchronous code
+//! ([`Sender::send_now`]): jetraft's own per-stream queues, which a Tokio unbounded channel
+//! would also give a 32-message block each up front.
 
 use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
 use std::sync::{Arc, Weak};
 use std::task::{Poll, Waker};
 
-use openraft::rt::{
-    Mpsc, MpscReceiver, MpscSender, MpscWeakSender, OptionalSend, SendError, TryRecvError,
-};
+use openraft::rt::{Mpsc, MpscReceiver, MpscSender, MpscWeakSender, OptionalSend};
+pub use openraft::rt::{SendError, TryRecvError};
 use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 
@@ -19,8 +22,9 @@ pub struct GrowingMpsc;
 /// What the ends share.
 struct Shared<T> {
     state: Mutex<State<T>>,
-    /// Free slots; closed when the receiver goes, which fails every waiting send.
-    slots: Semaphore,
+    /// Free slots (`None`: unbounded); closed when the receiver goes, which fails every
+    /// waiting send.
+    slots: Option<Semaphore>,
 }
 
 struct State<T> {
@@ -54,9 +58,35 @@ impl Mpsc for GrowingMpsc {
                 senders: 1,
                 receiver_alive: true,
             }),
-            slots: Semaphore::new(buffer.clamp(1, Semaphore::MAX_PERMITS)),
+            slots: Some(Semaphore::new(buffer.clamp(1, Semaphore::MAX_PERMITS))),
         });
         (Sender(shared.clone()), Receiver(shared))
+    }
+}
+
+/// A channel without a bound: [`Sender::send_now`] always queues while the receiver lives.
+pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State {
+            queue: VecDeque::new(),
+            waiting: None,
+            senders: 1,
+            receiver_alive: true,
+        }),
+        slots: None,
+    });
+    (Sender(shared.clone()), Receiver(shared))
+}
+
+impl<T> std::fmt::Debug for Sender<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sender").finish_non_exhaustive()
+    }
+}
+
+impl<T> std::fmt::Debug for Receiver<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Receiver").finish_non_exhaustive()
     }
 }
 
@@ -92,10 +122,35 @@ impl<T> Clone for WeakSender<T> {
 
 impl<T: OptionalSend> MpscSender<GrowingMpsc, T> for Sender<T> {
     async fn send(&self, msg: T) -> Result<(), SendError<T>> {
-        match self.0.slots.acquire().await {
-            Ok(slot) => slot.forget(),
-            Err(_) => return Err(SendError(msg)),
+        if let Some(slots) = &self.0.slots {
+            match slots.acquire().await {
+                Ok(slot) => slot.forget(),
+                Err(_) => return Err(SendError(msg)),
+            }
         }
+        self.queue(msg)
+    }
+
+    fn downgrade(&self) -> WeakSender<T> {
+        WeakSender(Arc::downgrade(&self.0))
+    }
+}
+
+impl<T> Sender<T> {
+    /// Queues `msg` without waiting: on a bounded channel only if a slot is free. Fails with
+    /// `msg` when the receiver is gone (or, bounded, the channel is full).
+    pub fn send_now(&self, msg: T) -> Result<(), SendError<T>> {
+        if let Some(slots) = &self.0.slots {
+            match slots.try_acquire() {
+                Ok(slot) => slot.forget(),
+                Err(_) => return Err(SendError(msg)),
+            }
+        }
+        self.queue(msg)
+    }
+
+    /// Queues `msg` (its slot, if bounded, already taken) and wakes the receiver.
+    fn queue(&self, msg: T) -> Result<(), SendError<T>> {
         let waiting = {
             let mut st = self.0.state.lock();
             if !st.receiver_alive {
@@ -108,10 +163,6 @@ impl<T: OptionalSend> MpscSender<GrowingMpsc, T> for Sender<T> {
             w.wake();
         }
         Ok(())
-    }
-
-    fn downgrade(&self) -> WeakSender<T> {
-        WeakSender(Arc::downgrade(&self.0))
     }
 }
 
@@ -136,7 +187,9 @@ impl<T> Receiver<T> {
         let mut st = self.0.state.lock();
         if let Some(msg) = st.queue.pop_front() {
             drop(st);
-            self.0.slots.add_permits(1);
+            if let Some(slots) = &self.0.slots {
+                slots.add_permits(1);
+            }
             return Ok(msg);
         }
         if st.senders == 0 {
@@ -152,13 +205,26 @@ impl<T> Receiver<T> {
     }
 }
 
-impl<T: OptionalSend> MpscReceiver<T> for Receiver<T> {
-    fn recv(&mut self) -> impl Future<Output = Option<T>> + OptionalSend {
+impl<T> Receiver<T> {
+    /// The next message; `None` once every sender is gone and the queue is empty.
+    pub async fn recv(&mut self) -> Option<T> {
         poll_fn(|cx| match self.take(Some(cx.waker())) {
             Ok(msg) => Poll::Ready(Some(msg)),
             Err(TryRecvError::Disconnected) => Poll::Ready(None),
             Err(TryRecvError::Empty) => Poll::Pending,
         })
+        .await
+    }
+
+    /// The next message if one is queued.
+    pub fn try_recv(&mut self) -> Result<T, TryRecvError> {
+        self.take(None)
+    }
+}
+
+impl<T: OptionalSend> MpscReceiver<T> for Receiver<T> {
+    fn recv(&mut self) -> impl Future<Output = Option<T>> + OptionalSend {
+        Receiver::recv(self)
     }
 
     fn try_recv(&mut self) -> Result<T, TryRecvError> {
@@ -168,7 +234,9 @@ impl<T: OptionalSend> MpscReceiver<T> for Receiver<T> {
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
-        self.0.slots.close();
+        if let Some(slots) = &self.0.slots {
+            slots.close();
+        }
         let queued = {
             let mut st = self.0.state.lock();
             st.receiver_alive = false;
@@ -226,6 +294,27 @@ mod tests {
         drop(rx);
         assert_eq!(waiting.await.unwrap(), Err(SendError(2)));
         assert_eq!(tx.send(3).await, Err(SendError(3)));
+    }
+
+    #[tokio::test]
+    async fn an_unbounded_channel_queues_without_waiting_until_the_receiver_goes() {
+        let (tx, mut rx) = unbounded::<u32>();
+        for i in 0..1000 {
+            tx.send_now(i).unwrap();
+        }
+        assert_eq!(rx.try_recv(), Ok(0));
+        assert_eq!(rx.recv().await, Some(1));
+        drop(rx);
+        assert_eq!(tx.send_now(7), Err(SendError(7)));
+    }
+
+    #[tokio::test]
+    async fn send_now_on_a_full_bounded_channel_hands_the_message_back() {
+        let (tx, mut rx) = GrowingMpsc::channel::<u32>(1);
+        tx.send_now(1).unwrap();
+        assert_eq!(tx.send_now(2), Err(SendError(2)));
+        assert_eq!(rx.try_recv(), Ok(1));
+        tx.send_now(3).unwrap();
     }
 
     #[tokio::test]

@@ -30,6 +30,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use bytes::Bytes;
+use jetraft_raft::rt::mpsc::{self as growing, TryRecvError};
 use tokio::sync::{Notify, mpsc};
 
 use crate::router::{Sublist, SublistError};
@@ -133,9 +134,10 @@ impl QueueGauge {
 /// off its [`QueueGauge`] as it is taken.
 #[derive(Debug)]
 pub struct InternalRx {
-    /// `None` once taken by [`InternalSub::take_rx`] (a closed receiver without a channel:
-    /// a tokio channel allocates a 32-message block, ~4 KB, per stream's capture otherwise).
-    rx: Option<mpsc::UnboundedReceiver<InternalMsg>>,
+    /// `None` once taken by [`InternalSub::take_rx`] (a closed receiver without a channel).
+    /// The channel's queue grows with use (a Tokio channel allocates a 32-message block, ~4 KB,
+    /// up front: per stream, its capture subscription).
+    rx: Option<growing::Receiver<InternalMsg>>,
     gauge: Arc<QueueGauge>,
 }
 
@@ -153,7 +155,10 @@ impl InternalRx {
             .rx
             .as_mut()
             .ok_or(mpsc::error::TryRecvError::Disconnected)?;
-        let msg = rx.try_recv()?;
+        let msg = rx.try_recv().map_err(|e| match e {
+            TryRecvError::Empty => mpsc::error::TryRecvError::Empty,
+            TryRecvError::Disconnected => mpsc::error::TryRecvError::Disconnected,
+        })?;
         self.gauge.received();
         Ok(msg)
     }
@@ -177,7 +182,7 @@ pub struct InternalRef {
     /// Unique per subscription; equality is by id.
     id: u64,
     /// Where matches go.
-    tx: mpsc::UnboundedSender<InternalMsg>,
+    tx: growing::Sender<InternalMsg>,
     /// Optional filter on matching subjects.
     accept: Option<AcceptFn>,
     /// Whether messages forwarded by peers reach it (only node inboxes: a publish is captured
@@ -316,7 +321,7 @@ impl InternalSubs {
         accept: Option<AcceptFn>,
         from_peers: bool,
     ) -> Result<InternalSub, SublistError> {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = growing::unbounded();
         let gauge = Arc::new(QueueGauge::default());
         let entry = InternalRef {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
@@ -369,7 +374,7 @@ impl InternalSubs {
                 continue;
             }
             let queued = r.gauge.queued.fetch_add(1, Ordering::AcqRel) + 1;
-            if r.tx.send(msg.clone()).is_err() {
+            if r.tx.send_now(msg.clone()).is_err() {
                 r.gauge.queued.fetch_sub(1, Ordering::AcqRel);
                 continue;
             }

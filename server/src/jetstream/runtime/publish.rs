@@ -25,7 +25,6 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 use jetraft_raft::{NodeId, RaftError};
 use jetraft_storage::stream::StreamUid;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
@@ -86,7 +85,7 @@ pub(super) struct PendingAck {
 /// The sending side of a stream replica's ack task. Unbounded: every entry is a proposal Raft
 /// accepted, whose answer arrives within the proposal deadline, so the queue is bounded by the
 /// publishes in flight.
-pub(super) type AckQueue = mpsc::UnboundedSender<PendingAck>;
+pub(super) type AckQueue = jetraft_raft::rt::mpsc::Sender<PendingAck>;
 
 /// A capture subscription set of one stream (every node has one per stream).
 pub(super) struct Capture {
@@ -423,7 +422,7 @@ impl JetStream {
             hops,
             atomic,
         };
-        if ls.acks.send(ack).is_err() {
+        if ls.acks.send_now(ack).is_err() {
             // The replica is being removed: its group is stopping and cannot answer.
             debug!(stream = %ls.name, "publishes proposed as the replica stopped");
         } else {
@@ -435,7 +434,7 @@ impl JetStream {
     /// removed (`cancel`) or the runtime stops.
     pub(super) async fn ack_loop(
         self: Arc<Self>,
-        mut rx: mpsc::UnboundedReceiver<PendingAck>,
+        mut rx: jetraft_raft::rt::mpsc::Receiver<PendingAck>,
         applied: Arc<Applied>,
         cancel: CancellationToken,
     ) {

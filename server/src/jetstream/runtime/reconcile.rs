@@ -302,7 +302,8 @@ impl JetStream {
         let sm = Arc::new(Mutex::new(sm));
         let group = GroupId(a.uid);
         let (changes, _) = tokio::sync::watch::channel(0u64);
-        let (acks, ack_rx) = tokio::sync::mpsc::unbounded_channel();
+        // Its queue grows with use (a Tokio channel's first block is ~2 KB per stream).
+        let (acks, ack_rx) = jetraft_raft::rt::mpsc::unbounded();
         // A memory stream's log is not fsynced: it survives a crash of the process, and its
         // replicas are its durability (see the README).
         let shared = SharedStream(sm, changes, Arc::new(tokio::sync::Notify::new()));
