@@ -51,21 +51,19 @@ impl Mpsc for GrowingMpsc {
     type WeakSender<T: OptionalSend> = WeakSender<T>;
 
     fn channel<T: OptionalSend>(buffer: usize) -> (Sender<T>, Receiver<T>) {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                queue: VecDeque::new(),
-                waiting: None,
-                senders: 1,
-                receiver_alive: true,
-            }),
-            slots: Some(Semaphore::new(buffer.clamp(1, Semaphore::MAX_PERMITS))),
-        });
-        (Sender(shared.clone()), Receiver(shared))
+        with_slots(Some(Semaphore::new(
+            buffer.clamp(1, Semaphore::MAX_PERMITS),
+        )))
     }
 }
 
 /// A channel without a bound: [`Sender::send_now`] always queues while the receiver lives.
 pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
+    with_slots(None)
+}
+
+/// A channel with one sender, bounded by `slots` if any.
+fn with_slots<T>(slots: Option<Semaphore>) -> (Sender<T>, Receiver<T>) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             queue: VecDeque::new(),
@@ -73,7 +71,7 @@ pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
             senders: 1,
             receiver_alive: true,
         }),
-        slots: None,
+        slots,
     });
     (Sender(shared.clone()), Receiver(shared))
 }

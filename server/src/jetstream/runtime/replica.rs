@@ -245,6 +245,7 @@ mod tests {
     use crate::jetstream::api::types::consumer::{AckPolicy, ConsumerConfig};
     use crate::jetstream::api::types::requests::decode;
     use crate::jetstream::api::validate::normalize;
+    use crate::jetstream::stream::test_consumers::HookedConsumers;
     use crate::jetstream::stream::{ServerIdentity, command};
 
     const T0: u64 = 1_796_199_467_000_000_000;
@@ -321,81 +322,22 @@ mod tests {
         assert_eq!(s.0.lock().state().msgs, 0);
     }
 
-    /// A consumer store whose saves wait at a gate while it is closed, telling the test that
-    /// one is waiting.
-    struct GatedConsumers {
-        inner: jetraft_storage::mem::MemConsumerStore,
-        gate: Arc<(Mutex<bool>, parking_lot::Condvar)>,
-        waiting: std::sync::mpsc::Sender<()>,
-    }
-
-    impl GatedConsumers {
-        fn pass(&self) {
-            let (closed, cv) = &*self.gate;
-            let mut closed = closed.lock();
-            if *closed {
-                let _ = self.waiting.send(());
-            }
-            while *closed {
-                cv.wait(&mut closed);
-            }
-        }
-    }
-
-    impl jetraft_storage::consumer::ConsumerStore for GatedConsumers {
-        fn save(
-            &mut self,
-            stream: StreamUid,
-            name: &str,
-            state: &jetraft_storage::consumer::ConsumerState,
-        ) -> Result<(), jetraft_storage::StorageError> {
-            self.pass();
-            self.inner.save(stream, name, state)
-        }
-        fn load(
-            &self,
-            stream: StreamUid,
-            name: &str,
-        ) -> Result<Option<jetraft_storage::consumer::ConsumerState>, jetraft_storage::StorageError>
-        {
-            self.inner.load(stream, name)
-        }
-        fn delete(
-            &mut self,
-            stream: StreamUid,
-            name: &str,
-        ) -> Result<bool, jetraft_storage::StorageError> {
-            self.inner.delete(stream, name)
-        }
-        fn list(&self, stream: StreamUid) -> Result<Vec<String>, jetraft_storage::StorageError> {
-            self.inner.list(stream)
-        }
-        fn save_config(
-            &mut self,
-            stream: StreamUid,
-            name: &str,
-            body: &[u8],
-        ) -> Result<(), jetraft_storage::StorageError> {
-            self.pass();
-            self.inner.save_config(stream, name, body)
-        }
-        fn configs(
-            &self,
-            stream: StreamUid,
-        ) -> Result<Vec<(String, Vec<u8>)>, jetraft_storage::StorageError> {
-            self.inner.configs(stream)
-        }
-    }
-
     #[test]
     fn readers_see_a_stand_in_while_a_restore_writes_and_the_restored_state_after() {
         let gate = Arc::new((Mutex::new(false), parking_lot::Condvar::new()));
         let (waiting, waited) = std::sync::mpsc::channel();
-        let (mut s, _) = shared_with(Box::new(GatedConsumers {
-            inner: jetraft_storage::mem::MemConsumerStore::new(),
-            gate: gate.clone(),
-            waiting,
-        }));
+        // Consumer writes wait while the gate is closed, telling the test that one waits.
+        let held = gate.clone();
+        let (mut s, _) = shared_with(Box::new(HookedConsumers::new(move |_| {
+            let (closed, cv) = &*held;
+            let mut closed = closed.lock();
+            if *closed {
+                let _ = waiting.send(());
+            }
+            while *closed {
+                cv.wait(&mut closed);
+            }
+        })));
         let consumer = ConsumerConfig {
             ack_policy: AckPolicy::Explicit,
             ack_wait: 30_000_000_000,

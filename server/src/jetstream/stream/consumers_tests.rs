@@ -14,6 +14,7 @@ use crate::jetstream::api::types::StreamConfig;
 use crate::jetstream::api::types::consumer::{AckPolicy, ConsumerConfig, DeliverPolicy};
 use crate::jetstream::api::types::requests::decode;
 use crate::jetstream::api::validate::normalize;
+use crate::jetstream::stream::test_consumers::{ConsumerWrite, HookedConsumers};
 
 const T0: u64 = 1_796_199_467_000_000_000;
 
@@ -335,66 +336,17 @@ fn interest_keeps_no_message_that_no_consumer_filter_matches() {
     assert_eq!((st.msgs, st.first_seq, st.last_seq), (1, 2, 2));
 }
 
-/// A [`MemConsumerStore`] that counts the config records written.
-struct CountingConfigs {
-    inner: jetraft_storage::mem::MemConsumerStore,
-    writes: std::sync::Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl jetraft_storage::consumer::ConsumerStore for CountingConfigs {
-    fn save(
-        &mut self,
-        stream: StreamUid,
-        name: &str,
-        state: &jetraft_storage::consumer::ConsumerState,
-    ) -> Result<(), jetraft_storage::StorageError> {
-        self.inner.save(stream, name, state)
-    }
-    fn load(
-        &self,
-        stream: StreamUid,
-        name: &str,
-    ) -> Result<Option<jetraft_storage::consumer::ConsumerState>, jetraft_storage::StorageError>
-    {
-        self.inner.load(stream, name)
-    }
-    fn delete(
-        &mut self,
-        stream: StreamUid,
-        name: &str,
-    ) -> Result<bool, jetraft_storage::StorageError> {
-        self.inner.delete(stream, name)
-    }
-    fn list(&self, stream: StreamUid) -> Result<Vec<String>, jetraft_storage::StorageError> {
-        self.inner.list(stream)
-    }
-    fn save_config(
-        &mut self,
-        stream: StreamUid,
-        name: &str,
-        body: &[u8],
-    ) -> Result<(), jetraft_storage::StorageError> {
-        self.writes
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.inner.save_config(stream, name, body)
-    }
-    fn configs(
-        &self,
-        stream: StreamUid,
-    ) -> Result<Vec<(String, Vec<u8>)>, jetraft_storage::StorageError> {
-        self.inner.configs(stream)
-    }
-}
-
 #[test]
 fn a_consumer_create_writes_that_consumers_config_only() {
     // 200 creates, each saved on its own: 200 config records written, not 1 + 2 + ... + 200
     // (every config again on every create made N creates cost O(N^2) bytes).
     let writes = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let consumers = CountingConfigs {
-        inner: jetraft_storage::mem::MemConsumerStore::new(),
-        writes: writes.clone(),
-    };
+    let counted = writes.clone();
+    let consumers = HookedConsumers::new(move |w| {
+        if w == ConsumerWrite::Config {
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
     let mut d = Driver {
         sm: StreamStateMachine::open_with(
             Box::new(MemStreamStore::new(StreamUid(1))),

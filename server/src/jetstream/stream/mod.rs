@@ -65,6 +65,8 @@ mod restore;
 mod schedule;
 pub use restore::RESTORED;
 mod snapshot;
+#[cfg(test)]
+pub(crate) mod test_consumers;
 pub mod ttl;
 
 use bytes::Bytes;
