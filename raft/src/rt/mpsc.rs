@@ -201,9 +201,7 @@ impl<T> Receiver<T> {
         }
         Err(TryRecvError::Empty)
     }
-}
 
-impl<T> Receiver<T> {
     /// The next message; `None` once every sender is gone and the queue is empty.
     pub async fn recv(&mut self) -> Option<T> {
         poll_fn(|cx| match self.take(Some(cx.waker())) {
@@ -226,7 +224,7 @@ impl<T: OptionalSend> MpscReceiver<T> for Receiver<T> {
     }
 
     fn try_recv(&mut self) -> Result<T, TryRecvError> {
-        self.take(None)
+        Receiver::try_recv(self)
     }
 }
 

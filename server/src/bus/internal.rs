@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use jetraft_raft::rt::mpsc::{self as growing, TryRecvError};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 
 use crate::router::{Sublist, SublistError};
 
@@ -150,15 +150,9 @@ impl InternalRx {
     }
 
     /// The next message if one is queued.
-    pub fn try_recv(&mut self) -> Result<InternalMsg, mpsc::error::TryRecvError> {
-        let rx = self
-            .rx
-            .as_mut()
-            .ok_or(mpsc::error::TryRecvError::Disconnected)?;
-        let msg = rx.try_recv().map_err(|e| match e {
-            TryRecvError::Empty => mpsc::error::TryRecvError::Empty,
-            TryRecvError::Disconnected => mpsc::error::TryRecvError::Disconnected,
-        })?;
+    pub fn try_recv(&mut self) -> Result<InternalMsg, TryRecvError> {
+        let rx = self.rx.as_mut().ok_or(TryRecvError::Disconnected)?;
+        let msg = rx.try_recv()?;
         self.gauge.received();
         Ok(msg)
     }
@@ -447,10 +441,7 @@ mod tests {
         assert_eq!(subs.deliver("t.1", None, None, b"", false, None), 1);
         let mut taken = sub.take_rx();
         assert_eq!(subs.deliver("t.2", None, None, b"", false, None), 1);
-        assert!(matches!(
-            sub.rx.try_recv(),
-            Err(mpsc::error::TryRecvError::Disconnected)
-        ));
+        assert!(matches!(sub.rx.try_recv(), Err(TryRecvError::Disconnected)));
         assert!(sub.rx.recv().await.is_none(), "the left one ends at once");
         assert_eq!(taken.recv().await.unwrap().subject, "t.1");
         assert_eq!(taken.try_recv().unwrap().subject, "t.2");

@@ -213,7 +213,7 @@ impl ReplicatedStateMachine for SharedStream {
             let stand_in = std::mem::replace(&mut *guard, sm);
             let taken_back = guard.replace_stand_in(&stand_in);
             if r.is_ok() {
-                r = taken_back.map_err(|e| StateMachineError::Storage(std::io::Error::other(e)));
+                r = taken_back;
             }
         }
         self.1.send_modify(|v| *v += 1);
@@ -322,8 +322,13 @@ mod tests {
         assert_eq!(s.0.lock().state().msgs, 0);
     }
 
-    #[test]
-    fn readers_see_a_stand_in_while_a_restore_writes_and_the_restored_state_after() {
+    /// Restores stream `W` (a consumer `c`, then 5 messages in the snapshot, a 6th after it)
+    /// from its snapshot on another thread, held at its first consumer write (all messages
+    /// written), and runs `meanwhile` on what a reader then gets within 10 s; returns the
+    /// state machine after the restore.
+    fn restore_with_reader_meanwhile(
+        meanwhile: impl FnOnce(&mut StreamStateMachine),
+    ) -> Arc<Mutex<StreamStateMachine>> {
         let gate = Arc::new((Mutex::new(false), parking_lot::Condvar::new()));
         let (waiting, waited) = std::sync::mpsc::channel();
         // Consumer writes wait while the gate is closed, telling the test that one waits.
@@ -362,7 +367,6 @@ mod tests {
         );
         assert_eq!(s.0.lock().state().msgs, 6);
 
-        // The restore stops at its first consumer write, with all messages written.
         *gate.0.lock() = true;
         let sm = s.0.clone();
         let mut restoring = s.clone();
@@ -371,9 +375,21 @@ mod tests {
             .recv_timeout(std::time::Duration::from_secs(30))
             .expect("the restore reached the consumer store");
         {
-            let reader = sm
+            let mut reader = sm
                 .try_lock_for(std::time::Duration::from_secs(10))
                 .expect("a reader gets the lock while the restore writes");
+            meanwhile(&mut reader);
+        }
+        let (closed, cv) = &*gate;
+        *closed.lock() = false;
+        cv.notify_all();
+        restore.join().unwrap().unwrap();
+        sm
+    }
+
+    #[test]
+    fn readers_see_a_stand_in_while_a_restore_writes_and_the_restored_state_after() {
+        let sm = restore_with_reader_meanwhile(|reader| {
             assert!(reader.is_stand_in());
             assert_eq!(reader.config().name, "W");
             assert!(
@@ -382,16 +398,23 @@ mod tests {
             );
             assert_eq!(reader.state().last_seq, 6, "and the ends");
             assert_eq!(reader.state().msgs, 0, "but no messages");
-        }
-        let (closed, cv) = &*gate;
-        *closed.lock() = false;
-        cv.notify_all();
-        restore.join().unwrap().unwrap();
-
+        });
         let after = sm.lock();
         assert!(!after.is_stand_in());
         assert_eq!(after.state().msgs, 5, "the snapshot's messages");
         assert_eq!(after.state().last_seq, 5);
         assert!(after.consumer("c").is_some());
+    }
+
+    #[test]
+    fn a_replica_removed_during_a_restore_keeps_none_of_the_restored_messages() {
+        // Removing a replica drops its messages (`reconcile`): here, the stand-in's.
+        let sm = restore_with_reader_meanwhile(|reader| {
+            reader.purge_all().unwrap();
+        });
+        let after = sm.lock();
+        assert!(!after.is_stand_in());
+        assert_eq!(after.state().msgs, 0);
+        assert!(after.store().get(1).unwrap().is_none());
     }
 }

@@ -20,7 +20,6 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use jetraft_proto::stream::{DedupEntry, SnapshotMsg, SourcePosition, StreamSnapshot};
 use jetraft_raft::{SnapshotChunks, SnapshotData, SnapshotSource, StateMachineError};
-use jetraft_storage::StorageError;
 use jetraft_storage::mem::MemStreamStore;
 use jetraft_storage::stream::{StoredMsg, StreamView};
 use prost::Message;
@@ -128,11 +127,14 @@ impl StreamStateMachine {
     /// Takes `stand_in`'s place again after a restore: the counters move past its counters, and
     /// if the replica was removed meanwhile (the stand-in's messages were dropped), the restored
     /// messages are dropped too.
-    pub fn replace_stand_in(&mut self, stand_in: &StreamStateMachine) -> Result<(), StorageError> {
+    pub fn replace_stand_in(
+        &mut self,
+        stand_in: &StreamStateMachine,
+    ) -> Result<(), StateMachineError> {
         self.meta_version = self.meta_version.max(stand_in.meta_version) + 1;
         self.removals = self.removals.max(stand_in.removals) + 1;
         if stand_in.stand_in.as_ref().is_some_and(|s| s.dropped) {
-            self.purge_all()?;
+            self.purge_all().map_err(io_err)?;
         }
         Ok(())
     }
