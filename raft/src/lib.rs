@@ -7,7 +7,8 @@
 //! - [`sm`]: [`ReplicatedStateMachine`], what meta and stream state machines implement, and its
 //!   openraft adapter.
 //! - [`snapshot_data`]: [`SnapshotData`], a snapshot's bytes in memory or read lazily from a
-//!   point-in-time view of a state machine as the transport sends them.
+//!   point-in-time view of a state machine as the transport sends them; [`snapshot_spool`]:
+//!   received snapshots spooled to disk.
 //! - [`registry`]: [`GroupRegistry`], the node's groups: create/remove at runtime, propose with a
 //!   deadline, membership, leader info.
 //! - [`network`]: the [`Transport`](network::Transport) a node shares among its groups:
@@ -49,6 +50,7 @@ pub mod rt;
 pub mod sm;
 pub mod snapshot_data;
 mod snapshot_hold;
+pub mod snapshot_spool;
 mod stopping;
 pub mod types;
 mod watchdog;
@@ -60,6 +62,7 @@ pub use registry::{
 };
 pub use sm::{AppliedState, DurabilityBarrier, ReplicatedStateMachine, StateMachineError};
 pub use snapshot_data::{SnapshotChunks, SnapshotData, SnapshotSource};
+pub use snapshot_spool::SnapshotSpool;
 pub use types::{GroupRaft, JetraftConfig, PeerNode};
 
 /// A node's Raft id: random, 64-bit, never reused after data loss.

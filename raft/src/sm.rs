@@ -136,6 +136,15 @@ pub trait ReplicatedStateMachine: Send + Sync + 'static {
         self.restore(snapshot)
     }
 
+    /// [`restore`](Self::restore) from a payload that may be read chunk by chunk (a received
+    /// snapshot spooled to disk, a lazy one handed over in process): blocking; called off the
+    /// async runtime. A large state should read it in passes over [`SnapshotData::chunks`]
+    /// rather than whole. Defaults to reading it into memory and
+    /// [`restore_shared`](Self::restore_shared).
+    fn restore_data(&mut self, snapshot: &SnapshotData) -> Result<(), StateMachineError> {
+        self.restore_shared(&snapshot.clone().into_bytes()?)
+    }
+
     /// Makes the effects of every `apply` so far durable together with `state` (one batch).
     /// Called at the end of each apply batch and after a restore. Effects of `apply` must be
     /// visible to reads at once; this only makes them durable. In-memory state machines keep the
@@ -383,11 +392,6 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
         meta: &SnapshotMetaOf<JetraftConfig>,
         snapshot: Self::SnapshotData,
     ) -> Result<(), io::Error> {
-        let bytes = match snapshot {
-            SnapshotData::Bytes(b) => b,
-            // Handed over in process (test transports): read through off the runtime.
-            lazy @ SnapshotData::Lazy(_) => off_runtime(move || lazy.into_bytes()).await?,
-        };
         // Restoring a large state takes seconds (2 GB: about ten): off the runtime, or it holds
         // a worker thread that long, and with a second one waiting on this state's lock the
         // node answered nothing, its node links timed out and the leader sent the snapshot
@@ -396,7 +400,7 @@ impl RaftStateMachine<JetraftConfig> for StateMachineAdapter {
         let meta = meta.clone();
         let barrier = off_runtime(move || -> Result<_, io::Error> {
             let mut st = state.lock();
-            st.sm.restore_shared(&bytes).map_err(io::Error::other)?;
+            st.sm.restore_data(&snapshot).map_err(io::Error::other)?;
             st.last_applied = meta.last_log_id;
             st.membership = meta.last_membership;
             st.built = true;

@@ -23,7 +23,9 @@ use jetraft_proto::raft as pb;
 use jetraft_proto::raft::raft_service_client::RaftServiceClient;
 use jetraft_raft::network::grpc::{self, GrpcTransport};
 use jetraft_raft::rocks_log::RocksLogs;
-use jetraft_raft::{GroupId, GroupRegistry, NodeId, PeerNode, RaftError, RaftTiming};
+use jetraft_raft::{
+    GroupId, GroupRegistry, NodeId, PeerNode, RaftError, RaftTiming, SnapshotSpool,
+};
 use openraft::RaftLogReader;
 use openraft::async_runtime::WatchReceiver;
 use openraft::storage::RaftLogStorage;
@@ -65,7 +67,12 @@ struct Running {
     server: JoinHandle<()>,
     /// Connections the server accepted.
     accepted: Arc<AtomicUsize>,
+    /// Where its server spools received snapshots (in batches of [`SPOOL_BATCH`]).
+    spool: SnapshotSpool,
 }
+
+/// Spool batch of the test nodes: a snapshot over this size is received onto disk.
+const SPOOL_BATCH: usize = 256 << 10;
 
 /// A node of the test cluster; `run` is `None` while it is down.
 struct Node {
@@ -148,10 +155,14 @@ async fn start(id: NodeId, listener: TcpListener, dir: &Path, timing: RaftTiming
             counter.fetch_add(1, Ordering::Relaxed);
         }
     });
-    let service = grpc::service(registry.node_id(), registry.groups().clone());
+    let spool_dir = dir.join("spool");
+    std::fs::create_dir_all(&spool_dir).unwrap();
+    let spool = SnapshotSpool::new(spool_dir).with_batch(SPOOL_BATCH);
+    let service = grpc::RaftGrpcService::new(registry.node_id(), registry.groups().clone())
+        .spooling(spool.clone())
+        .into_server();
     let server = tokio::spawn(async move {
         let _ = tonic::transport::Server::builder()
-            // As `grpc::serve` does (the raft service requires it).
             // As `grpc::serve` does (the raft service requires it).
             .max_concurrent_streams(grpc::MAX_CONCURRENT_STREAMS)
             .add_service(service)
@@ -164,6 +175,7 @@ async fn start(id: NodeId, listener: TcpListener, dir: &Path, timing: RaftTiming
         logs,
         server,
         accepted,
+        spool,
     }
 }
 
@@ -730,6 +742,12 @@ async fn fresh_learner_catches_up_from_a_chunked_snapshot() {
     assert!(
         seen.is_ok(),
         "learner caught up without installing the snapshot: {snap:?}"
+    );
+    // It came onto disk, not into memory: all of it but the last partial batch.
+    let spooled = c.node(fresh).running().spool.spooled_bytes();
+    assert!(
+        spooled >= (100 << 14) - SPOOL_BATCH as u64,
+        "{spooled} bytes spooled"
     );
     // The learner keeps following the log after the snapshot.
     c.propose(G, &all, cmd(1000)).await;

@@ -30,6 +30,9 @@ use crate::node::{NATS_VERSION, NodeInfo};
 
 pub use reload::ReloadError;
 
+/// Directory under the JetStream store dir where received Raft snapshots are spooled.
+const SNAPSHOT_SPOOL_DIR: &str = "snapshot-spool";
+
 /// A Raft group (stream or meta) that logged nothing for this long stops its timers on every
 /// replica until the next write ([`jetraft_raft::quiesce`]): idle streams cost no CPU. Short,
 /// because an awake group ticks ~20 times a second on every replica: publishing round-robin
@@ -371,10 +374,21 @@ pub async fn start(config: Config) -> Result<ServerHandle, StartError> {
         };
         let mut routes = cluster::listener::routes(&ctx);
         if let Some(js) = &js {
-            routes = routes.add_service(jetraft_raft::network::grpc::service(
+            let raft = jetraft_raft::network::grpc::RaftGrpcService::new(
                 js.registry().node_id(),
                 js.registry().groups().clone(),
-            ));
+            );
+            // Received snapshots go to disk, not memory (a wiped replica of a large stream).
+            let spool_dir = config.jetstream.store_dir.join(SNAPSHOT_SPOOL_DIR);
+            let raft = match std::fs::create_dir_all(&spool_dir) {
+                Ok(()) => raft.spooling(jetraft_raft::SnapshotSpool::new(spool_dir)),
+                Err(e) => {
+                    tracing::warn!(path = %spool_dir.display(), error = %e,
+                        "no snapshot spool directory: received snapshots are held in memory");
+                    raft
+                }
+            };
+            routes = routes.add_service(raft.into_server());
         }
         tasks.spawn(cluster::listener::serve(
             listener,

@@ -160,8 +160,10 @@ pub enum ChunkError {
 pub struct Assembler {
     /// `(group, from, vote, meta)` from the first chunk.
     header: Option<(u64, u64, GroupVote, SnapshotMetaOf<JetraftConfig>)>,
-    /// Data received so far.
+    /// Data received and not yet taken ([`Self::take_buffered`]).
     data: BytesMut,
+    /// Bytes received so far, taken or not.
+    received: u64,
     /// Set once the `done` chunk arrived.
     done: bool,
     /// Largest snapshot accepted.
@@ -176,18 +178,35 @@ impl Assembler {
         Self {
             header: None,
             data: BytesMut::new(),
+            received: 0,
             done: false,
             limit,
             hint: 0,
         }
     }
 
-    /// Reserves room for the whole snapshot as the first chunk's size hint gives it (capped by
-    /// the limit): one allocation instead of doubling copies. Call it once the sender passed
-    /// the receiver's checks, as the hint is only the sender's word.
-    pub fn reserve_hinted(&mut self) {
-        let more = self.hint.min(self.limit).saturating_sub(self.data.len());
+    /// Reserves room for the whole snapshot as the first chunk's size hint gives it, capped by
+    /// the limit and by `cap` (what the caller buffers before taking the bytes): one allocation
+    /// instead of doubling copies. Call it once the sender passed the receiver's checks, as the
+    /// hint is only the sender's word.
+    pub fn reserve_hinted(&mut self, cap: usize) {
+        let more = self
+            .hint
+            .min(self.limit)
+            .min(cap)
+            .saturating_sub(self.data.len());
         self.data.reserve(more);
+    }
+
+    /// Bytes received and not yet taken.
+    pub fn buffered(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Takes the bytes received since the last take (e.g. to write them to a spool file); the
+    /// snapshot [`Self::finish`] returns then holds only what came after.
+    pub fn take_buffered(&mut self) -> Bytes {
+        self.data.split().freeze()
     }
 
     /// The group named by the first chunk, once it arrived.
@@ -206,22 +225,25 @@ impl Assembler {
             self.header = Some((chunk.group_id, chunk.from, vote, meta));
             self.hint = usize::try_from(chunk.size_hint).unwrap_or(usize::MAX);
         }
-        let expected = self.data.len() as u64;
+        let expected = self.received;
         if chunk.offset != expected {
             return Err(ChunkError::OutOfOrder {
                 expected,
                 got: chunk.offset,
             });
         }
-        if self.data.len() + chunk.data.len() > self.limit {
+        let received = self.received.saturating_add(chunk.data.len() as u64);
+        if received > self.limit as u64 {
             return Err(ChunkError::TooLarge { limit: self.limit });
         }
+        self.received = received;
         self.data.extend_from_slice(&chunk.data);
         self.done = chunk.done;
         Ok(())
     }
 
-    /// The group, sender, vote and snapshot, once the last chunk arrived.
+    /// The group, sender, vote and snapshot, once the last chunk arrived; the snapshot's data is
+    /// what was not taken ([`Self::take_buffered`]).
     pub fn finish(self) -> Result<(u64, u64, GroupVote, GroupSnapshot), ChunkError> {
         match (self.header, self.done) {
             (Some((group, from, vote, meta)), true) => Ok((
@@ -330,6 +352,27 @@ mod tests {
         }
         let back = asm.finish().unwrap().3.snapshot.into_bytes().unwrap();
         assert_eq!(back, Bytes::from_static(b"abcdefgh"));
+    }
+
+    #[test]
+    fn taken_bytes_still_count_for_offsets_and_the_limit() {
+        let mut chunks = sample(10).into_iter();
+        let mut asm = Assembler::new(9);
+        asm.push(chunks.next().unwrap()).unwrap();
+        assert_eq!(asm.buffered(), 4);
+        assert_eq!(asm.take_buffered(), Bytes::from(vec![7u8; 4]));
+        assert_eq!(asm.buffered(), 0);
+        asm.push(chunks.next().unwrap()).unwrap();
+        let err = asm.push(chunks.next().unwrap()).unwrap_err();
+        assert_eq!(err, ChunkError::TooLarge { limit: 9 });
+        let mut asm = Assembler::new(100);
+        let mut chunks = sample(10).into_iter();
+        asm.push(chunks.next().unwrap()).unwrap();
+        asm.take_buffered();
+        asm.push(chunks.next().unwrap()).unwrap();
+        asm.push(chunks.next().unwrap()).unwrap();
+        let rest = asm.finish().unwrap().3.snapshot.into_bytes().unwrap();
+        assert_eq!(rest, Bytes::from(vec![7u8; 6]));
     }
 
     #[test]

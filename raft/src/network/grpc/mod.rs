@@ -38,7 +38,8 @@ pub use client::GrpcTransport;
 pub use peers::GrpcSettings;
 pub use security::{LinkSecurity, ROUTE_AUTH_HEADER};
 pub use server::{
-    MAX_SNAPSHOT_BYTES, REFUSAL_REPORT, RaftGrpcService, service, service_with_limit,
+    MAX_SNAPSHOT_BYTES, MAX_SPOOLED_SNAPSHOT_BYTES, REFUSAL_REPORT, RaftGrpcService, service,
+    service_with_limit,
 };
 
 /// gRPC metadata key carrying the Raft node id a request is addressed to; the receiving node

@@ -29,11 +29,15 @@ use crate::convert::snapshot::Assembler;
 use crate::convert::{DecodeError, append, snapshot, transfer, vote};
 use crate::quiesce::QuiesceRequest;
 use crate::registry::Groups;
+use crate::snapshot_spool::SnapshotSpool;
 use crate::types::GroupRaft;
 use crate::{GroupId, NodeId};
 
-/// Largest snapshot a node accepts over the wire.
+/// Largest snapshot a node accepts over the wire into memory (without a spool).
 pub const MAX_SNAPSHOT_BYTES: usize = 4 << 30;
+/// Largest snapshot a node accepts over the wire into its spool (bounded by disk, not memory):
+/// a stream of any size a node can hold can be sent whole.
+pub const MAX_SPOOLED_SNAPSHOT_BYTES: usize = 1 << 40;
 /// How long a Raft message for a group that does not exist here waits for it to be created.
 const NEW_GROUP_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
@@ -78,6 +82,8 @@ pub struct RaftGrpcService {
     node: NodeId,
     groups: Groups,
     max_snapshot: usize,
+    /// Where received snapshots larger than a batch go; `None` keeps them in memory.
+    spool: Option<SnapshotSpool>,
     refusals: Arc<Refusals>,
 }
 
@@ -88,8 +94,26 @@ impl RaftGrpcService {
             node,
             groups,
             max_snapshot: MAX_SNAPSHOT_BYTES,
+            spool: None,
             refusals: Arc::default(),
         }
+    }
+
+    /// The same service spooling received snapshots to disk ([`crate::snapshot_spool`]): a
+    /// receiver then holds at most one batch of a snapshot in memory, and accepts snapshots up
+    /// to [`MAX_SPOOLED_SNAPSHOT_BYTES`].
+    pub fn spooling(mut self, spool: SnapshotSpool) -> Self {
+        self.spool = Some(spool);
+        self.max_snapshot = MAX_SPOOLED_SNAPSHOT_BYTES;
+        self
+    }
+
+    /// The service wrapped for a tonic server with the default message size limit.
+    pub fn into_server(self) -> RaftServiceServer<RaftGrpcService> {
+        let max = super::GrpcSettings::default().max_message_size;
+        RaftServiceServer::new(self)
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max)
     }
 
     /// What this node's replica of `group` knows, to screen a message against.
@@ -169,6 +193,10 @@ pub fn service(node: NodeId, groups: Groups) -> RaftServiceServer<RaftGrpcServic
 
 fn bad_request(e: impl std::fmt::Display) -> Status {
     Status::invalid_argument(e.to_string())
+}
+
+fn spool_failed(e: impl std::fmt::Display) -> Status {
+    Status::internal(format!("spooling the snapshot failed: {e}"))
 }
 
 fn shutting_down() -> Status {
@@ -410,6 +438,8 @@ impl RaftService for RaftGrpcService {
         self.check_target(&request)?;
         let mut stream = request.into_inner();
         let mut asm = Assembler::new(self.max_snapshot);
+        let batch = self.spool.as_ref().map_or(usize::MAX, |s| s.batch);
+        let mut spool = None;
         while let Some(chunk) = stream.message().await? {
             let first = asm.group().is_none();
             let from = chunk.from;
@@ -418,10 +448,31 @@ impl RaftService for RaftGrpcService {
                 // Refuse early rather than after receiving the whole snapshot.
                 let raft = self.raft(group)?;
                 self.screened(group, from, self.local(group, &raft).check_sender(from))?;
-                asm.reserve_hinted();
+                asm.reserve_hinted(batch);
+            }
+            if asm.buffered() >= batch
+                && let Some(s) = &self.spool
+            {
+                if spool.is_none() {
+                    spool = Some(s.create().await.map_err(spool_failed)?);
+                }
+                if let Some(spool) = &mut spool {
+                    spool
+                        .append(asm.take_buffered())
+                        .await
+                        .map_err(spool_failed)?;
+                }
             }
         }
-        let (group, from, vote, snap) = asm.finish().map_err(bad_request)?;
+        let (group, from, vote, mut snap) = asm.finish().map_err(bad_request)?;
+        if let Some(mut spool) = spool {
+            let rest = std::mem::take(&mut snap.snapshot).into_bytes();
+            spool
+                .append(rest.map_err(spool_failed)?)
+                .await
+                .map_err(spool_failed)?;
+            snap.snapshot = spool.into_data();
+        }
         let raft = self.raft(group)?;
         self.screened(
             group,

@@ -205,9 +205,13 @@ impl ReplicatedStateMachine for SharedStream {
     /// `/jsz`, health checks, all on runtime workers) meanwhile see a stand-in without messages
     /// instead of blocking a worker for the seconds a large restore writes.
     fn restore_shared(&mut self, snapshot: &Bytes) -> Result<(), StateMachineError> {
+        self.restore_data(&SnapshotData::from(snapshot.clone()))
+    }
+
+    fn restore_data(&mut self, snapshot: &SnapshotData) -> Result<(), StateMachineError> {
         let stand_in = self.0.lock().stand_in()?;
         let mut sm = std::mem::replace(&mut *self.0.lock(), stand_in);
-        let mut r = sm.restore_shared(snapshot);
+        let mut r = sm.restore_data(snapshot);
         {
             let mut guard = self.0.lock();
             let stand_in = std::mem::replace(&mut *guard, sm);

@@ -65,6 +65,7 @@ mod restore;
 mod schedule;
 pub use restore::RESTORED;
 mod snapshot;
+mod snapshot_fields;
 #[cfg(test)]
 pub(crate) mod test_consumers;
 pub mod ttl;
@@ -537,8 +538,12 @@ impl ReplicatedStateMachine for StreamStateMachine {
     }
 
     fn restore_shared(&mut self, snapshot: &Bytes) -> Result<(), StateMachineError> {
+        self.restore_data(&SnapshotData::from(snapshot.clone()))
+    }
+
+    fn restore_data(&mut self, snapshot: &SnapshotData) -> Result<(), StateMachineError> {
         self.removals += 1;
-        self.import(snapshot.clone())
+        self.import_data(snapshot)
     }
 
     fn save_applied(&mut self, state: &AppliedState) -> Result<(), StateMachineError> {

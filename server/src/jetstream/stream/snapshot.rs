@@ -25,6 +25,7 @@ use jetraft_storage::stream::{StoredMsg, StreamView};
 use prost::Message;
 
 use super::dedup::DedupIndex;
+use super::snapshot_fields::Fields;
 use super::{StreamStateMachine, io_err, limits_for};
 use crate::jetstream::api::types::{StreamConfig, requests, to_go_json};
 
@@ -185,25 +186,36 @@ impl StreamStateMachine {
         }
     }
 
-    /// Replaces the whole state with `bytes` from [`Self::lazy_snapshot`]; the messages'
-    /// headers and payloads stay slices of `bytes` until they are written.
+    /// Replaces the whole state with `bytes` from [`Self::lazy_snapshot`].
     pub(super) fn import(&mut self, bytes: Bytes) -> Result<(), StateMachineError> {
-        let corrupt = |reason: String| StateMachineError::CorruptSnapshot { reason };
-        let snap = StreamSnapshot::decode(bytes).map_err(|e| corrupt(e.to_string()))?;
-        let config: StreamConfig = requests::decode_stored(&snap.config_json)
-            .map_err(|e| corrupt(format!("config: {}", e.description)))?;
-        let ascending = snap.msgs.windows(2).all(|w| w[0].seq < w[1].seq);
-        let within = snap.msgs.last().is_none_or(|m| m.seq <= snap.last_seq);
-        if !ascending || !within || snap.msgs.iter().any(|m| m.seq == 0) {
-            return Err(corrupt("message sequences out of order".to_string()));
-        }
+        self.import_data(&SnapshotData::from(bytes))
+    }
+
+    /// Replaces the whole state with `data` from [`Self::lazy_snapshot`], in two passes over
+    /// its chunks: the first decodes and checks everything and keeps all but the messages (the
+    /// head); only then is the store reset, and the second writes the messages as it reads
+    /// them. Memory stays at about a chunk and a staged batch whatever the snapshot's size;
+    /// messages read from in-memory bytes stay slices of them until written.
+    pub(super) fn import_data(&mut self, data: &SnapshotData) -> Result<(), StateMachineError> {
+        let (snap, config, top) = check_snapshot(data)?;
         self.store.reset().map_err(io_err)?;
         self.recover_until = None;
-        let top = snap.msgs.last().map_or(0, |m| m.seq);
         // Staged, the messages are written in large batches rather than one write each, each
         // batch after the memtables have room (the restore runs off the async runtime).
         self.store.begin_bulk_batch();
-        for m in snap.msgs {
+        let mut written = 0;
+        for field in Fields::new(data.chunks()) {
+            let field = field?;
+            if field.number != MSGS_FIELD {
+                continue;
+            }
+            let m = decode_msg(field.value)?;
+            // A second pass that reads differently from the first (the payload changed under
+            // the restore) must not be half trusted.
+            if m.seq <= written || m.seq > top {
+                return Err(corrupt("messages differ between passes".to_string()));
+            }
+            written = m.seq;
             self.store
                 .store_msg(&StoredMsg {
                     seq: m.seq,
@@ -213,6 +225,9 @@ impl StreamStateMachine {
                     timestamp_ns: m.timestamp_ns,
                 })
                 .map_err(io_err)?;
+        }
+        if written != top {
+            return Err(corrupt("messages differ between passes".to_string()));
         }
         self.store.put_metas(&[]).map_err(io_err)?;
         if snap.last_seq > top {
@@ -253,4 +268,41 @@ impl StreamStateMachine {
         self.save_meta().map_err(io_err)?;
         self.persist_consumers().map_err(io_err)
     }
+}
+
+/// The first pass of [`StreamStateMachine::import_data`]: the snapshot without its messages,
+/// its config, and its highest message sequence, once every field decoded and the messages'
+/// sequences were found ascending, non-zero and within `last_seq`.
+fn check_snapshot(
+    data: &SnapshotData,
+) -> Result<(StreamSnapshot, StreamConfig, u64), StateMachineError> {
+    let mut head = BytesMut::new();
+    let mut top = 0;
+    for field in Fields::new(data.chunks()) {
+        let field = field?;
+        if field.number == MSGS_FIELD {
+            let seq = decode_msg(field.value)?.seq;
+            if seq <= top {
+                return Err(corrupt("message sequences out of order".to_string()));
+            }
+            top = seq;
+        } else {
+            head.extend_from_slice(&field.raw);
+        }
+    }
+    let snap = StreamSnapshot::decode(head.freeze()).map_err(|e| corrupt(e.to_string()))?;
+    if top > snap.last_seq {
+        return Err(corrupt("message sequences out of order".to_string()));
+    }
+    let config: StreamConfig = requests::decode_stored(&snap.config_json)
+        .map_err(|e| corrupt(format!("config: {}", e.description)))?;
+    Ok((snap, config, top))
+}
+
+fn decode_msg(value: Bytes) -> Result<SnapshotMsg, StateMachineError> {
+    SnapshotMsg::decode(value).map_err(|e| corrupt(format!("message: {e}")))
+}
+
+fn corrupt(reason: String) -> StateMachineError {
+    StateMachineError::CorruptSnapshot { reason }
 }
