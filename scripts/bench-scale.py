@@ -58,6 +58,9 @@ Scenario `catchup` (SCALE_CATCHUP_MB, default 256 MB; the issue's figure is 2048
   the leader's RSS at the end, the publisher's acked msgs/s from restart to current against
   the baseline.
 
+SCALE_KEEP_LOGS=1 keeps the servers' logs of successful scenarios too (failed ones are always
+kept); the path is printed.
+
 Usage (the Makefile's `bench-scale` target builds the release binary and runs this):
   JETRAFT_BIN=target/release/jetraft .venv/bin/python scripts/bench-scale.py \\
       [--nats-bin .venv/bin/nats-server] [--scenarios streams,consumers,catchup]
@@ -759,8 +762,10 @@ async def run_one(binary, scenario, a, work):
         cluster.stop()
         for n in cluster.nodes:
             shutil.rmtree(n.store, ignore_errors=True)
-    if ok:
+    if ok and not os.environ.get("SCALE_KEEP_LOGS"):
         shutil.rmtree(root, ignore_errors=True)
+    elif ok:
+        log(f"logs kept in {root} (SCALE_KEEP_LOGS)")
     else:
         res["_logs"] = root
         log(f"FAILED: {res['_failed']} (logs kept in {root})")

@@ -35,6 +35,9 @@ const PLACEHOLDER_SUBJECT: &str = "_jetraft.snapshot.placeholder";
 /// Field number of `StreamSnapshot.msgs`.
 const MSGS_FIELD: u32 = 5;
 
+/// Restores of at least this many bytes are logged (with how long each pass took).
+const LOGGED_RESTORE_BYTES: u64 = 64 << 20;
+
 /// Message bytes read from the view per snapshot chunk.
 const CHUNK_MSG_BYTES: usize = 1 << 20;
 
@@ -197,7 +200,9 @@ impl StreamStateMachine {
     /// them. Memory stays at about a chunk and a staged batch whatever the snapshot's size;
     /// messages read from in-memory bytes stay slices of them until written.
     pub(super) fn import_data(&mut self, data: &SnapshotData) -> Result<(), StateMachineError> {
+        let started = std::time::Instant::now();
         let (snap, config, top) = check_snapshot(data)?;
+        let checked = started.elapsed();
         self.store.reset().map_err(io_err)?;
         self.recover_until = None;
         // Staged, the messages are written in large batches rather than one write each, each
@@ -266,7 +271,19 @@ impl StreamStateMachine {
         self.rebuild_ttls().map_err(io_err)?;
         self.rebuild_schedules().map_err(io_err)?;
         self.save_meta().map_err(io_err)?;
-        self.persist_consumers().map_err(io_err)
+        self.persist_consumers().map_err(io_err)?;
+        let bytes = data.size_hint();
+        if bytes >= LOGGED_RESTORE_BYTES {
+            tracing::info!(
+                stream = %self.config.name,
+                bytes,
+                msgs = self.store.state().msgs,
+                checked_ms = checked.as_millis() as u64,
+                total_ms = started.elapsed().as_millis() as u64,
+                "stream snapshot restored"
+            );
+        }
+        Ok(())
     }
 }
 
