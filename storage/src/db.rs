@@ -128,6 +128,8 @@ impl Db {
         });
         // RocksDB's WAL replay can loop forever on some damaged records: check them first.
         crate::wal_check::check_wal_files(path)?;
+        // Table files of a bulk load that a crash left before their ingestion.
+        crate::rocks::clear_ingest_leftovers(path)?;
         let inner =
             DB::open_cf_descriptors(&opts, path, cfs).map_err(|source| StorageError::Open {
                 path: path.to_path_buf(),

@@ -5,6 +5,7 @@
 //! the next atomic flush, see [`crate::db`]): the Raft log ([`RaftLogStore`], fsynced through the
 //! node-wide [`LogWriter`]) is the durable source they are re-applied from. Only this module and `db.rs` name `rocksdb`.
 
+mod bulk_ingest;
 mod consumer;
 #[cfg(test)]
 mod crash_tests;
@@ -18,6 +19,7 @@ mod stream_view;
 #[cfg(test)]
 mod unlogged_crash_tests;
 
+pub(crate) use bulk_ingest::clear_leftovers as clear_ingest_leftovers;
 pub use consumer::RocksConsumerStore;
 pub use log_writer::{LogWriter, LogWriterStats};
 pub use raft_log::{GroupId, InlineSyncPolicy, LogCodec, RaftLogStore};

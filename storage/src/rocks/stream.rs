@@ -5,7 +5,10 @@
 //!
 //! Invariants:
 //! - Every mutation is one `WriteBatch` that also rewrites the counters record, so after a crash
-//!   the counters always describe the messages present.
+//!   the counters always describe the messages present. One exception: a bulk load into an
+//!   empty stream ingests its messages as table files ahead of the batch with their index and
+//!   counters ([`super::bulk_ingest`]); messages a crash leaves above the counters' last
+//!   sequence are deleted at open.
 //! - Staging ([`StreamStore::begin_batch`]): appends are kept in `staged` (already counted in the
 //!   in-memory counters and subject counts) and written by [`StreamStore::put_metas`] in one
 //!   batch with the counters and the caller's records. Staged sequences are above every written
@@ -55,6 +58,9 @@ pub struct RocksStreamStore {
     batching: bool,
     /// Staging for a bulk load (`begin_bulk_batch`): writes wait for room in the memtables.
     bulk: bool,
+    /// A bulk load into an empty stream: staged messages are ingested as table files
+    /// ([`super::bulk_ingest`]) rather than written through the memtables.
+    ingest: bool,
     /// Appends staged and not yet written, ascending by seq.
     staged: Vec<StoredMsg>,
     /// Payload, header and subject bytes in `staged`, to bound it.
@@ -95,6 +101,7 @@ impl RocksStreamStore {
             None => 0,
         };
         drop(meta);
+        remove_above(&db, uid, counters.last_seq)?;
         let mut subjects: HashMap<String, u64> = HashMap::new();
         let cf = db.cf(ColumnFamily::Subjects)?;
         let prefix = uid.0.to_be_bytes();
@@ -131,6 +138,7 @@ impl RocksStreamStore {
             subjects,
             batching: false,
             bulk: false,
+            ingest: false,
             staged: Vec::new(),
             staged_bytes: 0,
             tag: write_tag,
@@ -176,13 +184,21 @@ impl RocksStreamStore {
             return Ok(());
         }
         // Sized up front: a batch of staged appends can be tens of MB (a snapshot install).
-        let mut batch = WriteBatch::with_capacity_bytes(self.staged_bytes + 64 * self.staged.len());
+        let ingest = self.bulk && self.ingest;
+        if ingest {
+            // The messages first: counters never describe messages that are not there.
+            super::bulk_ingest::ingest_msgs(&self.db, self.uid.0, &self.staged)?;
+        }
+        let msg_bytes = if ingest { 0 } else { self.staged_bytes };
+        let mut batch = WriteBatch::with_capacity_bytes(msg_bytes + 64 * self.staged.len());
         if !self.staged.is_empty() {
             let msgs_cf = self.db.cf(ColumnFamily::Msgs)?;
             let subj_cf = self.db.cf(ColumnFamily::Subjects)?;
             for m in &self.staged {
-                let key = self.msg_key(m.seq);
-                batch.put_cf(&msgs_cf, key, encode_msg(&key, m));
+                if !ingest {
+                    let key = self.msg_key(m.seq);
+                    batch.put_cf(&msgs_cf, key, encode_msg(&key, m));
+                }
                 let ikey = keys::subject_index(self.uid.0, &m.subject, m.seq);
                 let ival = record::seal(&ikey, &[]);
                 batch.put_cf(&subj_cf, ikey, ival);
@@ -416,8 +432,14 @@ impl StreamStore for RocksStreamStore {
             self.staged_bytes += msg.subject.len() + msg.headers.len() + msg.payload.len();
             self.counters = c;
             *self.subjects.entry(msg.subject.clone()).or_default() += 1;
-            if self.staged_bytes > STAGE_LIMIT_BYTES {
-                if self.bulk {
+            let ingest = self.bulk && self.ingest;
+            let limit = if ingest {
+                super::bulk_ingest::INGEST_FILE_BYTES
+            } else {
+                STAGE_LIMIT_BYTES
+            };
+            if self.staged_bytes > limit {
+                if self.bulk && !ingest {
                     self.db.wait_for_flushes(BULK_FLUSH_WAIT_MAX);
                 }
                 self.write_staged(&[])?;
@@ -669,10 +691,14 @@ impl StreamStore for RocksStreamStore {
         self.staged_bytes = 0;
         let uid = self.uid.0;
         let mut batch = WriteBatch::default();
-        let end = keys::id_range_end(uid);
-        let start = uid.to_be_bytes();
-        batch.delete_range_cf(&self.db.cf(ColumnFamily::Msgs)?, &start[..], &end[..]);
-        batch.delete_range_cf(&self.db.cf(ColumnFamily::Subjects)?, &start[..], &end[..]);
+        // A stream that never held a message has nothing to delete; a range tombstone would
+        // only make a bulk load's ingested files overlap it and pile up in level 0.
+        if self.counters.last_seq > 0 || self.counters.msgs > 0 {
+            let end = keys::id_range_end(uid);
+            let start = uid.to_be_bytes();
+            batch.delete_range_cf(&self.db.cf(ColumnFamily::Msgs)?, &start[..], &end[..]);
+            batch.delete_range_cf(&self.db.cf(ColumnFamily::Subjects)?, &start[..], &end[..]);
+        }
         let c = Counters::default();
         self.put_counters(&mut batch, &c)?;
         self.db.write_unlogged(batch)?;
@@ -696,12 +722,14 @@ impl StreamStore for RocksStreamStore {
     fn begin_bulk_batch(&mut self) {
         self.batching = true;
         self.bulk = true;
+        self.ingest = self.counters.msgs == 0;
     }
 
     fn put_metas(&mut self, records: &[(u8, &[u8])]) -> Result<(), StorageError> {
         self.write_staged(records)?;
         self.batching = false;
         self.bulk = false;
+        self.ingest = false;
         Ok(())
     }
 
@@ -712,6 +740,31 @@ impl StreamStore for RocksStreamStore {
     fn write_tag(&self) -> u64 {
         self.written_tag
     }
+}
+
+/// Deletes the messages of stream `uid` above `last_seq`, if any: left by a crash between a bulk
+/// load's ingested file and the counters after it ([`super::bulk_ingest`]).
+fn remove_above(db: &Db, uid: StreamUid, last_seq: u64) -> Result<(), StorageError> {
+    let Some(next) = last_seq.checked_add(1) else {
+        return Ok(());
+    };
+    let start = keys::prefixed_u64(uid.0, next);
+    let end = keys::id_range_end(uid.0);
+    let cf = db.cf(ColumnFamily::Msgs)?;
+    let mut ro = ReadOptions::default();
+    ro.set_iterate_upper_bound(end.clone());
+    let mut it = db.raw().raw_iterator_cf_opt(&cf, ro);
+    it.seek(start);
+    let found = it.valid();
+    it.status()?;
+    drop(it);
+    if found {
+        let mut batch = WriteBatch::default();
+        batch.delete_range_cf(&cf, &start[..], &end[..]);
+        drop(cf);
+        db.write(batch, true)?;
+    }
+    Ok(())
 }
 
 /// How a forward scan of written messages ended.
