@@ -14,7 +14,8 @@
 //!   [`META_INSTALL`] and [`META_INSTALL_COMMIT`] (markers of a snapshot install, keyed by the
 //!   stream's [`staging_id`]; [`META_INSTALL`] keyed by the stream uid itself is the marker of
 //!   the earlier in-place install, still refused at open),
-//!   [`META_WRITE_TAG`] (the caller's tag of the stream's last write, keyed by stream uid), and
+//!   [`META_WRITE_TAG`] (the caller's tag of the stream's last write, keyed by stream uid),
+//!   [`META_RESTORE`] (a state-machine restore in progress, keyed by stream uid), and
 //!   kinds from [`META_USER_MIN`] up for the stream state machine's own records.
 //!
 //! Changing anything here is a `DataChange:` commit with a decode test on old bytes.
@@ -38,6 +39,11 @@ pub const META_INSTALL_COMMIT: u8 = 0x13;
 /// `sm_meta` kind: the write tag ([`crate::stream::StreamStore::set_write_tag`]) that was current
 /// when the stream's last mutation was written; rewritten in the same batch as every mutation.
 pub const META_WRITE_TAG: u8 = 0x12;
+/// `sm_meta` kind: a restore that replaces the stream's whole state is in progress
+/// ([`crate::stream::StreamStore::begin_restore`]); written synced before the old state is
+/// touched and deleted in the batch that completes the restore, so a store holding it was left
+/// part-restored by a crash: refused at open, damage for [`crate::verify::check_store`].
+pub const META_RESTORE: u8 = 0x14;
 /// `sm_meta` kinds from here up belong to the stream's state machine
 /// ([`crate::rocks::RocksStreamStore::put_meta`]), e.g. its applied log id; they travel with
 /// snapshots.

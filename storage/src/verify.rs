@@ -17,6 +17,8 @@ use std::path::Path;
 use rocksdb::{DB, Options, ReadOptions};
 
 use crate::StorageError;
+use crate::db::ColumnFamily;
+use crate::keys;
 
 /// Read-ahead for the verification scan (sequential reads of whole table files).
 const SCAN_READAHEAD: usize = 4 << 20;
@@ -28,6 +30,10 @@ pub enum DamageKind {
     Tables,
     /// The WAL or the MANIFEST (or another file RocksDB needs to open) is damaged.
     LogOrManifest,
+    /// A stream's state was being replaced by a snapshot restore when the node stopped
+    /// ([`keys::META_RESTORE`](crate::keys::META_RESTORE)): its store holds part of the new
+    /// state and no consistent applied position.
+    InterruptedRestore,
 }
 
 /// What [`check_store`] found.
@@ -100,11 +106,27 @@ pub fn check_store(path: &Path) -> Result<StoreCheck, StorageError> {
         ro.set_ignore_range_deletions(true);
         let mut it = db.raw_iterator_cf_opt(&handle, ro);
         it.seek_to_first();
+        let sm_meta = name == ColumnFamily::SmMeta.name();
+        let mut restoring = None;
         while it.valid() {
+            if sm_meta
+                && restoring.is_none()
+                && let Some(key) = it.key()
+                && key.len() == 9
+                && key[8] == keys::META_RESTORE
+            {
+                restoring = key[..8].try_into().ok().map(u64::from_be_bytes);
+            }
             it.next();
         }
         if let Err(e) = it.status() {
             return damage_or_error(path, e);
+        }
+        if let Some(stream) = restoring {
+            return Ok(StoreCheck::Damaged {
+                kind: DamageKind::InterruptedRestore,
+                detail: format!("stream {stream}: a snapshot restore was interrupted"),
+            });
         }
     }
     Ok(StoreCheck::Sound)

@@ -3,7 +3,8 @@
 //! Before the node loads its id and opens its RocksDB, [`prepare`] reads the whole database back
 //! with checksums verified ([`jetraft_storage::verify::check_store`]). A sound store starts as
 //! before. A damaged one is never served from: in a cluster, when the damage lies in table files
-//! (`*.sst`, always repaired) or anywhere with `repair_store` on (`--repair_store`, `jetstream {
+//! (`*.sst`, always repaired) or is a stream left part-restored by a crash during a snapshot
+//! install (`DamageKind::InterruptedRestore`, always repaired) or anywhere with `repair_store` on (`--repair_store`, `jetstream {
 //! repair_store: true }`), the database and the `node_id` file are moved aside into
 //! `<store_dir>/damaged-<unix seconds>/` (kept for forensics, never read again) and the node
 //! starts empty under a new node id. The meta leader then retires the old id (same server name)
@@ -90,7 +91,8 @@ fn decide(kind: DamageKind, repair_flag: bool, clustered: bool) -> Result<(), &'
              (the damaged files are left as they are)",
         );
     }
-    if repair_flag || kind == DamageKind::Tables {
+    // Damaged table files and an interrupted restore lie in data the peers hold.
+    if repair_flag || matches!(kind, DamageKind::Tables | DamageKind::InterruptedRestore) {
         return Ok(());
     }
     Err(
@@ -207,6 +209,8 @@ mod tests {
     #[test]
     fn table_damage_is_repaired_in_a_cluster_without_the_flag() {
         assert_eq!(decide(DamageKind::Tables, false, true), Ok(()));
+        assert_eq!(decide(DamageKind::InterruptedRestore, false, true), Ok(()));
+        assert!(decide(DamageKind::InterruptedRestore, true, false).is_err());
         assert_eq!(decide(DamageKind::LogOrManifest, true, true), Ok(()));
     }
 

@@ -61,6 +61,9 @@ pub struct RocksStreamStore {
     /// A bulk load into an empty stream: staged messages are ingested as table files
     /// ([`super::bulk_ingest`]) rather than written through the memtables.
     ingest: bool,
+    /// A restore ended ([`StreamStore::end_restore`]): the next write with records deletes its
+    /// marker.
+    restore_ended: bool,
     /// Appends staged and not yet written, ascending by seq.
     staged: Vec<StoredMsg>,
     /// Payload, header and subject bytes in `staged`, to bound it.
@@ -78,11 +81,13 @@ impl RocksStreamStore {
         super::snapshot::recover_install(&db, uid)?;
         let raw = db.raw();
         let meta = db.cf(ColumnFamily::SmMeta)?;
-        if raw
-            .get_pinned_cf(&meta, keys::kind_key(uid.0, keys::META_INSTALL))?
-            .is_some()
-        {
-            return Err(StorageError::IncompleteInstall { stream: uid.0 });
+        for marker in [keys::META_INSTALL, keys::META_RESTORE] {
+            if raw
+                .get_pinned_cf(&meta, keys::kind_key(uid.0, marker))?
+                .is_some()
+            {
+                return Err(StorageError::IncompleteInstall { stream: uid.0 });
+            }
         }
         let ckey = keys::kind_key(uid.0, keys::META_STREAM);
         let counters = match raw.get_pinned_cf(&meta, ckey)? {
@@ -139,6 +144,7 @@ impl RocksStreamStore {
             batching: false,
             bulk: false,
             ingest: false,
+            restore_ended: false,
             staged: Vec::new(),
             staged_bytes: 0,
             tag: write_tag,
@@ -207,16 +213,56 @@ impl RocksStreamStore {
             let counters = self.counters;
             self.put_counters(&mut batch, &counters)?;
         }
+        let restore_ended = self.restore_ended && !records.is_empty();
         if !records.is_empty() {
             let meta_cf = self.db.cf(ColumnFamily::SmMeta)?;
             for (kind, body) in records {
                 let key = keys::kind_key(self.uid.0, *kind);
                 batch.put_cf(&meta_cf, key, record::seal(&key, body));
             }
+            if restore_ended {
+                batch.delete_cf(&meta_cf, keys::kind_key(self.uid.0, keys::META_RESTORE));
+            }
         }
         self.db.write_unlogged(batch)?;
+        if restore_ended {
+            self.restore_ended = false;
+        }
         self.staged.clear();
         self.staged_bytes = 0;
+        Ok(())
+    }
+
+    /// Forgets every message and sequence (see [`StreamStore::reset`]); with `marked`, records
+    /// a restore in progress ([`keys::META_RESTORE`]) in the same write, synced through the WAL.
+    fn reset_marked(&mut self, marked: bool) -> Result<(), StorageError> {
+        self.staged.clear();
+        self.staged_bytes = 0;
+        let uid = self.uid.0;
+        let mut batch = WriteBatch::default();
+        // A stream that never held a message has nothing to delete; a range tombstone would
+        // only make a bulk load's ingested files overlap it and pile up in level 0.
+        if self.counters.last_seq > 0 || self.counters.msgs > 0 {
+            let end = keys::id_range_end(uid);
+            let start = uid.to_be_bytes();
+            batch.delete_range_cf(&self.db.cf(ColumnFamily::Msgs)?, &start[..], &end[..]);
+            batch.delete_range_cf(&self.db.cf(ColumnFamily::Subjects)?, &start[..], &end[..]);
+        }
+        let c = Counters::default();
+        self.put_counters(&mut batch, &c)?;
+        if marked {
+            let key = keys::kind_key(uid, keys::META_RESTORE);
+            batch.put_cf(
+                &self.db.cf(ColumnFamily::SmMeta)?,
+                key,
+                record::seal(&key, &[]),
+            );
+            self.db.write(batch, true)?;
+        } else {
+            self.db.write_unlogged(batch)?;
+        }
+        self.counters = c;
+        self.subjects.clear();
         Ok(())
     }
 
@@ -687,24 +733,15 @@ impl StreamStore for RocksStreamStore {
     }
 
     fn reset(&mut self) -> Result<(), StorageError> {
-        self.staged.clear();
-        self.staged_bytes = 0;
-        let uid = self.uid.0;
-        let mut batch = WriteBatch::default();
-        // A stream that never held a message has nothing to delete; a range tombstone would
-        // only make a bulk load's ingested files overlap it and pile up in level 0.
-        if self.counters.last_seq > 0 || self.counters.msgs > 0 {
-            let end = keys::id_range_end(uid);
-            let start = uid.to_be_bytes();
-            batch.delete_range_cf(&self.db.cf(ColumnFamily::Msgs)?, &start[..], &end[..]);
-            batch.delete_range_cf(&self.db.cf(ColumnFamily::Subjects)?, &start[..], &end[..]);
-        }
-        let c = Counters::default();
-        self.put_counters(&mut batch, &c)?;
-        self.db.write_unlogged(batch)?;
-        self.counters = c;
-        self.subjects.clear();
-        Ok(())
+        self.reset_marked(false)
+    }
+
+    fn begin_restore(&mut self) -> Result<(), StorageError> {
+        self.reset_marked(true)
+    }
+
+    fn end_restore(&mut self) {
+        self.restore_ended = true;
     }
 
     fn put_meta(&mut self, kind: u8, body: &[u8]) -> Result<(), StorageError> {

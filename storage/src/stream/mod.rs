@@ -231,6 +231,20 @@ pub trait StreamStore: Send {
     /// sequences may lie below the current `last_seq`. Meta records are kept.
     fn reset(&mut self) -> Result<(), StorageError>;
 
+    /// [`reset`](Self::reset) at the start of a restore that replaces the whole state (a
+    /// snapshot install): a durable store first records, durably, that a restore is in
+    /// progress ([`keys::META_RESTORE`](crate::keys::META_RESTORE)), so that a crash before
+    /// the restore completed leaves a store that is refused rather than served half-restored.
+    /// Defaults to `reset` (a store that keeps nothing across restarts).
+    fn begin_restore(&mut self) -> Result<(), StorageError> {
+        self.reset()
+    }
+
+    /// Completes a restore begun with [`begin_restore`](Self::begin_restore): the next
+    /// [`put_metas`](Self::put_metas) with records (the caller's applied position) clears the
+    /// marker in the same atomic write.
+    fn end_restore(&mut self) {}
+
     /// Stores a small state-machine record (e.g. the applied log id) for this stream;
     /// `kind` must be at least [`crate::keys::META_USER_MIN`]. The RocksDB store keeps it in
     /// `sm_meta[uid|kind]`; the memory store keeps it in memory.

@@ -159,6 +159,9 @@ pub struct StreamStateMachine {
     republish_sink: Option<republish::RepublishSink>,
     /// Set on a stand-in ([`Self::stand_in`]) only.
     stand_in: Option<snapshot::StandIn>,
+    /// A restore replaced the state and its marker is cleared with the next applied position
+    /// ([`StreamStore::end_restore`]).
+    restored: bool,
 }
 
 impl std::fmt::Debug for StreamStateMachine {
@@ -296,6 +299,7 @@ impl StreamStateMachine {
             schedules: schedule::ScheduleIndex::new(),
             republish_sink: None,
             stand_in: None,
+            restored: false,
         };
         if fresh {
             sm.save_meta().map_err(io_err)?;
@@ -551,6 +555,10 @@ impl ReplicatedStateMachine for StreamStateMachine {
             .map_err(|e| StateMachineError::Storage(std::io::Error::other(e)))?;
         // Consumer states first: a crash before the applied index replays their batch.
         self.persist_consumers().map_err(io_err)?;
+        if std::mem::take(&mut self.restored) {
+            // The restore's marker goes in the same write as the position it restored to.
+            self.store.end_restore();
+        }
         let meta = self.encoded_meta();
         self.store
             .put_metas(&[(META_CONFIG, &meta), (META_APPLIED, &applied)])

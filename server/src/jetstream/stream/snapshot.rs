@@ -9,11 +9,16 @@
 //! concatenation appends repeated fields, so the bytes decode to exactly the message a whole
 //! export would give.
 //!
-//! Restore decodes and checks everything before touching the store, then resets the store and
-//! writes the messages back. A sequence above the last present message (messages removed at the
-//! tail, or a purged or brand-new `first_seq` stream) is recreated by storing a placeholder at
-//! `last_seq` with `last_ts` and removing it, which leaves exactly the original state. A storage
-//! failure part-way is an error (the group stops; the Raft snapshot is installed again).
+//! Restore reads the payload twice, chunk by chunk ([`snapshot_fields`](super::snapshot_fields)):
+//! the first pass decodes and checks everything before the store is touched, the second resets
+//! the store and writes the messages back. A sequence above the last present message (messages
+//! removed at the tail, or a purged or brand-new `first_seq` stream) is recreated by storing a
+//! placeholder at `last_seq` with `last_ts` and removing it, which leaves exactly the original
+//! state. The reset durably marks the store as being restored
+//! ([`StreamStore::begin_restore`](jetraft_storage::stream::StreamStore::begin_restore)); the
+//! marker is cleared in the write of the restored applied position. A failure part-way is an
+//! error (the group stops), and a store still marked is refused at the next open and repaired
+//! from the peers (a node-wide rebuild under a new id, `server::store_repair`).
 
 use std::sync::Arc;
 
@@ -203,7 +208,10 @@ impl StreamStateMachine {
         let started = std::time::Instant::now();
         let (snap, config, top) = check_snapshot(data)?;
         let checked = started.elapsed();
-        self.store.reset().map_err(io_err)?;
+        // Marked durably first: a crash from here until the restored position is saved leaves
+        // a store that is refused at open (and repaired from the peers), not a mix of states.
+        self.store.begin_restore().map_err(io_err)?;
+        self.restored = true;
         self.recover_until = None;
         // Staged, the messages are written in large batches rather than one write each, each
         // batch after the memtables have room (the restore runs off the async runtime).

@@ -689,6 +689,71 @@ fn rocks_state_machine_survives_restart_with_dedup_and_applied_state() {
     );
 }
 
+/// A restore is refused at the next open until its applied position was saved: a replica
+/// stopped part-way through one (its store reset and partly rewritten) is not served as if it
+/// held either state, and the store check names it for repair.
+#[test]
+fn a_restore_interrupted_before_its_applied_position_is_refused_at_open() {
+    let mut a = Driver::new(mem_sm(WORKLOAD_CFG));
+    for cmd in workload() {
+        a.apply(cmd);
+    }
+    let snap = a.sm.snapshot().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let open = |db: &Db| {
+        let rocks = Box::new(RocksStreamStore::open(db.clone(), StreamUid(6))?);
+        Ok::<_, jetraft_storage::StorageError>(
+            StreamStateMachine::open(rocks, config(r#"{"name":"X"}"#), T0, server()).unwrap(),
+        )
+    };
+    {
+        let db = Db::open(dir.path()).unwrap();
+        let mut r = open(&db).unwrap();
+        r.save_applied(&AppliedState::default()).unwrap();
+        r.restore_data(&chunked(&snap, 4096)).unwrap();
+        // Stopped here: no applied position saved after the restore.
+    }
+    {
+        let db = Db::open(dir.path()).unwrap();
+        let err = open(&db).unwrap_err();
+        assert!(
+            matches!(err, jetraft_storage::StorageError::IncompleteInstall { .. }),
+            "{err}"
+        );
+    }
+    let check = jetraft_storage::verify::check_store(dir.path()).unwrap();
+    assert!(
+        matches!(
+            check,
+            jetraft_storage::verify::StoreCheck::Damaged {
+                kind: jetraft_storage::verify::DamageKind::InterruptedRestore,
+                ..
+            }
+        ),
+        "{check:?}"
+    );
+
+    // The same restore completed with its applied position (and the durability barrier, as
+    // the Raft adapter runs it) opens as the restored state.
+    let dir = tempfile::tempdir().unwrap();
+    let restored = {
+        let db = Db::open(dir.path()).unwrap();
+        let mut r = open(&db).unwrap();
+        r.restore_data(&chunked(&snap, 4096)).unwrap();
+        r.save_applied(&AppliedState::default()).unwrap();
+        (r.durability_barrier().unwrap())().unwrap();
+        assert_same_state(&a.sm, &r);
+        (r.state(), contents(&r))
+    };
+    assert_eq!(
+        jetraft_storage::verify::check_store(dir.path()).unwrap(),
+        jetraft_storage::verify::StoreCheck::Sound
+    );
+    let db = Db::open(dir.path()).unwrap();
+    let r = open(&db).unwrap();
+    assert_eq!((r.state(), contents(&r)), restored);
+}
+
 /// Messages as (seq, subject, payload), for comparing replicas.
 fn contents(sm: &StreamStateMachine) -> Vec<(u64, String, Bytes)> {
     let mut out = Vec::new();
