@@ -2,12 +2,13 @@
 //!
 //! A snapshot install writes gigabytes of messages. Through the memtables each byte was
 //! inserted into a skiplist, flushed to level 0 and compacted down again, and the install ran
-//! at about 150 MB/s on two cores. Staged appends of a bulk load into a stream that has never
-//! held a message ([`StreamStore::begin_bulk_batch`](crate::stream::StreamStore) after a reset
-//! of an empty stream) are instead written in ascending key order to a table file of about
+//! at about 150 MB/s on two cores. Staged appends of a bulk load into an empty stream
+//! ([`StreamStore::begin_bulk_batch`](crate::stream::StreamStore) after a reset or
+//! `begin_restore`) are instead written in ascending key order to a table file of about
 //! [`INGEST_FILE_BYTES`] with RocksDB's `SstFileWriter` and ingested into the `msgs` column
 //! family; as nothing there overlaps them, RocksDB places each file at the bottom level and
-//! compacts nothing. The subject index and counters still go through a write batch (small).
+//! compacts nothing. (`begin_restore` of a stream that held messages drops their table files
+//! and compacts the range, so its range tombstone does not make the files land in level 0.) The subject index and counters still go through a write batch (small).
 //!
 //! Crash safety: an ingested file is durable at once, the counters written after it only at
 //! the next flush, so a crash in between leaves messages above the counters' last sequence.

@@ -64,6 +64,9 @@ pub struct RocksStreamStore {
     /// A restore ended ([`StreamStore::end_restore`]): the next write with records deletes its
     /// marker.
     restore_ended: bool,
+    /// Cloned into every view ([`StreamStore::view`]): more than one holder means a view is
+    /// live, and table files must not be dropped from under its RocksDB snapshot.
+    views: std::sync::Arc<()>,
     /// Appends staged and not yet written, ascending by seq.
     staged: Vec<StoredMsg>,
     /// Payload, header and subject bytes in `staged`, to bound it.
@@ -145,6 +148,7 @@ impl RocksStreamStore {
             bulk: false,
             ingest: false,
             restore_ended: false,
+            views: std::sync::Arc::default(),
             staged: Vec::new(),
             staged_bytes: 0,
             tag: write_tag,
@@ -242,9 +246,9 @@ impl RocksStreamStore {
         let mut batch = WriteBatch::default();
         // A stream that never held a message has nothing to delete; a range tombstone would
         // only make a bulk load's ingested files overlap it and pile up in level 0.
-        if self.counters.last_seq > 0 || self.counters.msgs > 0 {
-            let end = keys::id_range_end(uid);
-            let start = uid.to_be_bytes();
+        let held = self.counters.last_seq > 0 || self.counters.msgs > 0;
+        let (start, end) = (uid.to_be_bytes(), keys::id_range_end(uid));
+        if held {
             batch.delete_range_cf(&self.db.cf(ColumnFamily::Msgs)?, &start[..], &end[..]);
             batch.delete_range_cf(&self.db.cf(ColumnFamily::Subjects)?, &start[..], &end[..]);
         }
@@ -258,6 +262,25 @@ impl RocksStreamStore {
                 record::seal(&key, &[]),
             );
             self.db.write(batch, true)?;
+            if held && std::sync::Arc::strong_count(&self.views) == 1 {
+                // The restore's bulk load is ingested as table files: with the tombstone gone
+                // they go to the bottom level instead of piling up above it in level 0. Safe:
+                // the tombstone is in the WAL, synced, nothing is stored in the range until
+                // this returns (as in `purge_everything`), and no view of the old messages is
+                // live (a dropped file would vanish from under its snapshot; with one live,
+                // the files stay and the compaction keeps what the snapshot sees).
+                for cf in [ColumnFamily::Msgs, ColumnFamily::Subjects] {
+                    self.db.raw().delete_file_in_range_cf(
+                        &self.db.cf(cf)?,
+                        &start[..],
+                        &end[..],
+                    )?;
+                }
+                let msgs = self.db.cf(ColumnFamily::Msgs)?;
+                self.db
+                    .raw()
+                    .compact_range_cf(&msgs, Some(&start[..]), Some(&end[..]));
+            }
         } else {
             self.db.write_unlogged(batch)?;
         }
@@ -623,7 +646,12 @@ impl StreamStore for RocksStreamStore {
     }
 
     fn view(&self) -> Result<Box<dyn StreamView>, StorageError> {
-        let view = RocksStreamView::new(self.db.clone(), self.uid, self.staged.clone())?;
+        let view = RocksStreamView::new(
+            self.db.clone(),
+            self.uid,
+            self.staged.clone(),
+            self.views.clone(),
+        )?;
         Ok(Box::new(view))
     }
 

@@ -355,3 +355,77 @@ fn messages_above_the_counters_and_unfinished_ingest_files_are_removed_at_open()
     assert!(!stale.exists());
     drop(db);
 }
+
+/// A restore into a stream that holds messages drops their files and the range tombstone first,
+/// so its ingested files go below level 0 and the old messages are gone.
+#[test]
+fn a_restore_over_old_messages_ingests_below_level_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let mut s = RocksStreamStore::open(db.clone(), StreamUid(8)).unwrap();
+    let payload = bytes::Bytes::from(vec![5u8; 64 << 10]);
+    for seq in 1..=200 {
+        let mut m = msg(seq, "old");
+        m.payload = payload.clone();
+        s.store_msg(&m).unwrap();
+    }
+    db.flush_state().unwrap();
+    s.begin_restore().unwrap();
+    s.begin_bulk_batch();
+    let count = (crate::rocks::bulk_ingest::INGEST_FILE_BYTES / (64 << 10)) as u64 + 10;
+    for seq in 1..=count {
+        let mut m = msg(seq, "new");
+        m.payload = payload.clone();
+        s.store_msg(&m).unwrap();
+    }
+    s.put_metas(&[]).unwrap();
+    let cf = db.cf(ColumnFamily::Msgs).unwrap();
+    let level0 = db
+        .raw()
+        .property_int_value_cf(&cf, "rocksdb.num-files-at-level0")
+        .unwrap()
+        .unwrap();
+    drop(cf);
+    assert_eq!(level0, 0, "ingested files landed in level 0");
+    assert_eq!(s.last_for_subject("old").unwrap(), None);
+    assert_eq!(s.state().msgs, count);
+    assert_eq!(
+        s.get(count).unwrap().map(|m| m.subject),
+        Some("new".to_string())
+    );
+}
+
+/// While a view of the old messages is live (a snapshot being sent), a restore does not drop
+/// their table files: the view still reads every old message.
+#[test]
+fn a_restore_keeps_the_old_files_while_a_view_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let mut s = RocksStreamStore::open(db.clone(), StreamUid(9)).unwrap();
+    for seq in 1..=300 {
+        s.store_msg(&msg(seq, "old")).unwrap();
+    }
+    db.flush_state().unwrap();
+    // Below level 0, where whole files can be dropped.
+    let cf = db.cf(ColumnFamily::Msgs).unwrap();
+    db.raw().compact_range_cf(&cf, None::<&[u8]>, None::<&[u8]>);
+    drop(cf);
+    let view = s.view().unwrap();
+    s.begin_restore().unwrap();
+    s.begin_bulk_batch();
+    for seq in 1..=5 {
+        s.store_msg(&msg(seq, "new")).unwrap();
+    }
+    s.put_metas(&[]).unwrap();
+    let mut seen = 0;
+    let mut next = 1;
+    loop {
+        let batch = view.msgs_from(next, 1 << 20).unwrap();
+        let Some(last) = batch.last() else { break };
+        next = last.seq + 1;
+        assert!(batch.iter().all(|m| m.subject == "old"));
+        seen += batch.len();
+    }
+    assert_eq!(seen, 300);
+    assert_eq!(s.state().msgs, 5);
+}

@@ -36,6 +36,8 @@ pub(crate) struct RocksStreamView {
     thread: Option<std::thread::JoinHandle<()>>,
     /// Staged appends at the time of the view, ascending.
     staged: crate::stream::CopiedView,
+    /// Held while the view lives: the store counts its live views by this token.
+    _live: std::sync::Arc<()>,
 }
 
 impl Drop for RocksStreamView {
@@ -63,6 +65,7 @@ impl RocksStreamView {
         db: Db,
         uid: StreamUid,
         staged: Vec<StoredMsg>,
+        live: std::sync::Arc<()>,
     ) -> Result<Self, StorageError> {
         let (reads, requests) = mpsc::channel::<Read>();
         let (ready_tx, ready) = mpsc::sync_channel(1);
@@ -81,6 +84,7 @@ impl RocksStreamView {
             reads: Some(reads),
             thread: Some(thread),
             staged: crate::stream::CopiedView(staged),
+            _live: live,
         })
     }
 }
