@@ -39,7 +39,7 @@ Scenarios `consumers-ephemeral` and `consumers-durable` (SCALE_CONSUMERS consume
   deliveries/s = N / that time (bounded 120 s; a shortfall is reported). nats-server 2.15.1
   refuses the 1,001st consumer of a stream (10026), so compare at SCALE_CONSUMERS=1000.
 
-Scenario `catchup` (SCALE_CATCHUP_MB, default 256 MB; the issue's figure is 2048):
+Scenario `catchup` (SCALE_CATCHUP_MB, default 2048 MB, the issue's figure):
   One R3 file stream C (subject `c`) filled with SCALE_CATCHUP_MB of SCALE_PAYLOAD-byte messages
   (default 4096 B; count = MB * 2^20 / payload) by one publisher, 256 in flight, every PubAck
   checked, the last SCALE_CATCHUP_SEQ of them (default 6,000) one at a time; then all three
@@ -816,7 +816,7 @@ def main():
         "SCALE_SCENARIOS", "streams,consumers-ephemeral,consumers-durable,catchup"))
     ap.add_argument("--streams", type=int, default=env_int("SCALE_STREAMS", 1000))
     ap.add_argument("--consumers", type=int, default=env_int("SCALE_CONSUMERS", 10000))
-    ap.add_argument("--catchup-mb", type=int, default=env_int("SCALE_CATCHUP_MB", 256))
+    ap.add_argument("--catchup-mb", type=int, default=env_int("SCALE_CATCHUP_MB", 2048))
     ap.add_argument("--payload", type=int, default=env_int("SCALE_PAYLOAD", 4096))
     ap.add_argument("--catchup-seq", type=int, default=env_int("SCALE_CATCHUP_SEQ", 6000))
     ap.add_argument("--inflight", type=int, default=env_int("SCALE_INFLIGHT", 16))
