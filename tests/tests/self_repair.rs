@@ -504,7 +504,8 @@ async fn a_stream_acknowledges_publishes_while_a_replica_is_rebuilt_from_a_snaps
     let mut cluster = Cluster::start(3, "heal-busy").await.expect("cluster");
     let nc = connect(cluster.node(0)).await;
     // More Raft entries than openraft's snapshot interval (5,000): the log is purged past the
-    // start, so an empty replica can only be rebuilt from a snapshot (~22 MB).
+    // start, so an empty replica can only be rebuilt from a snapshot (~22 MB: spooled to disk
+    // by the receiver, restored in two passes, its messages ingested as table files).
     let mut acked = fill_kib(&nc, 5_500, 4).await;
     let leader = stream_leader(&cluster, &nc).await;
     let lost = (leader + 1) % 3;
@@ -531,15 +532,27 @@ async fn a_stream_acknowledges_publishes_while_a_replica_is_rebuilt_from_a_snaps
     let during = publisher.await.expect("publisher");
     assert!(!during.is_empty(), "no publish was acknowledged");
     acked.extend(during);
+    let log = cluster.node(lost).log();
     assert!(
-        cluster
-            .node(lost)
-            .log()
-            .matches("installing snapshot")
-            .count()
-            > installs,
+        log.matches("installing snapshot").count() > installs,
         "the wiped replica was rebuilt from a snapshot"
     );
+    // Larger than a spool batch (8 MiB): it was received onto disk, not into memory, and
+    // restored from there (into an empty store: as ingested table files).
+    let bytes: u64 = log
+        .lines()
+        .filter(|l| l.contains("installing snapshot"))
+        .filter_map(|l| {
+            l.split("bytes=")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .max()
+        .unwrap_or(0);
+    assert!(bytes > 8 << 20, "snapshot of {bytes} bytes");
 
     // Every acknowledged message, each at its own sequence with nothing in between, on every
     // replica (each read while it leads).
