@@ -97,7 +97,8 @@ fn wait_for_level0(db: &Db) {
     }
 }
 
-fn level0_files(db: &Db) -> u64 {
+/// Table files of `msgs` in level 0.
+pub(crate) fn level0_files(db: &Db) -> u64 {
     db.raw()
         .cf_handle(ColumnFamily::Msgs.name())
         .and_then(|cf| {

@@ -379,14 +379,11 @@ fn a_restore_over_old_messages_ingests_below_level_0() {
         s.store_msg(&m).unwrap();
     }
     s.put_metas(&[]).unwrap();
-    let cf = db.cf(ColumnFamily::Msgs).unwrap();
-    let level0 = db
-        .raw()
-        .property_int_value_cf(&cf, "rocksdb.num-files-at-level0")
-        .unwrap()
-        .unwrap();
-    drop(cf);
-    assert_eq!(level0, 0, "ingested files landed in level 0");
+    assert_eq!(
+        crate::rocks::bulk_ingest::level0_files(&db),
+        0,
+        "ingested files landed in level 0"
+    );
     assert_eq!(s.last_for_subject("old").unwrap(), None);
     assert_eq!(s.state().msgs, count);
     assert_eq!(

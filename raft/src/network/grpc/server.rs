@@ -451,17 +451,15 @@ impl RaftService for RaftGrpcService {
                 asm.reserve_hinted(batch);
             }
             if asm.buffered() >= batch
-                && let Some(s) = &self.spool
+                && let Some(settings) = &self.spool
             {
-                if spool.is_none() {
-                    spool = Some(s.create().await.map_err(spool_failed)?);
-                }
-                if let Some(spool) = &mut spool {
-                    spool
-                        .append(asm.take_buffered())
-                        .await
-                        .map_err(spool_failed)?;
-                }
+                let file = match &mut spool {
+                    Some(file) => file,
+                    None => spool.insert(settings.create().await.map_err(spool_failed)?),
+                };
+                file.append(asm.take_buffered())
+                    .await
+                    .map_err(spool_failed)?;
             }
         }
         let (group, from, vote, mut snap) = asm.finish().map_err(bad_request)?;

@@ -139,6 +139,26 @@ fn corrupt(reason: String) -> StateMachineError {
     StateMachineError::CorruptSnapshot { reason }
 }
 
+/// Test support: `bytes` as a payload read back in chunks of `size` bytes on every pass (as a
+/// spooled snapshot is, in larger ones).
+#[cfg(test)]
+pub(super) fn chunked_payload(bytes: &Bytes, size: usize) -> jetraft_raft::SnapshotData {
+    struct Chunked(Bytes, usize);
+
+    impl jetraft_raft::SnapshotSource for Chunked {
+        fn chunks(self: std::sync::Arc<Self>) -> SnapshotChunks {
+            let chunks: Vec<Bytes> = self.0.chunks(self.1).map(Bytes::copy_from_slice).collect();
+            Box::new(chunks.into_iter().map(Ok))
+        }
+
+        fn size_hint(&self) -> u64 {
+            self.0.len() as u64
+        }
+    }
+
+    jetraft_raft::SnapshotData::Lazy(std::sync::Arc::new(Chunked(bytes.clone(), size)))
+}
+
 #[cfg(test)]
 mod tests {
     use jetraft_proto::stream::{DedupEntry, SnapshotMsg, StreamSnapshot};
@@ -175,8 +195,7 @@ mod tests {
     }
 
     fn chunked(bytes: &Bytes, size: usize) -> SnapshotChunks {
-        let chunks: Vec<_> = bytes.chunks(size).map(Bytes::copy_from_slice).collect();
-        Box::new(chunks.into_iter().map(Ok))
+        chunked_payload(bytes, size).chunks()
     }
 
     #[test]

@@ -8,6 +8,7 @@ use jetraft_storage::rocks::RocksStreamStore;
 use jetraft_storage::stream::StreamUid;
 
 use super::headers::block;
+use super::snapshot_fields::chunked_payload;
 use super::*;
 use crate::jetstream::api::types::requests::{MsgSelector, decode};
 use crate::jetstream::api::types::{StreamConfig, StreamInfoRequest};
@@ -460,6 +461,15 @@ fn workload() -> Vec<Bytes> {
     cmds
 }
 
+/// A memory-store state machine after [`workload`].
+fn after_workload() -> Driver {
+    let mut d = Driver::new(mem_sm(WORKLOAD_CFG));
+    for cmd in workload() {
+        d.apply(cmd);
+    }
+    d
+}
+
 const WORKLOAD_CFG: &str = r#"{"name":"W","subjects":["w.*"],"max_msgs":25,"allow_rollup_hdrs":true,"duplicate_window":5000000000}"#;
 
 #[test]
@@ -494,10 +504,7 @@ fn assert_same_state(a: &StreamStateMachine, b: &StreamStateMachine) {
 
 #[test]
 fn snapshot_restore_reproduces_the_state_on_both_stores() {
-    let mut a = Driver::new(mem_sm(WORKLOAD_CFG));
-    for cmd in workload() {
-        a.apply(cmd);
-    }
+    let mut a = after_workload();
     // Messages removed at the tail: last_seq lies above the last present message.
     let last = a.sm.state().last_seq;
     a.apply(command::delete_msg(last, false));
@@ -566,30 +573,9 @@ fn a_lazy_snapshot_reads_the_state_as_of_when_it_was_taken() {
     lazy_snapshot_is_a_point_in_time(Driver::new(sm));
 }
 
-/// A snapshot payload read back in chunks of `.1` bytes (as a spooled one is, in larger ones).
-struct Chunked(Bytes, usize);
-
-impl jetraft_raft::SnapshotSource for Chunked {
-    fn chunks(self: std::sync::Arc<Self>) -> jetraft_raft::SnapshotChunks {
-        let chunks: Vec<Bytes> = self.0.chunks(self.1).map(Bytes::copy_from_slice).collect();
-        Box::new(chunks.into_iter().map(Ok))
-    }
-
-    fn size_hint(&self) -> u64 {
-        self.0.len() as u64
-    }
-}
-
-fn chunked(bytes: &Bytes, size: usize) -> SnapshotData {
-    SnapshotData::Lazy(std::sync::Arc::new(Chunked(bytes.clone(), size)))
-}
-
 #[test]
 fn a_restore_read_chunk_by_chunk_reproduces_the_state() {
-    let mut a = Driver::new(mem_sm(WORKLOAD_CFG));
-    for cmd in workload() {
-        a.apply(cmd);
-    }
+    let a = after_workload();
     let snap = a.sm.snapshot().unwrap();
     for size in [1, 7, 100, 4096] {
         let dir = tempfile::tempdir().unwrap();
@@ -597,7 +583,7 @@ fn a_restore_read_chunk_by_chunk_reproduces_the_state() {
         let rocks = Box::new(RocksStreamStore::open(db, StreamUid(3)).unwrap());
         let mut r =
             StreamStateMachine::open(rocks, config(r#"{"name":"X"}"#), T0, server()).unwrap();
-        r.restore_data(&chunked(&snap, size)).unwrap();
+        r.restore_data(&chunked_payload(&snap, size)).unwrap();
         assert_same_state(&a.sm, &r);
         assert_eq!(r.snapshot().unwrap(), snap, "chunks of {size} bytes");
     }
@@ -605,10 +591,7 @@ fn a_restore_read_chunk_by_chunk_reproduces_the_state() {
 
 #[test]
 fn a_snapshot_found_corrupt_late_is_refused_before_the_store_is_touched() {
-    let mut a = Driver::new(mem_sm(WORKLOAD_CFG));
-    for cmd in workload() {
-        a.apply(cmd);
-    }
+    let a = after_workload();
     let good = a.sm.snapshot().unwrap();
     // The good snapshot with one more message after the rest, out of order: only a reader
     // that got to the end knows.
@@ -626,7 +609,7 @@ fn a_snapshot_found_corrupt_late_is_refused_before_the_store_is_touched() {
         other.publish("o", &[], T0 + i);
     }
     let before = other.sm.snapshot().unwrap();
-    for data in [chunked(&bad, 64), SnapshotData::from(bad.clone())] {
+    for data in [chunked_payload(&bad, 64), SnapshotData::from(bad.clone())] {
         let err = other.sm.restore_data(&data).unwrap_err();
         assert!(
             matches!(err, StateMachineError::CorruptSnapshot { .. }),
@@ -636,7 +619,7 @@ fn a_snapshot_found_corrupt_late_is_refused_before_the_store_is_touched() {
     }
     // Cut short: the same.
     let cut = good.slice(..good.len() - 3);
-    assert!(other.sm.restore_data(&chunked(&cut, 64)).is_err());
+    assert!(other.sm.restore_data(&chunked_payload(&cut, 64)).is_err());
     assert_eq!(other.sm.snapshot().unwrap(), before);
 }
 
@@ -694,10 +677,7 @@ fn rocks_state_machine_survives_restart_with_dedup_and_applied_state() {
 /// held either state, and the store check names it for repair.
 #[test]
 fn a_restore_interrupted_before_its_applied_position_is_refused_at_open() {
-    let mut a = Driver::new(mem_sm(WORKLOAD_CFG));
-    for cmd in workload() {
-        a.apply(cmd);
-    }
+    let a = after_workload();
     let snap = a.sm.snapshot().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let open = |db: &Db| {
@@ -710,7 +690,7 @@ fn a_restore_interrupted_before_its_applied_position_is_refused_at_open() {
         let db = Db::open(dir.path()).unwrap();
         let mut r = open(&db).unwrap();
         r.save_applied(&AppliedState::default()).unwrap();
-        r.restore_data(&chunked(&snap, 4096)).unwrap();
+        r.restore_data(&chunked_payload(&snap, 4096)).unwrap();
         // Stopped here: no applied position saved after the restore.
     }
     {
@@ -739,7 +719,7 @@ fn a_restore_interrupted_before_its_applied_position_is_refused_at_open() {
     let restored = {
         let db = Db::open(dir.path()).unwrap();
         let mut r = open(&db).unwrap();
-        r.restore_data(&chunked(&snap, 4096)).unwrap();
+        r.restore_data(&chunked_payload(&snap, 4096)).unwrap();
         r.save_applied(&AppliedState::default()).unwrap();
         (r.durability_barrier().unwrap())().unwrap();
         assert_same_state(&a.sm, &r);
