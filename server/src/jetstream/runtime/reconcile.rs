@@ -409,12 +409,9 @@ impl JetStream {
         if !info.is_self {
             return;
         }
-        let Some(wanted) = ls.assigned_config(&a.config_json) else {
+        let Some(wanted) = ls.config_to_push(&a.config_json) else {
             return;
         };
-        if *ls.sm.lock().config() == *wanted {
-            return;
-        }
         let cmd = command::update_config(&wanted, now_ns());
         if let Err(e) = self.registry.propose(ls.group(), cmd).await {
             warn!(stream = %ls.name, error = %e, "stream config update not applied yet");

@@ -59,9 +59,11 @@ pub struct LocalStream {
     /// Set once the group is known to be initialised (it never goes back), so the meta task
     /// stops asking its Raft core on every pass.
     pub(super) initialized: std::sync::atomic::AtomicBool,
-    /// The meta group's config JSON for the stream and its parse, so the meta task parses a
-    /// config once, not on every pass.
-    assigned_config: Mutex<Option<(Vec<u8>, Arc<StreamConfig>)>>,
+    /// The meta group's config JSON that the replica's config was last found equal to, with
+    /// the state machine's [`StreamStateMachine::meta_version`] then: while neither changed,
+    /// the meta task neither parses nor compares the config again. (The JSON shares the meta
+    /// state's buffer; no parsed copy of the config is kept per stream.)
+    config_in_sync: Mutex<Option<(Bytes, u64)>>,
     /// Wakes the owner task when the stream's config or its next expiry may have changed (see
     /// [`SharedStream`]).
     pub(super) config_changed: Arc<tokio::sync::Notify>,
@@ -93,23 +95,29 @@ impl LocalStream {
             cancel,
             started: std::time::Instant::now(),
             initialized: std::sync::atomic::AtomicBool::new(false),
-            assigned_config: Mutex::new(None),
+            config_in_sync: Mutex::new(None),
             config_changed,
         }
     }
 
-    /// The stream config the meta group assigned as `json`, parsed once per distinct `json`;
-    /// `None` if it does not parse.
-    pub(super) fn assigned_config(&self, json: &[u8]) -> Option<Arc<StreamConfig>> {
-        let mut cache = self.assigned_config.lock();
-        if let Some((seen, config)) = &*cache
-            && seen.as_slice() == json
+    /// The meta group's config `json` for the stream, parsed, if the replica's config differs
+    /// from it (`None` once they are equal, or if `json` does not parse). A config found equal
+    /// is remembered until `json` or the replica's meta record changes.
+    pub(super) fn config_to_push(&self, json: &Bytes) -> Option<StreamConfig> {
+        let version = self.sm.lock().meta_version();
+        if let Some((seen, at)) = &*self.config_in_sync.lock()
+            && seen == json
+            && *at == version
         {
-            return Some(config.clone());
+            return None;
         }
-        let config = Arc::new(serde_json::from_slice::<StreamConfig>(json).ok()?);
-        *cache = Some((json.to_vec(), config.clone()));
-        Some(config)
+        let wanted = serde_json::from_slice::<StreamConfig>(json).ok()?;
+        let sm = self.sm.lock();
+        if *sm.config() == wanted {
+            *self.config_in_sync.lock() = Some((json.clone(), sm.meta_version()));
+            return None;
+        }
+        Some(wanted)
     }
 
     /// Replica node ids, as the meta group assigned them.
@@ -280,6 +288,45 @@ mod tests {
             Arc::new(tokio::sync::Notify::new()),
         );
         (shared, rx)
+    }
+
+    #[test]
+    fn a_config_in_sync_is_skipped_until_the_assignment_or_the_replica_changes() {
+        let (shared, _changes) = shared();
+        let sm = shared.0.clone();
+        let (acks, _acks_rx) = jetraft_raft::rt::mpsc::unbounded();
+        let ls = LocalStream::new(
+            "W".into(),
+            StreamUid(1),
+            vec![1],
+            shared,
+            acks,
+            tokio_util::sync::CancellationToken::new(),
+        );
+        let apply = |index: u64, config: &StreamConfig| {
+            let cmd = command::update_config(config, T0);
+            sm.lock().apply(LogIndex(index), &cmd).unwrap();
+        };
+        let json = |config: &StreamConfig| Bytes::from(serde_json::to_vec(config).unwrap());
+        let original = sm.lock().config().clone();
+        assert_eq!(
+            ls.config_to_push(&json(&original)),
+            None,
+            "the replica's own config"
+        );
+        assert!(ls.config_in_sync.lock().is_some(), "remembered as in sync");
+
+        let mut assigned = original.clone();
+        assigned.description = "assigned".into();
+        let assigned_json = json(&assigned);
+        assert_eq!(ls.config_to_push(&assigned_json), Some(assigned.clone()));
+        apply(1, &assigned);
+        assert_eq!(ls.config_to_push(&assigned_json), None, "applied");
+
+        // The replica's config changes while the assignment stays (a stale update applied):
+        // the remembered verdict no longer holds.
+        apply(2, &original);
+        assert_eq!(ls.config_to_push(&assigned_json), Some(assigned));
     }
 
     #[test]

@@ -1,4 +1,5 @@
 use std::collections::BTreeMap;
+use futures_util::FutureExt;
 use std::fmt;
 use std::fmt::Debug;
 use std::future::Future;
@@ -22,6 +23,7 @@ use crate::StorageError;
 use crate::async_runtime::MpscReceiver;
 use crate::async_runtime::Mutex;
 use crate::async_runtime::OneshotSender;
+use crate::async_runtime::Select2;
 use crate::async_runtime::Select4;
 use crate::async_runtime::TryRecvError;
 use crate::async_runtime::mpsc::PeekableReceiver;
@@ -139,6 +141,7 @@ use crate::type_config::alias::OneshotReceiverOf;
 use crate::type_config::alias::PayloadOf;
 use crate::type_config::alias::VoteOf;
 use crate::type_config::alias::WatchReceiverOf;
+use crate::type_config::async_runtime::watch::WatchReceiver;
 use crate::type_config::alias::WatchSenderOf;
 use crate::type_config::async_runtime::mpsc::MpscSender;
 use crate::vote::RaftLeaderId;
@@ -262,6 +265,12 @@ where
     /// The watch channels that broadcast local IO progress to storage callbacks and replication.
     pub(crate) io_broadcast: IoBroadcast<C>,
 
+    /// jetraft patch: the receiving end of [`IoBroadcast::completed`], read by this core
+    /// directly. Upstream spawned a forwarder task per Raft group that turned each completion
+    /// into a [`Notification::LocalIO`]: a task (and its memory) per group, and one more task
+    /// wake-up between a log flush and the commit it allows.
+    pub(crate) rx_io_completed: WatchReceiverOf<C, Result<IOId<C>, StorageError<C>>>,
+
     /// The watch channels that publish this node's state for observers.
     pub(crate) metrics: MetricsChannels<C>,
 
@@ -269,7 +278,11 @@ where
     ///
     /// Owned directly by RaftCore for lock-free access to most stats.
     /// Only `replicate_batch` is shared with replication tasks via `shared_replicate_batch`.
-    pub(crate) runtime_stats: RuntimeStats<C>,
+    ///
+    /// jetraft patch: `None`, so nothing is collected and no group pays for the statistics'
+    /// 16 histograms and counters (about 2 KB inside each group's core, plus their heap):
+    /// jetraft never reads them (`Raft::runtime_stats` answers empty statistics).
+    pub(crate) runtime_stats: Option<Box<RuntimeStats<C>>>,
 
     /// Shared histogram for replication batch sizes.
     ///
@@ -671,8 +684,12 @@ where
         #[cfg(feature = "runtime-stats")]
         {
             let right = log_ids.last_ref().index() + 1;
-            self.runtime_stats.record_log_stage(Stage::Proposed, right, proposed_at);
-            self.runtime_stats.record_log_stage_now(Stage::Received, right);
+            if let Some(stats) = self.runtime_stats.as_deref_mut() {
+                stats.record_log_stage(Stage::Proposed, right, proposed_at);
+            }
+            if let Some(stats) = self.runtime_stats.as_deref_mut() {
+                stats.record_log_stage_now(Stage::Received, right);
+            }
         }
 
         // Record write batch size to external metrics recorder
@@ -1032,7 +1049,7 @@ where
         self.reschedule_pending_read_check();
     }
 
-    fn reschedule_pending_read_check(&self) {
+    fn reschedule_pending_read_check(&mut self) {
         let deadline = self.pending_reads.earliest_deadline();
         self.pending_read_deadline_notifier.set_deadline(deadline);
     }
@@ -1113,7 +1130,9 @@ where
         let mut responders = self.client_responders.drain_upto(last.index());
 
         let entry_count = last.index() + 1 - first.index();
-        self.runtime_stats.apply_batch.record(entry_count);
+        if let Some(stats) = self.runtime_stats.as_deref_mut() {
+            stats.apply_batch.record(entry_count);
+        }
 
         // Record to external metrics recorder
         if let Some(r) = &self.metrics_recorder {
@@ -1343,20 +1362,39 @@ where
             // Then if there is any message, process as many as possible to maximize throughput.
 
             // Check shutdown first so that a message flood in `tx_api` won't block shutting down.
-            let selected = C::select4(
-                &mut rx_shutdown,
-                self.rx_notification.recv(),
-                self.rx_install_snapshot.recv(),
-                self.rx_api.ensure_buffered(),
+            // jetraft patch: a completed storage IO (see `rx_io_completed`) wakes the loop too.
+            // It is also taken on every turn below, so a flood on the other channels cannot
+            // hold it back.
+            let selected = C::select2(
+                C::select4(
+                    &mut rx_shutdown,
+                    self.rx_notification.recv(),
+                    self.rx_install_snapshot.recv(),
+                    self.rx_api.ensure_buffered(),
+                ),
+                self.rx_io_completed.changed(),
             )
             .await;
+            let selected = match selected {
+                Select2::First(selected) => Some(selected),
+                Select2::Second(changed) => {
+                    if changed.is_err() {
+                        tracing::error!("the IO completion sender is dropped");
+                        return Err(Fatal::Stopped);
+                    }
+                    self.handle_io_completed()?;
+                    None
+                }
+            };
+            self.poll_io_completed()?;
             match selected {
-                Select4::First(_) => {
+                None => {}
+                Some(Select4::First(_)) => {
                     tracing::info!("recv from rx_shutdown");
                     return Err(Fatal::Stopped);
                 }
 
-                Select4::Second(notify_res) => {
+                Some(Select4::Second(notify_res)) => {
                     match notify_res {
                         Some(notify) => self.handle_notification(notify)?,
                         None => {
@@ -1366,7 +1404,7 @@ where
                     };
                 }
 
-                Select4::Third(install_res) => {
+                Some(Select4::Third(install_res)) => {
                     match install_res {
                         Some(req) => self.handle_install_full_snapshot_request(req),
                         None => {
@@ -1376,7 +1414,7 @@ where
                     };
                 }
 
-                Select4::Fourth(msg_res) => {
+                Some(Select4::Fourth(msg_res)) => {
                     msg_res?;
                 }
             };
@@ -1413,7 +1451,9 @@ where
     /// It returns the number of processed message.
     /// If the input channel is closed, it returns `Fatal::Stopped`.
     async fn process_raft_msg(&mut self, at_most: u64) -> Result<u64, Fatal<C>> {
-        self.runtime_stats.raft_msg_budget.record(at_most);
+        if let Some(stats) = self.runtime_stats.as_deref_mut() {
+            stats.raft_msg_budget.record(at_most);
+        }
 
         let mut processed = 0u64;
         let mut total = 0u64;
@@ -1448,8 +1488,12 @@ where
 
             if index.saturating_sub(last_log_index) >= run_command_threshold {
                 // After handling all the inputs, batch run all the commands for better performance
-                self.runtime_stats.raft_msg_per_run.record(processed);
-                self.runtime_stats.raft_msg_usage_permille.record(processed * 1000 / at_most);
+                if let Some(stats) = self.runtime_stats.as_deref_mut() {
+                    stats.raft_msg_per_run.record(processed);
+                }
+                if let Some(stats) = self.runtime_stats.as_deref_mut() {
+                    stats.raft_msg_usage_permille.record(processed * 1000 / at_most);
+                }
                 self.run_engine_commands().await?;
 
                 last_log_index = index;
@@ -1458,8 +1502,12 @@ where
         }
 
         // After handling all the inputs, batch run all the commands for better performance
-        self.runtime_stats.raft_msg_per_run.record(processed);
-        self.runtime_stats.raft_msg_usage_permille.record(processed * 1000 / at_most);
+        if let Some(stats) = self.runtime_stats.as_deref_mut() {
+            stats.raft_msg_per_run.record(processed);
+        }
+        if let Some(stats) = self.runtime_stats.as_deref_mut() {
+            stats.raft_msg_usage_permille.record(processed * 1000 / at_most);
+        }
         self.run_engine_commands().await?;
 
         if total == at_most {
@@ -1474,7 +1522,9 @@ where
     /// It returns the number of processed notifications.
     /// If the input channel is closed, it returns `Fatal::Stopped`.
     async fn process_notification(&mut self, at_most: u64) -> Result<u64, Fatal<C>> {
-        self.runtime_stats.notification_budget.record(at_most);
+        if let Some(stats) = self.runtime_stats.as_deref_mut() {
+            stats.notification_budget.record(at_most);
+        }
 
         let mut processed = 0u64;
 
@@ -1502,7 +1552,11 @@ where
             self.run_engine_commands().await?;
         }
 
-        self.runtime_stats.notification_usage_permille.record(processed * 1000 / at_most);
+        if let Some(stats) = self.runtime_stats.as_deref_mut() {
+
+            stats.notification_usage_permille.record(processed * 1000 / at_most);
+
+        }
 
         if processed == at_most {
             tracing::debug!(
@@ -1719,7 +1773,11 @@ where
     pub(crate) fn handle_install_full_snapshot_request(&mut self, req: InstallFullSnapshotRequest<C, SM>) {
         tracing::debug!("RAFT_event id={:<2}  input: {}", self.id, req);
 
-        self.runtime_stats.record_raft_msg(RaftMsgName::InstallSnapshot);
+        if let Some(stats) = self.runtime_stats.as_deref_mut() {
+
+            stats.record_raft_msg(RaftMsgName::InstallSnapshot);
+
+        }
 
         self.engine.handle_install_full_snapshot(req.vote, req.snapshot, req.tx);
     }
@@ -1729,7 +1787,11 @@ where
     pub(crate) fn handle_api_msg(&mut self, msg: RaftMsg<C>) {
         tracing::debug!("RAFT_event id={:<2}  input: {}", self.id, msg);
 
-        self.runtime_stats.record_raft_msg(msg.name());
+        if let Some(stats) = self.runtime_stats.as_deref_mut() {
+
+            stats.record_raft_msg(msg.name());
+
+        }
 
         match msg {
             RaftMsg::AppendEntries { rpc, tx } => {
@@ -1777,7 +1839,9 @@ where
                         return;
                     }
                 }
-                self.runtime_stats.write_batch.record(payloads.len() as u64);
+                if let Some(stats) = self.runtime_stats.as_deref_mut() {
+                    stats.write_batch.record(payloads.len() as u64);
+                }
                 self.write_entries(
                     payloads,
                     responders,
@@ -1855,7 +1919,7 @@ where
             #[cfg(feature = "runtime-stats")]
             RaftMsg::GetRuntimeStats { tx } => {
                 // Copy runtime_stats and sync the shared replicate_batch
-                let mut stats = self.runtime_stats.clone();
+                let mut stats = self.runtime_stats.as_deref().cloned().unwrap_or_default();
                 stats.replicate_batch = self.shared_replicate_batch.snapshot();
 
                 stats.build_log_stage_histograms();
@@ -1960,7 +2024,11 @@ where
     pub(crate) fn handle_notification(&mut self, notify: Notification<C>) -> Result<(), Fatal<C>> {
         tracing::debug!("RAFT_event id={:<2} notify: {}", self.id, notify);
 
-        self.runtime_stats.record_notification(notify.name());
+        if let Some(stats) = self.runtime_stats.as_deref_mut() {
+
+            stats.record_notification(notify.name());
+
+        }
 
         match notify {
             Notification::VoteResponse {
@@ -2087,6 +2155,31 @@ where
         }
     }
 
+    /// jetraft patch: handles the IO completion in `rx_io_completed` if it changed since the
+    /// last look, without waiting.
+    fn poll_io_completed(&mut self) -> Result<(), Fatal<C>> {
+        match self.rx_io_completed.changed().now_or_never() {
+            Some(Ok(())) => self.handle_io_completed(),
+            Some(Err(_)) => {
+                tracing::error!("the IO completion sender is dropped");
+                Err(Fatal::Stopped)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// jetraft patch: handles the latest IO completion in `rx_io_completed` as the upstream
+    /// forwarder task's [`Notification`] would have been handled. A completion seen twice is
+    /// harmless: flushed IO progress only moves forward.
+    fn handle_io_completed(&mut self) -> Result<(), Fatal<C>> {
+        let completed = self.rx_io_completed.borrow_watched().clone();
+        let notify = match completed {
+            Ok(io_id) => Notification::LocalIO { io_id },
+            Err(error) => Notification::StorageError { error },
+        };
+        self.handle_notification(notify)
+    }
+
     /// Handle [`Notification::LocalIO`]: a local log or vote write reached the disk.
     fn handle_local_io(&mut self, io_id: IOId<C>) {
         self.engine.state.log_progress_mut().try_flush(io_id.clone());
@@ -2094,7 +2187,9 @@ where
         match io_id {
             IOId::Log(log_io_id) => {
                 if let Some(ref log_id) = log_io_id.log_id {
-                    self.runtime_stats.record_log_stage_now(Stage::Persisted, log_id.index() + 1);
+                    if let Some(stats) = self.runtime_stats.as_deref_mut() {
+                        stats.record_log_stage_now(Stage::Persisted, log_id.index() + 1);
+                    }
                 }
 
                 // No need to check against membership change,
@@ -2149,7 +2244,9 @@ where
                 }
             }
             sm::Response::Apply(res) => {
-                self.runtime_stats.record_log_stage_now(Stage::Applied, res.last_applied.index() + 1);
+                if let Some(stats) = self.runtime_stats.as_deref_mut() {
+                    stats.record_log_stage_now(Stage::Applied, res.last_applied.index() + 1);
+                }
                 self.engine.state.apply_progress_mut().try_flush(res.last_applied);
             }
         }
@@ -2393,7 +2490,9 @@ where
         let entry_count = entries.len() as u64;
 
         // Record to internal histogram
-        self.runtime_stats.append_batch.record(entry_count);
+        if let Some(stats) = self.runtime_stats.as_deref_mut() {
+            stats.append_batch.record(entry_count);
+        }
 
         // Record to external metrics recorder
         if let Some(r) = &self.metrics_recorder {
@@ -2416,7 +2515,11 @@ where
         // because `append()` may call the callback before returning.
         self.engine.state.log_progress_mut().submit(io_id.clone());
 
-        self.runtime_stats.record_log_stage_now(Stage::Submitted, last_log_index + 1);
+        if let Some(stats) = self.runtime_stats.as_deref_mut() {
+
+            stats.record_log_stage_now(Stage::Submitted, last_log_index + 1);
+
+        }
 
         // Submit IO request, do not wait for the response.
         self.log_store.append(entries, callback).await.sto_write_logs()?;
@@ -2513,7 +2616,9 @@ where
         already_applied: Option<LogIdOf<C>>,
         upto: LogIdOf<C>,
     ) -> Result<(), StorageError<C>> {
-        self.runtime_stats.record_log_stage_now(Stage::Committed, upto.index() + 1);
+        if let Some(stats) = self.runtime_stats.as_deref_mut() {
+            stats.record_log_stage_now(Stage::Committed, upto.index() + 1);
+        }
 
         self.engine.state.apply_progress_mut().submit(upto.clone());
 
@@ -2675,7 +2780,9 @@ where
         tracing::debug!("RAFT_event id={:<2}    cmd: {}", self.id, cmd);
 
         // Record command execution
-        self.runtime_stats.record_command(cmd.name());
+        if let Some(stats) = self.runtime_stats.as_deref_mut() {
+            stats.record_command(cmd.name());
+        }
 
         match cmd {
             Command::UpdateIOProgress { io_id, .. } => self.run_update_io_progress(io_id).await,

@@ -36,7 +36,6 @@ use std::time::Duration;
 
 use core_state::CoreState;
 use derive_more::Display;
-use futures_util::FutureExt;
 use linearizable_read::Linearizer;
 use linearizable_read::LinearizerOption;
 use linearizable_read::ReadLogId;
@@ -75,7 +74,6 @@ use crate::OptionalSend;
 use crate::RaftNetworkFactory;
 use crate::RaftState;
 pub use crate::RaftTypeConfig;
-use crate::StorageError;
 use crate::StorageHelper;
 use crate::async_runtime::MpscWeakSender;
 use crate::async_runtime::OneshotSender;
@@ -107,10 +105,10 @@ use crate::core::io_flush_tracking::LogProgress;
 use crate::core::io_flush_tracking::SnapshotProgress;
 use crate::core::io_flush_tracking::VoteProgress;
 use crate::core::merged_raft_msg_receiver::BatchRaftMsgReceiver;
-use crate::core::notification::Notification;
 use crate::core::raft_msg::RaftMsg;
 use crate::core::raft_msg::external_command::ExternalCommand;
 use crate::core::raft_msg::install_full_snapshot_request::InstallFullSnapshotRequest;
+#[cfg(feature = "runtime-stats")]
 use crate::core::runtime_stats::RuntimeStats;
 use crate::core::sm;
 use crate::core::sm::worker;
@@ -384,65 +382,6 @@ where
     }
 }
 
-/// Forwarder task that bridges IO completion Watch channel to notification channel.
-///
-/// This task reads IO completion results from a Watch channel and forwards them
-/// to the RaftCore notification channel, translating IOId and storage errors to notifications.
-///
-/// To reduce wakeup overhead, notifications are batched: at most one notification
-/// is forwarded per `BATCH_INTERVAL`. When a change arrives, the forwarder waits
-/// until the interval expires before reading and forwarding the latest value.
-async fn io_completion_forwarder<C>(
-    mut rx_io: WatchReceiverOf<C, Result<IOId<C>, StorageError<C>>>,
-    weak_tx_notify: MpscWeakSenderOf<C, Notification<C>>,
-) where
-    C: RaftTypeConfig,
-{
-    const BATCH_INTERVAL: Duration = Duration::from_micros(1);
-
-    loop {
-        let deadline = C::now() + BATCH_INTERVAL;
-
-        // Wait for IO completion notification
-        if rx_io.changed().await.is_err() {
-            // Watch sender dropped, exit forwarder
-            tracing::debug!("IO completion watch channel closed, forwarder exiting");
-            break;
-        }
-
-        let now = C::now();
-        if now < deadline {
-            C::sleep_until(deadline).await;
-
-            // Drain all the changed events.
-            let _ = rx_io.changed().now_or_never();
-        }
-
-        // Read the latest value after batching interval
-        let result = {
-            let borrowed = rx_io.borrow_watched();
-            borrowed.clone()
-        };
-
-        // Try to upgrade weak sender
-        let Some(tx) = weak_tx_notify.upgrade() else {
-            tracing::debug!("Notification channel closed, forwarder exiting");
-            break;
-        };
-
-        // Forward the result to notification channel
-        let notification = match result {
-            Ok(io_id) => Notification::LocalIO { io_id },
-            Err(storage_error) => Notification::StorageError { error: storage_error },
-        };
-
-        if let Err(e) = tx.send(notification).await {
-            tracing::warn!("failed to forward IO completion: {}", e.0);
-            break;
-        }
-    }
-}
-
 impl<C, SM> Raft<C, SM>
 where
     C: RaftTypeConfig,
@@ -546,9 +485,6 @@ where
         let dummy_io_id = IOId::Vote(UncommittedVote::new(leader_id));
         let (tx_io_completed, rx_io_completed) = C::watch_channel(Ok(dummy_io_id));
 
-        // Create weak sender for forwarder before moving tx_notify into RaftCore
-        let weak_tx_notify = tx_notify.downgrade();
-
         let (tx_progress, progress_watcher) = IoProgressWatcher::new();
         let (tx_shutdown, rx_shutdown) = C::oneshot();
 
@@ -636,6 +572,8 @@ where
                     tx_notification: tx_notify,
                     rx_notification: rx_notify.peekable(),
 
+                    rx_io_completed,
+
                     io_broadcast: IoBroadcast {
                         completed: tx_io_completed,
                         accepted: io_accepted_tx,
@@ -650,7 +588,7 @@ where
                         progress: tx_progress,
                     },
 
-                    runtime_stats: RuntimeStats::new(&config),
+                    runtime_stats: None,
                     shared_replicate_batch,
 
                     metrics_recorder: None,
@@ -658,8 +596,7 @@ where
                     span: core_span,
                 };
 
-                // Spawn forwarder task to bridge Watch channel to notification channel
-                let _forwarder_handle = C::spawn(io_completion_forwarder::<C>(rx_io_completed, weak_tx_notify));
+                // jetraft patch: no forwarder task; the core reads `rx_io_completed` itself.
 
                 StepDownWatcher::<C>::spawn(
                     rx_server_metrics.clone(),

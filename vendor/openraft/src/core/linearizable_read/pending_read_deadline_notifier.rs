@@ -21,6 +21,16 @@ use crate::type_config::alias::WatchSenderOf;
 pub(crate) struct PendingReadDeadlineNotifier<C>
 where C: RaftTypeConfig
 {
+    /// jetraft patch: the worker is spawned on the first deadline, not with every Raft group
+    /// (most groups never serve a linearizable read); until then this sender waits for it.
+    notification_tx: MpscSenderOf<C, Notification<C>>,
+    worker: Option<Worker<C>>,
+}
+
+/// The running worker: its deadline input and its task.
+struct Worker<C>
+where C: RaftTypeConfig
+{
     deadline_tx: WatchSenderOf<C, Option<InstantOf<C>>>,
     _join_handle: JoinHandleOf<C, ()>,
 }
@@ -29,17 +39,28 @@ impl<C> PendingReadDeadlineNotifier<C>
 where C: RaftTypeConfig
 {
     pub(crate) fn spawn(notification_tx: MpscSenderOf<C, Notification<C>>) -> Self {
-        let (deadline_tx, deadline_rx) = C::watch_channel(None);
-        let join_handle = C::spawn(Self::run(deadline_rx, notification_tx));
-
         Self {
-            deadline_tx,
-            _join_handle: join_handle,
+            notification_tx,
+            worker: None,
         }
     }
 
-    pub(crate) fn set_deadline(&self, deadline: Option<InstantOf<C>>) {
-        self.deadline_tx.send_if_different(deadline);
+    pub(crate) fn set_deadline(&mut self, deadline: Option<InstantOf<C>>) {
+        match &self.worker {
+            Some(worker) => {
+                worker.deadline_tx.send_if_different(deadline);
+            }
+            // No worker and no deadline: nothing to wake.
+            None if deadline.is_none() => {}
+            None => {
+                let (deadline_tx, deadline_rx) = C::watch_channel(deadline);
+                let join_handle = C::spawn(Self::run(deadline_rx, self.notification_tx.clone()));
+                self.worker = Some(Worker {
+                    deadline_tx,
+                    _join_handle: join_handle,
+                });
+            }
+        }
     }
 
     async fn run(
