@@ -1463,6 +1463,12 @@ where
         let mut last_log_index = 0;
 
         for _i in 0..at_most {
+            // jetraft patch: a storage IO that completed meanwhile is handled here, as upstream's
+            // forwarder task would have queued it as a notification that ends this loop early.
+            if total > 0 {
+                self.poll_io_completed()?;
+            }
+
             // Process at least one RaftMsg so notifications cannot starve API traffic.
             if total > 0 && self.config.broadcast_submitted_on_append() {
                 match self.rx_notification.peek() {
@@ -1522,6 +1528,9 @@ where
     /// It returns the number of processed notifications.
     /// If the input channel is closed, it returns `Fatal::Stopped`.
     async fn process_notification(&mut self, at_most: u64) -> Result<u64, Fatal<C>> {
+        // jetraft patch: a completed storage IO first (see `rx_io_completed`).
+        self.poll_io_completed()?;
+
         if let Some(stats) = self.runtime_stats.as_deref_mut() {
             stats.notification_budget.record(at_most);
         }
