@@ -94,6 +94,45 @@ async fn single_node_group_commits_alone() {
     c.shutdown().await;
 }
 
+/// What a Raft group costs in tasks once it has a leader and applied an entry: openraft's core,
+/// state machine worker, tick and step-down watcher, nothing else. (openraft also ran an
+/// IO-completion forwarder and a linearizable-read deadline worker per group: jetraft's patches
+/// 4 and 5 in `vendor/openraft/JETRAFT-PATCH.md`; each task is memory on every stream.)
+#[tokio::test]
+async fn a_single_voter_group_keeps_four_tasks() {
+    let c = TestCluster::new(1);
+    let tasks = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    c.must_create_group(GroupId(100), &[n(1)]).await;
+    c.must_propose(GroupId(100), &[n(1)], "first").await;
+    // The count before, once the first group's write has settled (the same reading twice).
+    let mut before = tasks();
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = tasks();
+        if now == before {
+            break;
+        }
+        before = now;
+    }
+    const GROUPS: u64 = 10;
+    for g in 1..=GROUPS {
+        c.must_create_group(GroupId(100 + g), &[n(1)]).await;
+        c.must_propose(GroupId(100 + g), &[n(1)], "x").await;
+    }
+    // Tasks that come and go with a write (answers, quiescence checks) end within a moment.
+    let want = 4 * GROUPS as usize;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while tasks() - before > want && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(tasks() - before, want, "tasks of {GROUPS} groups");
+    c.shutdown().await;
+}
+
 #[tokio::test]
 async fn unknown_group_is_reported() {
     let c = TestCluster::new(1);
