@@ -13,6 +13,7 @@
 #   pull R1 file        pull consumer, explicit acks, batch 100, MSGS messages
 #   JS async R3 file    (CLUSTER=1) 256 in flight through node 0, MSGS messages
 #   pull R3 file        (CLUSTER=1) through node 0, MSGS messages
+#   JS async / sync R3  (CLUSTER=1) with the client on the stream leader's node (--via leader)
 #
 # Knobs: REF_BIN (required), ROUNDS=5 MSGS=50000 SYNC_MSGS=2000 PUBSUB_MSGS=500000 CLUSTER=1,
 # JETRAFT_BIN, JETRAFT_BENCH_BIN.
@@ -54,14 +55,22 @@ echo "A/B: A = $REF_BIN, B = $JETRAFT_BIN; medians of $ROUNDS interleaved rounds
 echo
 echo "| workload | A | B | B/A |"
 echo "|---|---:|---:|---:|"
+# via PORT: with VIA=leader|follower, the arguments that make jetraft-bench use the stream
+# leader's node (or a follower's) of the cluster whose first client port is PORT.
+via() {
+  [[ -n ${VIA:-} ]] && printf -- '--via\n%s\n--peer-urls\n%s\n' "$VIA" "$(cat "$work/urls-$1")"
+  return 0
+}
 # ab LABEL A_PORT B_PORT BENCH ARGS...: one interleaved workload and its table row.
 ab() {
   local label=$1 ap=$2 bp=$3
   shift 3
-  local a=() b=()
+  local a=() b=() av bv
+  mapfile -t av < <(via "$ap")
+  mapfile -t bv < <(via "$bp")
   for _ in $(seq "$ROUNDS"); do
-    a+=("$(value "$1" "$ap" "${@:2}")")
-    b+=("$(value "$1" "$bp" "${@:2}")")
+    a+=("$(value "$1" "$ap" "${@:2}" "${av[@]}")")
+    b+=("$(value "$1" "$bp" "${@:2}" "${bv[@]}")")
   done
   local am bm
   am=$(printf '%s\n' "${a[@]}" | median)
@@ -84,5 +93,11 @@ if ((CLUSTER)); then
     --replicas 3 --inflight 256 --msgs "$MSGS" --size "$SIZE" --timeout 300
   ab "pull, explicit acks, batch 100, R3 file, through node 0" "$AC" "$BC" jsconsume \
     --consumer pull --replicas 3 --msgs "$MSGS" --size "$SIZE" --batch 100 --timeout 300
+  # Through node 0 the rate depends on where each round's stream leader lands (two runs of the
+  # same two builds gave 0.76 and 1.20): these rows put the client on the leader's node.
+  VIA=leader ab "JS async 256 in flight, R3 file, client on the leader's node" "$AC" "$BC" \
+    jspub --storage file --replicas 3 --inflight 256 --msgs "$MSGS" --size "$SIZE" --timeout 300
+  VIA=leader ab "JS sync, R3 file, client on the leader's node" "$AC" "$BC" jspub \
+    --storage file --replicas 3 --inflight 1 --msgs "$SYNC_MSGS" --size "$SIZE" --timeout 300
 fi
 report_errors bench-ab.sh
