@@ -92,6 +92,10 @@ pub enum Change<'a> {
 
 /// WAL size at which RocksDB flushes the column families that keep the oldest WAL file alive.
 const MAX_TOTAL_WAL_BYTES: u64 = 256 << 20;
+/// Memtable memory of all column families together at which RocksDB flushes the largest.
+const MEMTABLE_BUDGET_BYTES: usize = 64 << 20;
+/// The one block cache every column family reads through.
+const BLOCK_CACHE_BYTES: usize = 32 << 20;
 
 impl Db {
     /// Opens (creating if needed) the database in `path` with all column families.
@@ -120,10 +124,21 @@ impl Db {
         // (RocksDB refuses atomic flush with pipelined writes; the state writes that shared WAL
         // write groups with the log appends no longer write the WAL at all.)
         opts.set_atomic_flush(true);
+        // Memory bounds for the node as a whole. By default every column family keeps up to
+        // two 64 MB memtables and its own 32 MB block cache, and a burst of writes left ~200 MB
+        // of memtables resident until the next flush (nats-server keeps its data in the page
+        // cache). Over the budget, RocksDB flushes the largest memtable; writes never stall.
+        let budget =
+            rocksdb::WriteBufferManager::new_write_buffer_manager(MEMTABLE_BUDGET_BYTES, false);
+        opts.set_write_buffer_manager(&budget);
+        let cache = rocksdb::Cache::new_lru_cache(BLOCK_CACHE_BYTES);
+        let mut table = rocksdb::BlockBasedOptions::default();
+        table.set_block_cache(&cache);
         tune(&mut opts);
         let cfs = ColumnFamily::ALL.iter().map(|cf| {
             let mut cf_opts = Options::default();
             cf_opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
+            cf_opts.set_block_based_table_factory(&table);
             ColumnFamilyDescriptor::new(cf.name(), cf_opts)
         });
         // RocksDB's WAL replay can loop forever on some damaged records: check them first.
@@ -396,6 +411,56 @@ mod tests {
             Some(b"v".to_vec())
         );
         drop(rt);
+    }
+
+    /// Memtables of all column families together stay within the node's budget: writing 1.5
+    /// times the budget into two column families (as publishes fill `raft_log` and `msgs`
+    /// together) flushes on the way. Without the budget neither would reach its own 64 MB
+    /// write buffer and all of it would stay in memory: checked.
+    #[test]
+    fn memtables_stay_within_the_node_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path()).unwrap();
+        let value = vec![7u8; 64 << 10];
+        let rounds = 3 * MEMTABLE_BUDGET_BYTES / 4 / value.len();
+        for i in 0..rounds as u64 {
+            let mut b = WriteBatch::default();
+            b.put_cf(
+                &db.cf(ColumnFamily::RaftLog).unwrap(),
+                prefixed_u64(1, i),
+                &value,
+            );
+            b.put_cf(
+                &db.cf(ColumnFamily::Msgs).unwrap(),
+                prefixed_u64(1, i),
+                &value,
+            );
+            db.write(b, false).unwrap();
+        }
+        let sum = |property: &str| -> u64 {
+            ColumnFamily::ALL
+                .iter()
+                .map(|&cf| {
+                    db.raw()
+                        .property_int_value_cf(&db.cf(cf).unwrap(), property)
+                        .unwrap()
+                        .unwrap_or(0)
+                })
+                .sum()
+        };
+        // Flushes under way end first.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while sum("rocksdb.num-immutable-mem-table") > 0 && Instant::now() < deadline {
+            // A plain test thread, no runtime to block.
+            #[allow(clippy::disallowed_methods)]
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let memtables = sum("rocksdb.size-all-mem-tables");
+        let budget = MEMTABLE_BUDGET_BYTES as u64;
+        assert!(
+            memtables <= budget,
+            "{memtables} bytes of memtables, budget {budget}"
+        );
     }
 
     #[test]
