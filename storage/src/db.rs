@@ -437,25 +437,17 @@ mod tests {
             );
             db.write(b, false).unwrap();
         }
-        let sum = |property: &str| -> u64 {
-            ColumnFamily::ALL
-                .iter()
-                .map(|&cf| {
-                    db.raw()
-                        .property_int_value_cf(&db.cf(cf).unwrap(), property)
-                        .unwrap()
-                        .unwrap_or(0)
-                })
-                .sum()
-        };
         // Flushes under way end first.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while sum("rocksdb.num-immutable-mem-table") > 0 && Instant::now() < deadline {
-            // A plain test thread, no runtime to block.
-            #[allow(clippy::disallowed_methods)]
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let memtables = sum("rocksdb.size-all-mem-tables");
+        db.wait_for_flushes(Duration::from_secs(20));
+        let memtables: u64 = ColumnFamily::ALL
+            .iter()
+            .map(|&cf| {
+                db.raw()
+                    .property_int_value_cf(&db.cf(cf).unwrap(), "rocksdb.size-all-mem-tables")
+                    .unwrap()
+                    .unwrap_or(0)
+            })
+            .sum();
         let budget = MEMTABLE_BUDGET_BYTES as u64;
         assert!(
             memtables <= budget,

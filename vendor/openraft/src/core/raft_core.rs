@@ -1,5 +1,4 @@
 use std::collections::BTreeMap;
-use futures_util::FutureExt;
 use std::fmt;
 use std::fmt::Debug;
 use std::future::Future;
@@ -9,6 +8,7 @@ use std::time::Duration;
 
 use display_more::DisplayOptionExt;
 use display_more::DisplaySliceExt;
+use futures_util::FutureExt;
 use tracing::Instrument;
 use tracing::Level;
 use tracing::Span;
@@ -141,8 +141,8 @@ use crate::type_config::alias::OneshotReceiverOf;
 use crate::type_config::alias::PayloadOf;
 use crate::type_config::alias::VoteOf;
 use crate::type_config::alias::WatchReceiverOf;
-use crate::type_config::async_runtime::watch::WatchReceiver;
 use crate::type_config::alias::WatchSenderOf;
+use crate::type_config::async_runtime::watch::WatchReceiver;
 use crate::type_config::async_runtime::mpsc::MpscSender;
 use crate::vote::RaftLeaderId;
 use crate::vote::RaftVote;
@@ -686,8 +686,6 @@ where
             let right = log_ids.last_ref().index() + 1;
             if let Some(stats) = self.runtime_stats.as_deref_mut() {
                 stats.record_log_stage(Stage::Proposed, right, proposed_at);
-            }
-            if let Some(stats) = self.runtime_stats.as_deref_mut() {
                 stats.record_log_stage_now(Stage::Received, right);
             }
         }
