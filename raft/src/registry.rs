@@ -509,19 +509,27 @@ impl<T: Transport> GroupRegistry<T> {
     }
 
     /// The Raft handle of `group`, its timers started first if the group was quiet, and its
-    /// leader lease renewed if it is too old for openraft to accept a write (a leader quiet for
-    /// longer than half its lease, or one that just won an election): for every call that
-    /// writes to the log or hands leadership on. A group woken soon after it went quiet still
-    /// has its lease from the last quorum answer and writes without an extra round trip.
+    /// leader lease renewed if it is too old for openraft to accept a membership change (a
+    /// leader quiet for longer than half its lease, or one that just won an election): for
+    /// every call that changes membership, hands leadership on or confirms a read.
     async fn awake_raft(&self, group: GroupId) -> Result<GroupRaft, RaftError> {
+        let raft = self.awake_raft_unleased(group)?;
+        if self.lease_unbacked(&raft) {
+            self.renew_lease(&raft).await;
+        }
+        Ok(raft)
+    }
+
+    /// The Raft handle of `group`, its timers started first if the group was quiet, for a
+    /// client write: openraft (patched, `vendor/openraft/JETRAFT-PATCH.md`) accepts those
+    /// without a leader lease, so a write to a quiet group costs one round trip (its own
+    /// AppendEntries, which also wakes the followers), not a heartbeat round first.
+    fn awake_raft_unleased(&self, group: GroupId) -> Result<GroupRaft, RaftError> {
         let (raft, flag) = self
             .groups
             .flag(group)
             .ok_or(RaftError::GroupNotFound { group })?;
         flag.wake(&raft);
-        if self.lease_unbacked(&raft) {
-            self.renew_lease(&raft).await;
-        }
         Ok(raft)
     }
 
@@ -543,27 +551,15 @@ impl<T: Transport> GroupRegistry<T> {
     }
 
     /// Proposes `command` to `group` and returns the state machine's response once it is
-    /// committed and applied here. Only the leader accepts proposals.
-    ///
-    /// openraft refuses a write, without logging it and without naming a leader, on a leader
-    /// whose lease is not (or no longer) backed by a quorum's recent answers, as right after it
-    /// won an election; the proposal is then made once more after a heartbeat round.
+    /// committed and applied here. Only the leader accepts proposals; it needs no leader lease
+    /// for them ([`Self::awake_raft_unleased`]).
     pub async fn propose(&self, group: GroupId, command: Bytes) -> Result<Bytes, RaftError> {
-        let raft = self.awake_raft(group).await?;
+        let raft = self.awake_raft_unleased(group)?;
         let _counted = self.in_flight(group).map(|f| f.enter(Kind::Other));
-        let first = self
-            .deadline(group, raft.client_write(Command(command.clone())))
+        let resp = self
+            .deadline(group, raft.client_write(Command(command)))
             .await?
-            .map_err(|e| write_error(group, e));
-        let resp = match first {
-            Err(RaftError::NotLeader { leader: None, .. }) if self.leader(group)?.is_self => {
-                self.renew_lease(&raft).await;
-                self.deadline(group, raft.client_write(Command(command)))
-                    .await?
-                    .map_err(|e| write_error(group, e))?
-            }
-            other => other?,
-        };
+            .map_err(|e| write_error(group, e))?;
         Ok(resp.data.0)
     }
 
@@ -603,7 +599,7 @@ impl<T: Transport> GroupRegistry<T> {
         command: Bytes,
         kind: Kind,
     ) -> Result<impl Future<Output = Result<Bytes, RaftError>> + Send + 'static, RaftError> {
-        let raft = self.awake_raft(group).await?;
+        let raft = self.awake_raft_unleased(group)?;
         // Counted from before the core sees it until its answer arrived or was given up.
         let counted = self.in_flight(group).map(|f| f.enter(kind));
         let (responder, rx) = ProgressResponder::<JetraftConfig, _>::complete_only();

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use jetraft_raft::{GroupId, NodeId, RaftError, RemovedVoters};
+use openraft::Instant as _;
 use openraft::async_runtime::WatchReceiver;
 use std::sync::Arc;
 
@@ -130,6 +131,50 @@ async fn a_single_voter_group_keeps_four_tasks() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(tasks() - before, want, "tasks of {GROUPS} groups");
+    c.shutdown().await;
+}
+
+/// A leader that heard no quorum answer for longer than its lease (no heartbeats, as in a
+/// quiet group) still takes a client write at once, without a heartbeat round first: Raft's
+/// safety does not rest on the lease, and a round before every write to a quiet group doubled
+/// its latency. Membership changes still need the lease (openraft's own check).
+#[tokio::test]
+async fn a_leader_whose_lease_ran_out_takes_writes_at_once() {
+    let c = TestCluster::new(3);
+    let all = c.ids();
+    c.must_create_group(G, &all).await;
+    let leader = c.wait_for_leader(G, &all).await;
+    c.must_propose(G, &all, "a").await;
+    for &id in &all {
+        let raft = c.node(id).registry.raft(G).unwrap();
+        raft.runtime_config().heartbeat(false);
+        raft.runtime_config().elect(false);
+    }
+    let registry = &c.node(leader).registry;
+    let raft = registry.raft(G).unwrap();
+    // openraft's lease is the largest election timeout.
+    let lease = registry.timing().election_max;
+    tokio::time::sleep(lease * 2).await;
+    let acked = raft.metrics().borrow_watched().last_quorum_acked;
+    assert!(
+        acked.is_some_and(|at| at.elapsed() > lease),
+        "the lease should have run out: last quorum answer {acked:?}"
+    );
+
+    let write = raft.client_write(jetraft_raft::types::Command(Bytes::from_static(b"b")));
+    tokio::time::timeout(Duration::from_secs(5), write)
+        .await
+        .expect("answered")
+        .expect("a leader without a lease takes a client write");
+    tokio::time::sleep(lease * 2).await;
+    let answer = tokio::time::timeout(
+        Duration::from_secs(5),
+        registry.propose(G, Bytes::from_static(b"c")),
+    )
+    .await
+    .expect("answered");
+    assert_eq!(len_of(&answer.expect("proposed")), 3);
+    c.wait_for_items(G, &all, &["a", "b", "c"]).await;
     c.shutdown().await;
 }
 

@@ -659,6 +659,27 @@ where
         responders: BatchOf<C, Option<CoreResponder<C>>>,
         #[cfg(feature = "runtime-stats")] proposed_at: InstantOf<C>,
     ) -> Option<LeaderLogIds<CommittedLeaderIdOf<C>>> {
+        self.write_entries_with(
+            payloads,
+            responders,
+            true,
+            #[cfg(feature = "runtime-stats")]
+            proposed_at,
+        )
+    }
+
+    /// jetraft patch: [`Self::write_entries`], with the leader lease checked only when
+    /// `need_lease`. Client writes do not need it: Raft's safety never depends on the lease (a
+    /// deposed leader's entry is simply never committed), and a quiet group's leader, which
+    /// sends no heartbeats, would otherwise need a heartbeat round before every write. Membership
+    /// changes keep the check.
+    pub fn write_entries_with(
+        &mut self,
+        payloads: BatchOf<C, PayloadOf<C>>,
+        responders: BatchOf<C, Option<CoreResponder<C>>>,
+        need_lease: bool,
+        #[cfg(feature = "runtime-stats")] proposed_at: InstantOf<C>,
+    ) -> Option<LeaderLogIds<CommittedLeaderIdOf<C>>> {
         debug_assert_eq!(
             payloads.len(),
             responders.len(),
@@ -667,7 +688,12 @@ where
 
         tracing::debug!("write {} entries", payloads.len());
 
-        let mut lh = match self.ensure_writable_leader_handler() {
+        let handler = if need_lease {
+            self.ensure_writable_leader_handler()
+        } else {
+            self.ensure_leader_handler()
+        };
+        let mut lh = match handler {
             Ok(lh) => lh,
             Err(forward_err) => {
                 let err = ClientWriteError::ForwardToLeader(forward_err);
@@ -1849,9 +1875,11 @@ where
                 if let Some(stats) = self.runtime_stats.as_deref_mut() {
                     stats.write_batch.record(payloads.len() as u64);
                 }
-                self.write_entries(
+                // jetraft patch: client writes need no leader lease (see `write_entries_with`).
+                self.write_entries_with(
                     payloads,
                     responders,
+                    false,
                     #[cfg(feature = "runtime-stats")]
                     proposed_at,
                 );
