@@ -30,6 +30,7 @@ use openraft_multi::GroupRouter;
 use tonic::Code;
 use tonic::transport::Channel;
 
+use super::append_outbound::{Closer, Outbound};
 use super::peers::{GrpcSettings, Peer, Peers};
 use super::security::LinkSecurity;
 use super::snapshot_send::wire_chunks;
@@ -261,36 +262,16 @@ impl GrpcTransport {
         let Some(first) = requests.next().await else {
             return Ok(Box::pin(futures_util::stream::empty()));
         };
-        let requests =
-            futures_util::stream::once(futures_util::future::ready(first)).chain(requests);
+        let requests: AppendRequests = Box::pin(
+            futures_util::stream::once(futures_util::future::ready(first)).chain(requests),
+        );
         let peer = self
             .peer(target)
             .map_err(|f| self.rpc_error(f, target, RPCTypes::AppendEntries, ttl))?;
         let from = self.inner.node.0;
         let sent = Arc::new(AtomicU64::new(0));
         let more = Arc::new(tokio::sync::Notify::new());
-        let (counted, told) = (sent.clone(), more.clone());
-        // The requests reach tonic through a channel fed by a task of their own: handing
-        // tonic the boxed stream itself defeats the compiler's `Send` proof (a higher-ranked
-        // lifetime error). The task ends when the input ends, and is aborted when the answers
-        // are dropped: it may be waiting inside openraft's request stream, holding the lock
-        // the next replication session needs.
-        let (tx, mut rx) = tokio::sync::mpsc::channel(APPEND_STREAM_BUFFER);
-        let pump = AbortOnDrop(tokio::spawn(async move {
-            let mut requests = requests;
-            while let Some(r) = requests.next().await {
-                counted.fetch_add(1, Ordering::Relaxed);
-                told.notify_one();
-                if tx
-                    .send(append::request_to_pb(group.0, from, &r))
-                    .await
-                    .is_err()
-                {
-                    break;
-                }
-            }
-        }));
-        let outbound = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
+        let (outbound, closer) = Outbound::new(requests, group.0, from, sent.clone(), more.clone());
         let mut request = tonic::Request::new(outbound);
         address_to(&mut request, target);
         self.inner.security.stamp(&mut request);
@@ -304,7 +285,7 @@ impl GrpcTransport {
         .map_err(|f| self.rpc_error(f, target, RPCTypes::AppendEntries, ttl))?;
         peer.succeeded();
         let stream = AppendStream {
-            _pump: pump,
+            _closer: closer,
             answers,
             transport: self,
             peer,
@@ -321,22 +302,10 @@ impl GrpcTransport {
     }
 }
 
-/// Requests converted ahead of the gRPC call's sending (openraft's own pipeline holds 64).
-const APPEND_STREAM_BUFFER: usize = 16;
-
-/// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// The receiving half of an open append stream.
 struct AppendStream {
-    /// The task feeding the call its requests.
-    _pump: AbortOnDrop,
+    /// Ends the call's request stream when the answers are dropped.
+    _closer: Closer,
     answers: tonic::Streaming<jetraft_proto::raft::StreamAppendResponse>,
     transport: GrpcTransport,
     peer: Arc<Peer>,

@@ -17,6 +17,7 @@
 //! bytes on a separate channel, so a transfer does not hold up heartbeats; a lazy snapshot is read
 //! as it is sent.
 
+mod append_outbound;
 mod client;
 mod peers;
 pub mod screen;
