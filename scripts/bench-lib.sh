@@ -24,10 +24,18 @@ cleanup() {
     echo "server logs kept in $keep" >&2
   fi
   if [[ -f $work/pids ]]; then
-    while read -r p; do kill "$p" 2>/dev/null || true; done <"$work/pids"
+    local pids=() p
+    while read -r p; do pids+=("$p"); kill "$p" 2>/dev/null || true; done <"$work/pids"
+    # A jetraft node hands its leaderships on after SIGTERM and may take seconds to exit:
+    # remove the stores only once every server is gone (bounded; SIGKILL after 15 s), or `rm`
+    # races with its last writes and fails the script.
+    local deadline=$((SECONDS + 15))
+    for p in "${pids[@]}"; do
+      while kill -0 "$p" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+      kill -9 "$p" 2>/dev/null || true
+    done
   fi
-  sleep 1
-  rm -rf "$work"
+  rm -rf "$work" || true
 }
 trap cleanup EXIT
 
