@@ -350,11 +350,13 @@ impl<T: Transport> GroupRegistry<T> {
         Some((req, reachable))
     }
 
-    /// Renews the leader lease of a group before a write: openraft refuses writes on a leader
-    /// that has not heard from a quorum within the lease (the largest election timeout), as a
-    /// quiet leader that sent no heartbeats, or one that just won an election. Sends a heartbeat
-    /// round at once and waits (at most the proposal deadline) for a quorum to answer it. A
-    /// follower or a single-voter leader has nothing to renew.
+    /// Renews the leader lease of a group before a membership change, a leadership transfer or
+    /// a linearizable read: openraft refuses membership changes on a leader that has not heard
+    /// from a quorum within the lease (the largest election timeout), as a quiet leader that
+    /// sent no heartbeats, or one that just won an election. (Client writes need no lease: see
+    /// `GroupRegistry::awake_raft_unleased`.) Sends a heartbeat round at once and waits (at most
+    /// the proposal deadline) for a quorum to answer it. A follower or a single-voter leader has
+    /// nothing to renew.
     pub(crate) async fn renew_lease(&self, raft: &GroupRaft) {
         use openraft::async_runtime::Instant as _;
         let me = self.node_id().0;

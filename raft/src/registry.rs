@@ -552,7 +552,7 @@ impl<T: Transport> GroupRegistry<T> {
 
     /// Proposes `command` to `group` and returns the state machine's response once it is
     /// committed and applied here. Only the leader accepts proposals; it needs no leader lease
-    /// for them ([`Self::awake_raft_unleased`]).
+    /// for them (see `awake_raft_unleased`).
     pub async fn propose(&self, group: GroupId, command: Bytes) -> Result<Bytes, RaftError> {
         let raft = self.awake_raft_unleased(group)?;
         let _counted = self.in_flight(group).map(|f| f.enter(Kind::Other));

@@ -607,8 +607,9 @@ async fn idle_group_goes_quiet_and_wakes_for_writes() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(quiet(&c, &all), "a heartbeat woke a quiet replica");
 
-    // A write wakes the group and commits everywhere at the first try (the leader renews the
-    // lease that ran out while it sent no heartbeats); the followers hear the leader again.
+    // A write wakes the group and commits everywhere at the first try (client writes need no
+    // leader lease, which ran out while the leader sent no heartbeats); the followers hear the
+    // leader again.
     let written = std::time::Instant::now();
     c.node(leader)
         .registry()
