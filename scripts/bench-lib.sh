@@ -32,7 +32,7 @@ cleanup() {
     local deadline=$((SECONDS + 15))
     for p in "${pids[@]}"; do
       while kill -0 "$p" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
-      kill -9 "$p" 2>/dev/null || true
+      if kill -0 "$p" 2>/dev/null; then kill -9 "$p" 2>/dev/null || true; fi
     done
   fi
   rm -rf "$work" || true

@@ -136,8 +136,10 @@ async fn a_single_voter_group_keeps_four_tasks() {
 
 /// A leader that heard no quorum answer for longer than its lease (no heartbeats, as in a
 /// quiet group) still takes a client write at once, without a heartbeat round first: Raft's
-/// safety does not rest on the lease, and a round before every write to a quiet group doubled
-/// its latency. Membership changes still need the lease (openraft's own check).
+/// safety does not rest on the lease, and that round added a round trip to every first write
+/// to a quiet group. The raw `client_write` is what fails without the openraft patch; the
+/// registry's `propose` after it shows the registry path commits too. Membership changes still
+/// need the lease (openraft's own check).
 #[tokio::test]
 async fn a_leader_whose_lease_ran_out_takes_writes_at_once() {
     let c = TestCluster::new(3);
