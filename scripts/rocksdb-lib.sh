@@ -7,40 +7,49 @@
 # C++ is compiled once per machine (shared by every checkout) and every build after that only
 # runs bindgen and links.
 #
-# Order: an existing cache wins; else a librocksdb.a left by an earlier complete build in this
-# checkout's target dir (scripts/target-dir.sh) or in the old machine-wide target dir
-# (/var/cache/jetraft/target, used before each checkout had its own) is copied; else it is
-# compiled once (ROCKSDB_COMPILE=1) into this checkout's target dir and copied.
+# On x86_64 the C++ is compiled with SSE4.2 and PCLMUL (x86-64-v2, every x86 server CPU since
+# 2010): RocksDB picks its CRC32C implementation at compile time, and without them every WAL
+# write, flush and checksummed read uses the table-driven software CRC (2.2% of the CPU of an
+# R1 publish run, BENCHMARKS.md). librocksdb-sys only passes these flags on when the Rust
+# target has the features, which would mean RUSTFLAGS for the whole workspace; CXXFLAGS reach
+# the C++ alone. The cache's name says which build it holds, so a machine with an older
+# library in the cache compiles the new one.
+#
+# Compiles once (ROCKSDB_COMPILE=1) into this checkout's target dir (scripts/target-dir.sh) and
+# copies the library from there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 version=11.8.1
-cache="/var/cache/jetraft/rocksdb-$version" # keep in sync with .cargo/config.toml
+cache="/var/cache/jetraft/rocksdb-$version-v2" # keep in sync with .cargo/config.toml
 lib="$cache/librocksdb.a"
 [ -s "$lib" ] && exit 0
 mkdir -p "$cache"
 
 CARGO_TARGET_DIR="$(./scripts/target-dir.sh)"
 export CARGO_TARGET_DIR
-find_built() {
-  # A build dir counts only if its build script finished (cargo wrote `output`).
-  local dir out
-  for dir in "$CARGO_TARGET_DIR" /var/cache/jetraft/target; do
-    for out in $(ls -dt "$dir"/*/build/librocksdb-sys-*/out 2>/dev/null); do
-      if [ -s "$out/librocksdb.a" ] && [ -s "$out/../output" ] && grep -q "rustc-link-lib=static=rocksdb" "$out/../output"; then
-        echo "$out/librocksdb.a"
-        return 0
-      fi
-    done
+if [ "$(uname -m)" = x86_64 ]; then
+  for flag in sse4_2 pclmulqdq; do
+    grep -qw "$flag" /proc/cpuinfo || { echo "rocksdb-lib: this CPU lacks $flag (x86-64-v2 needed)" >&2; exit 1; }
   done
-  return 1
-}
-
-if ! built="$(find_built)"; then
-  echo "rocksdb-lib: compiling RocksDB $version once for this machine (15-20 minutes on 2 cores)" >&2
-  ROCKSDB_COMPILE=1 cargo build -p jetraft-storage --locked
-  built="$(find_built)"
+  export CXXFLAGS="${CXXFLAGS:-} -msse4.2 -mpclmul"
 fi
+
+echo "rocksdb-lib: compiling RocksDB $version once for this machine (15-20 minutes on 2 cores)" >&2
+started=$(date +%s)
+ROCKSDB_COMPILE=1 cargo build -p jetraft-storage --locked
+# The library this build wrote: a build dir counts only if its build script finished (cargo
+# wrote `output`) after the build started.
+built=""
+for out in $(ls -dt "$CARGO_TARGET_DIR"/*/build/librocksdb-sys-*/out 2>/dev/null); do
+  if [ -s "$out/librocksdb.a" ] && [ -s "$out/../output" ] &&
+    [ "$(stat -c %Y "$out/librocksdb.a")" -ge "$started" ] &&
+    grep -q "rustc-link-lib=static=rocksdb" "$out/../output"; then
+    built="$out/librocksdb.a"
+    break
+  fi
+done
+[ -n "$built" ] || { echo "rocksdb-lib: the build left no new librocksdb.a" >&2; exit 1; }
 cp "$built" "$lib.tmp"
 mv "$lib.tmp" "$lib"
 echo "rocksdb-lib: cached $lib" >&2
