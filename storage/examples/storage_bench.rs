@@ -11,8 +11,12 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use jetraft_storage::Db;
+use jetraft_storage::keys::META_USER_MIN;
 use jetraft_storage::mem::MemStreamStore;
 use jetraft_storage::rocks::{GroupId, LogCodec, LogWriter, RaftLogStore, RocksStreamStore};
+use jetraft_storage::stream::limits::{
+    DiscardPolicy, StoreOutcome, StreamLimits, store_with_limits,
+};
 use jetraft_storage::stream::{StoredMsg, StreamStore, StreamUid};
 use openraft::entry::RaftEntry;
 use openraft::impls::leader_id_adv::LeaderId;
@@ -152,6 +156,31 @@ fn message(seq: u64, subject: String) -> StoredMsg {
     }
 }
 
+/// KV puts as a stream's apply makes them, on a fresh stream: each staged (`begin_batch`),
+/// stored with `max_msgs_per_subject = history` (from the key's `history + 1`-th put on, its
+/// oldest value goes), then written with an applied-index record (`put_metas`). 100 keys in
+/// turn, so each is replaced `count / 100` times and the index entries of its removed values
+/// pile up as tombstones in the memtable. Returns puts/s.
+fn kv_puts(db: &Db, uid: StreamUid, history: u64, count: u64) -> f64 {
+    let mut s = RocksStreamStore::open(db.clone(), uid).expect("stream");
+    let limits = StreamLimits {
+        max_msgs_per_subject: Some(history),
+        discard: DiscardPolicy::New,
+        ..Default::default()
+    };
+    let keys: Vec<String> = (0..100).map(|k| format!("$KV.B.key.{k}")).collect();
+    let t0 = Instant::now();
+    for seq in 1..=count {
+        s.begin_batch();
+        let key = keys[(seq % 100) as usize].clone();
+        let outcome = store_with_limits(&mut s, &limits, &message(seq, key)).expect("store");
+        assert!(matches!(outcome, StoreOutcome::Stored { .. }));
+        s.put_metas(&[(META_USER_MIN, &seq.to_be_bytes())])
+            .expect("put_metas");
+    }
+    count as f64 / t0.elapsed().as_secs_f64()
+}
+
 fn timed(secs: f64, mut f: impl FnMut(u64)) -> f64 {
     let t0 = Instant::now();
     let mut n = 0;
@@ -269,6 +298,14 @@ async fn main() {
         hits as f64 / el,
         "msgs/s",
     );
+
+    for (history, uid) in [(1, 4), (5, 5)] {
+        row(
+            &format!("rocks KV puts, history {history}, 100k over 100 keys (staged, as applied)"),
+            kv_puts(&db, StreamUid(uid), history, n),
+            "puts/s",
+        );
+    }
 
     let mut mem = MemStreamStore::new(StreamUid(3));
     let mut seq = 0;

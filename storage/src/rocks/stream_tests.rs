@@ -91,6 +91,77 @@ fn state_survives_reopen() {
     assert_eq!(other.state().msgs, 20);
 }
 
+/// A subject's first and last sequence are kept in memory while known (a history-1 key's always
+/// are), read from the index when not, and rebuilt exactly at open.
+#[test]
+fn subject_ends_are_kept_while_known_and_rebuilt_at_open() {
+    use crate::stream::limits::{StreamLimits, store_with_limits};
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    let mut s = RocksStreamStore::open(db.clone(), StreamUid(1)).unwrap();
+    let history_1 = StreamLimits {
+        max_msgs_per_subject: Some(1),
+        ..Default::default()
+    };
+    // KV-style puts, staged as the apply path does: each replaces its key's previous value,
+    // sometimes one staged in the same batch.
+    for chunk in (1..=30u64).collect::<Vec<_>>().chunks(4) {
+        s.begin_batch();
+        for &seq in chunk {
+            let key = ["k.a", "k.b", "k.c"][(seq % 3) as usize];
+            store_with_limits(&mut s, &history_1, &msg(seq, key)).unwrap();
+        }
+        s.put_metas(&[]).unwrap();
+    }
+    let key = |seq: u64| SubjectSeqs {
+        count: 1,
+        first: seq,
+        last: seq,
+        first_exact: true,
+        last_exact: true,
+    };
+    assert_eq!(s.subjects["k.a"], key(30));
+    assert_eq!(s.subjects["k.b"], key(28));
+    assert_eq!(s.subjects["k.c"], key(29));
+    assert_eq!((s.state().msgs, s.state().first_seq), (3, 28));
+    // Removing the first of several leaves the next one unknown; the index answers.
+    for seq in 31..=33 {
+        s.store_msg(&msg(seq, "m")).unwrap();
+    }
+    for seq in 34..=35 {
+        s.store_msg(&msg(seq, "m")).unwrap();
+    }
+    assert!(s.remove(31).unwrap());
+    assert!(s.remove(35).unwrap());
+    let bounds = SubjectSeqs {
+        count: 3,
+        first: 32,
+        last: 34,
+        first_exact: false,
+        last_exact: false,
+    };
+    assert_eq!(s.subjects["m"], bounds);
+    assert_eq!(s.first_seq_for_subject("m").unwrap(), Some(32));
+    assert_eq!(s.last_for_subject("m").unwrap(), Some(msg(34, "m")));
+    // A middle one goes: the bounds still hold, and the index answers past the hole.
+    assert!(s.remove(33).unwrap());
+    assert!(s.remove(32).unwrap());
+    assert_eq!(s.subjects["m"].count, 1);
+    assert_eq!(s.first_seq_for_subject("m").unwrap(), Some(34));
+    assert_eq!(s.last_for_subject("m").unwrap(), Some(msg(34, "m")));
+    let live = s.subjects.clone();
+    drop(s);
+    // Rebuilt from the index at open: the same counts, every end exact.
+    let s = RocksStreamStore::open(db, StreamUid(1)).unwrap();
+    assert_eq!(s.subjects.len(), 4);
+    for k in ["k.a", "k.b", "k.c"] {
+        assert_eq!(s.subjects[k], live[k]);
+    }
+    assert_eq!(s.subjects["m"], key(34));
+    // 28, 29 and 30 (one per key) and 34 are left.
+    assert_eq!(s.deleted().unwrap(), vec![31, 32, 33]);
+}
+
 #[test]
 fn purging_one_stream_leaves_its_neighbours() {
     let dir = tempfile::tempdir().unwrap();

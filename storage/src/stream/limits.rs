@@ -131,10 +131,7 @@ pub fn enforce<S: StreamStore + ?Sized>(
     let mut removed = 0;
     if let (Some(max), Some(subject)) = (limits.max_msgs_per_subject, subject) {
         while store.subject_count(subject) > max {
-            let Some(seq) = store.first_seq_for_subject(subject)? else {
-                break;
-            };
-            if !store.remove(seq)? {
+            if store.remove_first_for_subject(subject)?.is_none() {
                 break;
             }
             removed += 1;

@@ -212,6 +212,14 @@ pub trait StreamStore: Send {
     /// The oldest present sequence on one literal subject.
     fn first_seq_for_subject(&self, subject: &str) -> Result<Option<u64>, StorageError>;
 
+    /// Removes the oldest message on one literal subject; its sequence, if there was one.
+    fn remove_first_for_subject(&mut self, subject: &str) -> Result<Option<u64>, StorageError> {
+        match self.first_seq_for_subject(subject)? {
+            Some(seq) => Ok(self.remove(seq)?.then_some(seq)),
+            None => Ok(None),
+        }
+    }
+
     /// Removes every message for good because the stream left this node (not an applied
     /// command): unlike [`StreamStore::purge`], durable when it returns as far as the store can
     /// make it, and a file store gives the space back at once. Returns the number removed.

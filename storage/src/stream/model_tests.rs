@@ -27,6 +27,10 @@ enum Op {
         keep: Option<u64>,
     },
     Expire(u64),
+    /// Starts staging appends (`begin_batch`), as a state machine does per applied batch.
+    BeginBatch,
+    /// Writes what is staged (`put_metas`).
+    EndBatch,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -38,6 +42,8 @@ fn op() -> impl Strategy<Value = Op> {
               proptest::option::of(0u64..5))
             .prop_map(|(filter, seq, keep)| Op::Purge { filter, seq, keep: if seq.is_some() { None } else { keep } }),
         1 => (0u64..40_000).prop_map(Op::Expire),
+        1 => Just(Op::BeginBatch),
+        1 => Just(Op::EndBatch),
     ]
 }
 
@@ -264,6 +270,8 @@ fn run<S: StreamStore>(mut store: S, ops: Vec<Op>) -> Result<(), TestCaseError> 
                     want.len() as u64
                 );
             }
+            Op::BeginBatch => store.begin_batch(),
+            Op::EndBatch => store.put_metas(&[]).expect("put_metas"),
         }
         let st = store.state();
         let seqs: Vec<u64> = model.msgs.iter().map(|m| m.seq).collect();
@@ -289,6 +297,17 @@ fn run<S: StreamStore>(mut store: S, ops: Vec<Op>) -> Result<(), TestCaseError> 
             _ => vec![],
         };
         prop_assert_eq!(store.deleted().expect("deleted"), deleted);
+        for subj in SUBJECTS {
+            let want = model.msgs.iter().find(|m| m.subject == subj).map(|m| m.seq);
+            prop_assert_eq!(
+                store.first_seq_for_subject(subj).expect("first"),
+                want,
+                "step {} ops {:?}",
+                step,
+                shadow
+            );
+            prop_assert_eq!(store.subject_count(subj), model.count(subj));
+        }
         for f in FILTERS {
             let want = model
                 .msgs
