@@ -15,8 +15,10 @@
 # the C++ alone. The cache's name says which build it holds, so a machine with an older
 # library in the cache compiles the new one.
 #
-# Compiles once (ROCKSDB_COMPILE=1) into this checkout's target dir (scripts/target-dir.sh) and
-# copies the library from there.
+# Compiles once (ROCKSDB_COMPILE=1) in a build dir of its own beside the cache, copies the library
+# and removes the dir. Its own dir, not the checkout's target dir: librocksdb-sys re-runs its
+# build only when ROCKSDB_COMPILE, ROCKSDB_LIB_DIR or ROCKSDB_STATIC change (not CXXFLAGS), so in a
+# target dir that compiled RocksDB before, cargo could keep the old library.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,7 +28,7 @@ lib="$cache/librocksdb.a"
 [ -s "$lib" ] && exit 0
 mkdir -p "$cache"
 
-CARGO_TARGET_DIR="$(./scripts/target-dir.sh)"
+CARGO_TARGET_DIR="$cache-build"
 export CARGO_TARGET_DIR
 if [ "$(uname -m)" = x86_64 ]; then
   for flag in sse4_2 pclmulqdq; do
@@ -36,6 +38,7 @@ if [ "$(uname -m)" = x86_64 ]; then
 fi
 
 echo "rocksdb-lib: compiling RocksDB $version once for this machine (15-20 minutes on 2 cores)" >&2
+rm -rf "$CARGO_TARGET_DIR" # what an interrupted run left
 started=$(date +%s)
 ROCKSDB_COMPILE=1 cargo build -p jetraft-storage --locked
 # The library this build wrote: a build dir counts only if its build script finished (cargo
@@ -52,4 +55,5 @@ done
 [ -n "$built" ] || { echo "rocksdb-lib: the build left no new librocksdb.a" >&2; exit 1; }
 cp "$built" "$lib.tmp"
 mv "$lib.tmp" "$lib"
+rm -rf "$CARGO_TARGET_DIR"
 echo "rocksdb-lib: cached $lib" >&2

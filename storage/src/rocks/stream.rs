@@ -13,15 +13,14 @@
 //!   in-memory counters and subject counts) and written by [`StreamStore::put_metas`] in one
 //!   batch with the counters and the caller's records. Staged sequences are above every written
 //!   one, so reads consult the database first and the staged tail after (or before, for
-//!   newest-first reads). Every other mutation writes the staged appends first, so removals and
-//!   purges only ever see written messages. At most [`STAGE_LIMIT_BYTES`] are staged; past that
-//!   they are written early (without the caller's records).
+//!   newest-first reads). Every other mutation writes the staged appends first: a removal in its
+//!   own batch, ahead of its deletions (one write; a bulk load's ingested appends are written
+//!   before it), anything else in a write of their own. At most [`STAGE_LIMIT_BYTES`] are
+//!   staged; past that they are written early (without the caller's records).
 //! - The per-subject counts live in memory (like nats-server's per-subject index), with each
 //!   subject's first and last sequence while they are known ([`SubjectSeqs`]), and are rebuilt
 //!   at [`RocksStreamStore::open`] by a key-only scan of the stream's subject index; the open
 //!   fails with `Corrupt` if they disagree with the persisted message count.
-//! - A removal writes the staged appends in its own batch, before its deletions, so it costs one
-//!   write (a bulk load's ingested appends excepted: they are written first).
 //! - One handle per stream uid; the handle is the only writer of its key ranges.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
