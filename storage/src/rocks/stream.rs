@@ -55,7 +55,7 @@ const BULK_FLUSH_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(
 /// present message below `first`, none above `last`), and a lookup seeks the index from there.
 /// Seeking from the bound rather than from the subject's start matters: the index keys of
 /// removed messages stay behind as RocksDB tombstones until compaction, and a seek from the
-/// start steps over every one of them (a KV key updated 200,000 times made each update ~15x
+/// start steps over every one of them (at 2,000 updates per key a KV put was ~15x
 /// slower). A history-1 subject (a KV key) always has both ends exact, so replacing its value
 /// reads no index at all.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
