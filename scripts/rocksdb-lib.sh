@@ -39,20 +39,15 @@ fi
 
 echo "rocksdb-lib: compiling RocksDB $version once for this machine (15-20 minutes on 2 cores)" >&2
 rm -rf "$CARGO_TARGET_DIR" # what an interrupted run left
-started=$(date +%s)
 ROCKSDB_COMPILE=1 cargo build -p jetraft-storage --locked
-# The library this build wrote: a build dir counts only if its build script finished (cargo
-# wrote `output`) after the build started.
+# The fresh dir holds one librocksdb-sys build; its build script finished if cargo wrote `output`.
 built=""
-for out in $(ls -dt "$CARGO_TARGET_DIR"/*/build/librocksdb-sys-*/out 2>/dev/null); do
-  if [ -s "$out/librocksdb.a" ] && [ -s "$out/../output" ] &&
-    [ "$(stat -c %Y "$out/librocksdb.a")" -ge "$started" ] &&
-    grep -q "rustc-link-lib=static=rocksdb" "$out/../output"; then
+for out in "$CARGO_TARGET_DIR"/debug/build/librocksdb-sys-*/out; do
+  if [ -s "$out/librocksdb.a" ] && grep -qs "rustc-link-lib=static=rocksdb" "$out/../output"; then
     built="$out/librocksdb.a"
-    break
   fi
 done
-[ -n "$built" ] || { echo "rocksdb-lib: the build left no new librocksdb.a" >&2; exit 1; }
+[ -n "$built" ] || { echo "rocksdb-lib: the build left no librocksdb.a" >&2; exit 1; }
 cp "$built" "$lib.tmp"
 mv "$lib.tmp" "$lib"
 rm -rf "$CARGO_TARGET_DIR"

@@ -849,12 +849,18 @@ impl StreamStore for RocksStreamStore {
         let Some(seq) = self.first_seq_for_subject(subject)? else {
             return Ok(None);
         };
-        // Known or just read from the index, it is the first: once it is gone, the bound moves
-        // past it rather than staying below every later removal's tombstone.
-        if let Some(seqs) = self.subjects.get_mut(subject) {
-            (seqs.first, seqs.first_exact) = (seq, true);
+        if !self.remove(seq)? {
+            return Ok(None);
         }
-        Ok(self.remove(seq)?.then_some(seq))
+        // It was the subject's first, so nothing of it is left at or below it: the bound moves
+        // past it rather than staying below every later removal's tombstone.
+        if let Some(seqs) = self.subjects.get_mut(subject)
+            && !seqs.first_exact
+            && seqs.first <= seq
+        {
+            seqs.first = seq.saturating_add(1);
+        }
+        Ok(Some(seq))
     }
 
     fn drop_all(&mut self) -> Result<u64, StorageError> {
