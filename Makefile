@@ -47,58 +47,63 @@ test-fast test-cluster test-long: test-%:
 check-tiers:
 	./scripts/check-tiers.sh --nextest
 
+# Every benchmark (and chaos) target builds the same two binaries: cargo unifies the features
+# of the packages built together, so building `jetraft` alone gave a different binary (and
+# recompiled the server crates) after a build of both, in the middle of `make bench`.
+RELEASE_BUILD = cargo build --release -p jetraft-server --bin jetraft -p jetraft-tests --bin jetraft-bench
+
 bench:
 	./scripts/bench.sh
 	$(MAKE) bench-cluster bench-js bench-consume bench-kv bench-tls bench-memory
 	./scripts/bench-storage.sh
 
 bench-cluster:
-	cargo build --release -p jetraft-server --bin jetraft -p jetraft-tests --bin jetraft-bench
+	$(RELEASE_BUILD)
 	./scripts/bench-cluster.sh
 
 bench-ab:
 	@test -n "$(REF_BIN)" || { echo "make bench-ab REF_BIN=<reference jetraft release binary>" >&2; exit 2; }
-	cargo build --release -p jetraft-server --bin jetraft -p jetraft-tests --bin jetraft-bench
+	$(RELEASE_BUILD)
 	REF_BIN="$(REF_BIN)" ./scripts/bench-ab.sh
 
 bench-tls:
-	cargo build --release -p jetraft-server --bin jetraft -p jetraft-tests --bin jetraft-bench
+	$(RELEASE_BUILD)
 	./scripts/bench-tls.sh
 
 bench-js:
-	cargo build --release -p jetraft-server --bin jetraft -p jetraft-tests --bin jetraft-bench
+	$(RELEASE_BUILD)
 	./scripts/bench-js.sh
 
 bench-consume:
-	cargo build --release -p jetraft-server --bin jetraft -p jetraft-tests --bin jetraft-bench
+	$(RELEASE_BUILD)
 	./scripts/bench-consume.sh
 
 bench-kv:
-	cargo build --release -p jetraft-server --bin jetraft -p jetraft-tests --bin jetraft-bench
+	$(RELEASE_BUILD)
 	./scripts/bench-kv.sh
 
 bench-memory:
-	cargo build --release -p jetraft-server --bin jetraft
+	$(RELEASE_BUILD)
 	.venv/bin/python scripts/bench-memory.py --bin "$(CARGO_TARGET_DIR)/release/jetraft" --nats-bin .venv/bin/nats-server
 
 # Not part of `make bench` or `make test` (tens of minutes); the knobs are env vars the script
 # reads (SCALE_STREAMS=50 SCALE_CONSUMERS=200 SCALE_CATCHUP_MB=32 for a quick run).
 bench-scale:
-	cargo build --release -p jetraft-server --bin jetraft
+	$(RELEASE_BUILD)
 	JETRAFT_BIN="$(CARGO_TARGET_DIR)/release/jetraft" .venv/bin/python scripts/bench-scale.py --nats-bin .venv/bin/nats-server
 
 bench-idle:
-	cargo build --release -p jetraft-server --bin jetraft
+	$(RELEASE_BUILD)
 	.venv/bin/python scripts/bench-idle-streams.py --bin "$(CARGO_TARGET_DIR)/release/jetraft"
 	./scripts/bench-idle.sh --release
 
 bench-failover:
-	cargo build --release -p jetraft-server --bin jetraft
+	$(RELEASE_BUILD)
 	.venv/bin/python scripts/bench-failover.py --bin "$(CARGO_TARGET_DIR)/release/jetraft"
 	.venv/bin/python scripts/bench-failover.py --bin .venv/bin/nats-server --nats-server
 
 bench-rolling:
-	cargo build --release -p jetraft-server --bin jetraft
+	$(RELEASE_BUILD)
 	./scripts/bench-rolling.sh
 
 # The fuzz targets (server/tests/fuzz.rs) for a bounded time each; `make test` runs them for a
@@ -108,7 +113,7 @@ fuzz:
 
 # Not part of `make test` (needs root, takes up to ~30 minutes): scripts/chaos/README.md.
 chaos: fuzz
-	cargo build --release -p jetraft-server --bin jetraft
+	$(RELEASE_BUILD)
 	JETRAFT_BIN="$(CARGO_TARGET_DIR)/release/jetraft" CHAOS_SCENARIOS="$(CHAOS_SCENARIOS)" \
 	  CHAOS_SERVER="$(or $(CHAOS_SERVER),all)" RUNS="$(or $(RUNS),1)" ./scripts/chaos/chaos.sh
 
