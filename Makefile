@@ -48,8 +48,8 @@ check-tiers:
 	./scripts/check-tiers.sh --nextest
 
 # Every benchmark (and chaos) target builds the same two binaries: cargo unifies the features
-# of the packages built together, so building `jetraft` alone gave a different binary (and
-# recompiled the server crates) after a build of both, in the middle of `make bench`.
+# of the packages built together, so `jetraft` built alone is a different binary, with
+# artifacts of its own that `make bench` had to recompile midway after any source change.
 RELEASE_BUILD = cargo build --release -p jetraft-server --bin jetraft -p jetraft-tests --bin jetraft-bench
 
 bench:
